@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "level_gen.h"  // kFieldSize, kMaxLevel, LevelSetup
+
 namespace drm {
 
 // Button bits, in the game's RAM order (getInputs $B7E1; DESIGN.md).
@@ -59,10 +61,8 @@ enum Phase : uint8_t {
   kPhaseSoftReset = 6,   // A+B+Select+Start held: back to the title (terminal)
 };
 
-constexpr int kFieldSize = 128;
 constexpr int kReserveSize = 128;
 constexpr int kNumSpeeds = 3;
-constexpr int kMaxLevel = 24;  // lvCap: the game never goes past level 24
 constexpr int kSpeedUpsMax = 0x31;
 constexpr uint8_t kLevelIntroDelay = 0x80;  // levelIntro_delay (US/JP build)
 

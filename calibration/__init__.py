@@ -1,0 +1,1 @@
+"""calibration room (see ../shared/DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""hil room (see ../shared/DESIGN.md)."""

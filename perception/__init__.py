@@ -1,0 +1,1 @@
+"""perception room (see ../shared/DESIGN.md)."""

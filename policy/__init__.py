@@ -1,0 +1,1 @@
+"""policy room (see ../shared/DESIGN.md)."""
