@@ -49,8 +49,10 @@ State make_level(const py::handle& level_arg, const py::handle& speed_arg,
 }
 
 State make_demo(const py::handle& fc_arg, const py::handle& lead_arg) {
-  const auto fc = static_cast<uint8_t>(pa::in_range(fc_arg, "frame_counter", 0, 255, "frameCounter"));
-  const int lead = static_cast<int>(pa::in_range(lead_arg, "input_lead", 0, 64, "demo input frames"));
+  const auto fc =
+      static_cast<uint8_t>(pa::in_range(fc_arg, "frame_counter", 0, 255, "frameCounter"));
+  const int lead =
+      static_cast<int>(pa::in_range(lead_arg, "input_lead", 0, 64, "demo input frames"));
   State s;
   drm::init_demo(s, fc, lead);
   return s;
@@ -78,7 +80,7 @@ struct Batch {
   std::vector<State> states;
 };
 
-#define DRM_FIELD_VIEW(name, member, type, inner)                                              \
+#define DRM_FIELD_VIEW(name, member, type, inner) \
   {name, offsetof(State, member), sizeof(type), inner}
 
 struct ViewSpec {
@@ -166,7 +168,8 @@ Raises ValueError (out of range) or TypeError (not an integer).)doc");
           [](Game& g, const py::handle& masks_obj) {
             auto masks = py::array_t<uint8_t, py::array::c_style>::ensure(masks_obj);
             if (!masks || masks.ndim() != 1 || !py::isinstance<py::array>(masks_obj) ||
-                !py::reinterpret_borrow<py::array>(masks_obj).dtype().is(py::dtype::of<uint8_t>())) {
+                !py::reinterpret_borrow<py::array>(masks_obj).dtype().is(
+                    py::dtype::of<uint8_t>())) {
               throw py::type_error("masks must be a 1-D numpy.ndarray of dtype uint8");
             }
             const uint8_t* p = masks.data();
@@ -175,7 +178,8 @@ Raises ValueError (out of range) or TypeError (not an integer).)doc");
             for (py::ssize_t i = 0; i < n; ++i) drm::step(g.s, p[i]);
           },
           py::arg("masks"), "Step once per entry of a uint8[N] mask array (GIL released).")
-      .def("clone", [](const Game& g) { return Game{g.s}; }, "An independent copy (a memcpy).")
+      .def(
+          "clone", [](const Game& g) { return Game{g.s}; }, "An independent copy (a memcpy).")
       .def("__copy__", [](const Game& g) { return Game{g.s}; })
       .def("__deepcopy__", [](const Game& g, py::dict) { return Game{g.s}; })
       .def(
@@ -184,9 +188,8 @@ Raises ValueError (out of range) or TypeError (not an integer).)doc");
             return py::bytes(reinterpret_cast<const char*>(&g.s), sizeof(State));
           },
           "The whole state as bytes (for hashing and equality).")
-      .def("__eq__", [](const Game& a, const Game& b) {
-        return std::memcmp(&a.s, &b.s, sizeof(State)) == 0;
-      })
+      .def("__eq__",
+           [](const Game& a, const Game& b) { return std::memcmp(&a.s, &b.s, sizeof(State)) == 0; })
       .def_property_readonly("pill_valid", [](const Game& g) { return drm::pill_move_valid(g.s); })
       .def_property_readonly("virus_count", [](const Game& g) { return drm::virus_count(g.s); })
       .def_property_readonly("virus_left",
@@ -209,14 +212,15 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
              py::array l = np.attr("atleast_1d")(levels);
              py::array sp = np.attr("broadcast_to")(speeds, l.attr("shape"));
              py::array se = np.attr("broadcast_to")(seeds, l.attr("shape"));
-             py::array fc = np.attr("broadcast_to")(fcs.is_none() ? py::int_(0) : fcs,
-                                                    l.attr("shape"));
-             if (l.ndim() != 1 || l.size() == 0) throw py::value_error("levels must be 1-D, N >= 1");
+             py::array fc =
+                 np.attr("broadcast_to")(fcs.is_none() ? py::int_(0) : fcs, l.attr("shape"));
+             if (l.ndim() != 1 || l.size() == 0)
+               throw py::value_error("levels must be 1-D, N >= 1");
              Batch b;
              b.states.reserve(static_cast<size_t>(l.size()));
              for (py::ssize_t i = 0; i < l.size(); ++i) {
-               b.states.push_back(make_level(l[py::int_(i)], sp[py::int_(i)], se[py::int_(i)],
-                                             fc[py::int_(i)]));
+               b.states.push_back(
+                   make_level(l[py::int_(i)], sp[py::int_(i)], se[py::int_(i)], fc[py::int_(i)]));
              }
              return b;
            }),
@@ -226,7 +230,8 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
       .def(
           "step",
           [](Batch& b, const py::handle& buttons) {
-            auto arr = pa::uint8_vector(buttons, "buttons", static_cast<py::ssize_t>(b.states.size()));
+            auto arr =
+                pa::uint8_vector(buttons, "buttons", static_cast<py::ssize_t>(b.states.size()));
             const uint8_t* p = arr.data();
             State* s = b.states.data();
             const size_t n = b.states.size();
@@ -257,16 +262,16 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
       .def(
           "get",
           [](const Batch& b, const py::handle& i) {
-            const auto k = pa::in_range(i, "index", 0,
-                                        static_cast<long long>(b.states.size()) - 1, "game index");
+            const auto k = pa::in_range(i, "index", 0, static_cast<long long>(b.states.size()) - 1,
+                                        "game index");
             return Game{b.states[static_cast<size_t>(k)]};
           },
           py::arg("index"), "A copy of game i.")
       .def(
           "set",
           [](Batch& b, const py::handle& i, const Game& g) {
-            const auto k = pa::in_range(i, "index", 0,
-                                        static_cast<long long>(b.states.size()) - 1, "game index");
+            const auto k = pa::in_range(i, "index", 0, static_cast<long long>(b.states.size()) - 1,
+                                        "game index");
             b.states[static_cast<size_t>(k)] = g.s;
           },
           py::arg("index"), py::arg("game"), "Overwrite game i with a copy of `game`.");

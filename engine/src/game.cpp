@@ -50,13 +50,15 @@ uint8_t pill_index(const State& s, uint8_t counter) {
 
 // confirmPlacement $8F62: writes the pill's halves as tiles; a half above row 0 is dropped.
 void confirm_placement(State& s) {
-  const uint8_t base = static_cast<uint8_t>(kPillFieldPosRelativeToPillY[s.pill_y & 0x0F] + s.pill_x);
+  const uint8_t base =
+      static_cast<uint8_t>(kPillFieldPosRelativeToPillY[s.pill_y & 0x0F] + s.pill_x);
   const int x = (s.pill_rotation & 3) * 4;
   for (int k = 0; k < 4; ++k) {
     const uint8_t off = kHalfPillPosOffset[x + k];
     if (off == 0x63) break;
     const uint8_t pos = static_cast<uint8_t>(off + base);
-    if (pos < kFieldSize) s.field[pos] = static_cast<uint8_t>(kHalfPillShape[x + k] + s.pill_color[k & 1]);
+    if (pos < kFieldSize)
+      s.field[pos] = static_cast<uint8_t>(kHalfPillShape[x + k] + s.pill_color[k & 1]);
   }
   s.status = s.pill_y ^ 0x0F;
   s.lock_event = 1;
@@ -138,7 +140,8 @@ void check_hor_match(State& s) {
         s.chain_length0 = static_cast<uint8_t>(chain);
         s.chain_length = static_cast<uint8_t>(s.chain_length + chain + 1);
         const unsigned last = tmp;
-        for (unsigned p = pos; p != last; p = (p + 1) & 0xFF) clear_cell(s, static_cast<uint8_t>(p));
+        for (unsigned p = pos; p != last; p = (p + 1) & 0xFF)
+          clear_cell(s, static_cast<uint8_t>(p));
         s.match_flag++;
         tmp = last;
       }
@@ -174,7 +177,8 @@ void check_ver_match(State& s) {
         s.chain_length0 = static_cast<uint8_t>(chain);
         s.chain_length = static_cast<uint8_t>(s.chain_length + chain + 1);
         const unsigned last = tmp;
-        for (unsigned p = pos; p != last; p = (p + 8) & 0xFF) clear_cell(s, static_cast<uint8_t>(p));
+        for (unsigned p = pos; p != last; p = (p + 8) & 0xFF)
+          clear_cell(s, static_cast<uint8_t>(p));
         s.match_flag++;
         tmp = last;
       }
@@ -312,7 +316,8 @@ void check_y_move(State& s) {
   } else {
     s.speed_counter++;
     s.speed_index = s.speed_ups;
-    const uint8_t limit = kSpeedCounterTable[kBaseSpeedSettingValue[s.speed_setting] + s.speed_index];
+    const uint8_t limit =
+        kSpeedCounterTable[kBaseSpeedSettingValue[s.speed_setting] + s.speed_index];
     lower = limit < s.speed_counter;
   }
   if (!lower) return;
@@ -477,7 +482,8 @@ bool pill_move_valid(const State& s) {
     if (((s.pill_x + 0xF9) & 0x80) == 0) return false;  // x >= 7
   }
   if (s.pill_y & 0x80) return false;
-  const uint8_t base = static_cast<uint8_t>(kPillFieldPosRelativeToPillY[s.pill_y & 0x0F] + s.pill_x);
+  const uint8_t base =
+      static_cast<uint8_t>(kPillFieldPosRelativeToPillY[s.pill_y & 0x0F] + s.pill_x);
   const int x = (s.pill_rotation & 1) * 4;
   for (int k = 0; k < 4; ++k) {
     if (rd(s, base + kRelativeFieldPosHalfPills[x + k]) != kEmpty) return false;

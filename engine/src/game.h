@@ -72,48 +72,48 @@ struct State {
   uint8_t field[kFieldSize];      // p1_field $0400-$047F, row 0 at the top
   uint8_t reserve[kReserveSize];  // pillsReserve $0780: colour combination index 0..8 per pill
 
-  uint8_t status;          // currentP_status $80: next field row to redraw, $FF when idle
-  uint8_t pill_color[2];   // currentP_fallingPill1stColor/2nd $81-$82
-  uint8_t pill_x;          // currentP_fallingPillX $85: column of the 1st half's cell, 0..7
-  uint8_t pill_y;          // currentP_fallingPillY $86: row counted from the bottom, 15 = top
-  uint8_t pill_placed_step;  // currentP_pillPlacedStep $87
-  uint8_t level_fail;        // currentP_levelFailFlag $89
-  uint8_t speed_ups;         // currentP_speedUps $8A
-  uint8_t speed_setting;     // currentP_speedSetting $8B: 0 LOW, 1 MED, 2 HI
-  uint8_t chain_length0;     // currentP_chainLength_0based $8E
-  uint8_t combo_counter;     // currentP_comboCounter $8F
-  uint8_t pills_decimal;     // currentP_pillsCounter_decimal $90 (BCD)
-  uint8_t pills_hundreds;    // currentP_pillsCounter_hundreds $91 (BCD)
-  uint8_t speed_counter;     // currentP_speedCounter $92
-  uint8_t hor_velocity;      // currentP_horVelocity $93: the DAS counter
-  uint8_t match_flag;        // currentP_matchFlag $94
-  uint8_t level;             // currentP_level $96
-  uint8_t next_action;       // currentP_nextAction $97
-  uint8_t next_color[2];     // currentP_nextPill1stColor/2nd $9A-$9B
-  uint8_t speed_index;       // currentP_speedIndex $A0
-  uint8_t chain_length;      // currentP_chainLength $A1
-  uint8_t next_rotation;     // currentP_nextPillRotation $A2 (spins while thrown)
-  uint8_t virus_left;        // currentP_virusLeft $A4 (BCD)
-  uint8_t pill_rotation;     // currentP_fallingPillRotation $A5: 0..3
-  uint8_t pills_counter;     // currentP_pillsCounter $A7: index of the next reserve entry
-  uint8_t score_multiplier;  // currentP_scoreMultiplier $AD
-  uint8_t frame_counter;     // frameCounter $43, incremented every NMI
-  uint8_t btns_pressed;      // p1_btns_pressed $F5: new presses this frame
-  uint8_t btns_held;         // p1_btns_held $F7
-  uint8_t pill_thrown_frame; // pillThrownFrame: index into pillThrownAnim_XPos/YPos
-  uint8_t mario_throw_frame; // marioThrowFrame: Mario's throw sprite
-  uint8_t wait_frames;       // waitFrames: the countdown of waitFor_A_frames
-  uint8_t enable_pause;      // enablePause
-  uint8_t rng[2];            // rng0 $17, rng1 $18 (not advanced during play)
-  uint8_t demo;              // flag_demo: nonzero while the attract-mode demo plays
-  uint8_t demo_inputs;       // demo_inputs $70
-  uint8_t demo_counter;      // counterDemoInstruction $69
-  uint8_t phase;             // Phase
-  uint8_t victories;         // currentP_victories $9E
-  uint8_t lock_event;        // 1 on the frame a falling pill locked (confirmPlacement), else 0
-  uint16_t demo_ptr;         // offset of ptr_demoInstruction into demo_instructionSet, 0..512
-  uint32_t score;            // points (the screen shows score digits with a trailing 0)
-  uint32_t frame;            // frames stepped since the level state was made
+  uint8_t status;             // currentP_status $80: next field row to redraw, $FF when idle
+  uint8_t pill_color[2];      // currentP_fallingPill1stColor/2nd $81-$82
+  uint8_t pill_x;             // currentP_fallingPillX $85: column of the 1st half's cell, 0..7
+  uint8_t pill_y;             // currentP_fallingPillY $86: row counted from the bottom, 15 = top
+  uint8_t pill_placed_step;   // currentP_pillPlacedStep $87
+  uint8_t level_fail;         // currentP_levelFailFlag $89
+  uint8_t speed_ups;          // currentP_speedUps $8A
+  uint8_t speed_setting;      // currentP_speedSetting $8B: 0 LOW, 1 MED, 2 HI
+  uint8_t chain_length0;      // currentP_chainLength_0based $8E
+  uint8_t combo_counter;      // currentP_comboCounter $8F
+  uint8_t pills_decimal;      // currentP_pillsCounter_decimal $90 (BCD)
+  uint8_t pills_hundreds;     // currentP_pillsCounter_hundreds $91 (BCD)
+  uint8_t speed_counter;      // currentP_speedCounter $92
+  uint8_t hor_velocity;       // currentP_horVelocity $93: the DAS counter
+  uint8_t match_flag;         // currentP_matchFlag $94
+  uint8_t level;              // currentP_level $96
+  uint8_t next_action;        // currentP_nextAction $97
+  uint8_t next_color[2];      // currentP_nextPill1stColor/2nd $9A-$9B
+  uint8_t speed_index;        // currentP_speedIndex $A0
+  uint8_t chain_length;       // currentP_chainLength $A1
+  uint8_t next_rotation;      // currentP_nextPillRotation $A2 (spins while thrown)
+  uint8_t virus_left;         // currentP_virusLeft $A4 (BCD)
+  uint8_t pill_rotation;      // currentP_fallingPillRotation $A5: 0..3
+  uint8_t pills_counter;      // currentP_pillsCounter $A7: index of the next reserve entry
+  uint8_t score_multiplier;   // currentP_scoreMultiplier $AD
+  uint8_t frame_counter;      // frameCounter $43, incremented every NMI
+  uint8_t btns_pressed;       // p1_btns_pressed $F5: new presses this frame
+  uint8_t btns_held;          // p1_btns_held $F7
+  uint8_t pill_thrown_frame;  // pillThrownFrame: index into pillThrownAnim_XPos/YPos
+  uint8_t mario_throw_frame;  // marioThrowFrame: Mario's throw sprite
+  uint8_t wait_frames;        // waitFrames: the countdown of waitFor_A_frames
+  uint8_t enable_pause;       // enablePause
+  uint8_t rng[2];             // rng0 $17, rng1 $18 (not advanced during play)
+  uint8_t demo;               // flag_demo: nonzero while the attract-mode demo plays
+  uint8_t demo_inputs;        // demo_inputs $70
+  uint8_t demo_counter;       // counterDemoInstruction $69
+  uint8_t phase;              // Phase
+  uint8_t victories;          // currentP_victories $9E
+  uint8_t lock_event;         // 1 on the frame a falling pill locked (confirmPlacement), else 0
+  uint16_t demo_ptr;          // offset of ptr_demoInstruction into demo_instructionSet, 0..512
+  uint32_t score;             // points (the screen shows score digits with a trailing 0)
+  uint32_t frame;             // frames stepped since the level state was made
 };
 
 // Fills `s` with the state at the start of levelIntro_delay for a level whose viruses and pill
