@@ -55,3 +55,18 @@ def test_batch_rejects_bad_arrays():
         b.get(2)
     with pytest.raises(ValueError, match="level"):
         engine.Batch(np.array([0, 30]), 0, 5)
+
+
+def test_state_edited_out_of_range_does_not_crash():
+    # The views are writable (for setting up positions); nonsense values must not read outside
+    # the game's tables.
+    g = engine.Game(0, 0, 9)
+    for _ in range(160):
+        g.step(0)
+    g.speed_setting[...] = 250
+    g.speed_ups[...] = 250
+    g.pills_counter[...] = 255
+    g.pill_rotation[...] = 77
+    for _ in range(2000):
+        g.step(0x04)
+    assert int(g.frame) == 2160

@@ -42,6 +42,7 @@ uint8_t score_loops(uint8_t multiplier) {
 }
 
 uint8_t pill_index(const State& s, uint8_t counter) {
+  counter &= kReserveSize - 1;  // the game masks it with pillsReserveSize-1
   if (!s.demo) return s.reserve[counter];
   // demo_pills ($CF80, 45 bytes) continues into demo_pills_UNUSED up to 128 entries.
   constexpr int n = sizeof(kDemoPills);
@@ -316,8 +317,11 @@ void check_y_move(State& s) {
   } else {
     s.speed_counter++;
     s.speed_index = s.speed_ups;
-    const uint8_t limit =
-        kSpeedCounterTable[kBaseSpeedSettingValue[s.speed_setting] + s.speed_index];
+    // Indices are clamped only so that a state edited through the writable views cannot read
+    // outside the tables; the game itself never exceeds them (speed_ups <= 49, 31 + 49 = 80).
+    unsigned index = kBaseSpeedSettingValue[s.speed_setting % kNumSpeeds] + s.speed_index;
+    if (index >= sizeof(kSpeedCounterTable)) index = sizeof(kSpeedCounterTable) - 1;
+    const uint8_t limit = kSpeedCounterTable[index];
     lower = limit < s.speed_counter;
   }
   if (!lower) return;

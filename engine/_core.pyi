@@ -1,0 +1,78 @@
+"""Type stub for the compiled engine._core (engine/src/bindings.cpp)."""
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+STATE_BYTES: int
+FIELD_SIZE: int
+
+U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
+
+class Game:
+    def __init__(self, level: int, speed: int, seed: int, frame_counter: int = 0) -> None: ...
+    @staticmethod
+    def demo(frame_counter: int = 1, input_lead: int = 7) -> Game: ...
+    def step(self, buttons: int) -> None: ...
+    def run(self, masks: U8) -> None: ...
+    def clone(self) -> Game: ...
+    def state_bytes(self) -> bytes: ...
+    @property
+    def pill_valid(self) -> bool: ...
+    @property
+    def virus_count(self) -> int: ...
+    @property
+    def virus_left(self) -> int: ...
+    @property
+    def is_demo(self) -> bool: ...
+    field: U8
+    reserve: U8
+    status: U8
+    pill_colors: U8
+    pill_x: U8
+    pill_y: U8
+    pill_rotation: U8
+    next_colors: U8
+    next_rotation: U8
+    pill_placed_step: U8
+    next_action: U8
+    speed_ups: U8
+    speed_setting: U8
+    speed_counter: U8
+    hor_velocity: U8
+    level: U8
+    virus_left_bcd: U8
+    pills_counter: U8
+    pills_decimal: U8
+    frame_counter: U8
+    btns_held: U8
+    btns_pressed: U8
+    pill_thrown_frame: U8
+    phase: U8
+    lock_event: U8
+    rng: U8
+    score: U32
+    frame: U32
+
+class Batch:
+    def __init__(
+        self, levels: Any, speeds: Any, seeds: Any, frame_counters: Any | None = None
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def step(self, buttons: U8) -> None: ...
+    def run(self, buttons: U8) -> None: ...
+    def get(self, index: int) -> Game: ...
+    def set(self, index: int, game: Game) -> None: ...
+    field: U8
+    reserve: U8
+    pill_x: U8
+    pill_y: U8
+    pill_rotation: U8
+    phase: U8
+    frame: U32
+
+def generate_level(level: int, seed: int) -> dict[str, Any]: ...
+def rng_step(seed: int) -> int: ...
+def pill_colors(pill_id: int) -> tuple[int, int]: ...
