@@ -1,0 +1,270 @@
+"""The host end of the controller link: a serial port speaking ``firmware/PROTOCOL.md``.
+
+``Link`` opens the RP2040's USB CDC port (``/dev/ttyACM0``, ``COM3``) or the virtual device's
+pseudo-terminal (:class:`hil.vdevice.VirtualDevice`) with pyserial, performs the version
+handshake, schedules button masks for absolute console frames, and collects the
+firmware's per-frame STATUS messages. Single-threaded: replies and statuses are read when
+a request waits or when :meth:`Link.poll` is called.
+
+Errors a user meets are plain: a corrupt or truncated frame from the device is counted in
+``Link.rx_errors`` and the link resynchronises on the next delimiter; a missing device or a
+port unplugged mid-session raises :class:`LinkError` naming the port.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import serial
+
+from hil import protocol as p
+
+KEEPALIVE_S = 0.1  # PING when idle this long while streaming (device watchdog: 0.5 s)
+
+
+def _err_name(code: int) -> str:
+    try:
+        return p.Err(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+class LinkError(RuntimeError):
+    """The device is absent, unplugged, speaks another protocol version, or refused."""
+
+
+class LinkTimeout(LinkError):
+    """No reply to a request within the timeout, after the retries."""
+
+
+@dataclass
+class LinkStats:
+    """What the host saw of the link (device-side counters arrive in each Status)."""
+
+    rx_errors: int = 0  # frames from the device dropped (CRC, COBS, length)
+    lost_messages: int = 0  # gaps in the device's sequence numbers
+    retries: int = 0  # requests sent again after a timeout
+
+
+class Link:
+    """Talks to the controller firmware over one serial port.
+
+    ``port`` is a device path or pyserial URL, or an already open ``serial.Serial``-like
+    object. ``timeout_s`` bounds each wait for a reply; a request is sent ``1 + retries``
+    times at most. Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        port: str | serial.SerialBase,
+        *,
+        timeout_s: float = 0.5,
+        retries: int = 2,
+        handshake: bool = True,
+    ) -> None:
+        self.name = port if isinstance(port, str) else str(getattr(port, "port", port))
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.stats = LinkStats()
+        self.statuses: deque[p.Status] = deque(maxlen=4096)
+        self.hello: p.HelloAck | None = None
+        self._deframer = p.Deframer()
+        self._seq = 0
+        self._rx_seq: int | None = None
+        self._replies: deque[tuple[int, p.Message]] = deque()
+        self._last_tx = 0.0
+        if isinstance(port, str):
+            try:
+                # USB CDC ignores the baud rate; 115200 keeps real UART adapters usable.
+                self._ser: serial.SerialBase = serial.serial_for_url(
+                    port, baudrate=115200, timeout=0, write_timeout=timeout_s
+                )
+            except (serial.SerialException, OSError) as exc:
+                raise LinkError(f"cannot open controller port {port}: {exc}") from exc
+        else:
+            self._ser = port
+        if handshake:
+            self.handshake()
+
+    # ---- context management ----------------------------------------------------------
+
+    def __enter__(self) -> Link:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the port (never raises)."""
+        try:
+            self._ser.close()
+        except (serial.SerialException, OSError):
+            pass
+
+    @property
+    def rx_errors(self) -> int:
+        return self.stats.rx_errors
+
+    # ---- requests ----------------------------------------------------------------------
+
+    def handshake(self) -> p.HelloAck:
+        """Sends HELLO and waits for HELLO_ACK. Raises LinkError on a version mismatch.
+
+        A leading 0x00 ends whatever partial frame the device holds, and everything that
+        arrived before the HELLO_ACK (old statuses, noise) is discarded."""
+        self._write(p.DELIMITER)
+        self._drain_input()
+        ack = self._request(p.Hello(p.PROTOCOL_VERSION), p.HelloAck)
+        assert isinstance(ack, p.HelloAck)
+        if not ack.session_open or ack.version != p.PROTOCOL_VERSION:
+            raise LinkError(
+                f"{self.name}: firmware speaks protocol version {ack.version}, "
+                f"host speaks {p.PROTOCOL_VERSION}; flash the matching firmware"
+            )
+        self.statuses.clear()
+        self._rx_seq = None
+        self.hello = ack
+        return ack
+
+    def schedule(self, first_frame: int, masks: bytes | Iterable[int]) -> p.Ack:
+        """Schedules ``masks[i]`` (A = 0x80 ... Right = 0x01) for console frame
+        ``first_frame + i``, in SCHEDULE messages of up to 64 masks. Returns the summed
+        Ack (accepted / late / too_far). A frame is late unless scheduled before the
+        previous frame's latch window closes (about 11 ms ahead of its first latch)."""
+        data = bytes(masks)
+        total = p.Ack(acked_type=p.Schedule.TYPE)
+        for off in range(0, len(data), p.MAX_MASKS):
+            chunk = data[off : off + p.MAX_MASKS]
+            ack = self._request(p.Schedule(first_frame + off, chunk), p.Ack)
+            assert isinstance(ack, p.Ack)
+            total = p.Ack(
+                p.Schedule.TYPE,
+                ack.acked_seq,
+                total.accepted + ack.accepted,
+                total.late + ack.late,
+                total.too_far + ack.too_far,
+            )
+        return total
+
+    def clear(self) -> None:
+        """Ends the stream: the device flushes its queue and serves no buttons."""
+        self._request(p.Clear(), p.Ack)
+
+    def configure(self, window_us: int, watchdog_ms: int) -> None:
+        """Sets the latch grouping window (us) and the host watchdog (ms)."""
+        self._request(p.Config(window_us, watchdog_ms), p.Ack)
+
+    def ping(self, token: int = 0) -> p.Pong:
+        """Round trip; returns the device's PONG (its clock in us)."""
+        pong = self._request(p.Ping(token & 0xFFFFFFFF), p.Pong)
+        assert isinstance(pong, p.Pong)
+        return pong
+
+    def keepalive(self) -> None:
+        """Pings if nothing was sent for KEEPALIVE_S, so the device watchdog stays fed while
+        frames already queued play out."""
+        if time.monotonic() - self._last_tx >= KEEPALIVE_S:
+            self.ping()
+
+    # ---- statuses ----------------------------------------------------------------------
+
+    def poll(self, timeout_s: float = 0.0) -> list[p.Status]:
+        """Reads what the device sent within ``timeout_s``; returns the new statuses (also
+        appended to ``self.statuses``)."""
+        before = len(self.statuses)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            got = self._read_some()
+            if time.monotonic() >= deadline and not got:
+                break
+            if not got:
+                time.sleep(0.001)
+        new = len(self.statuses) - before
+        return list(self.statuses)[-new:] if new > 0 else []
+
+    def wait_status(self, frame: int, timeout_s: float = 1.0) -> p.Status:
+        """Waits for the STATUS of console frame ``frame``. Raises LinkTimeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for st in reversed(self.statuses):
+                if st.frame == frame:
+                    return st
+            if time.monotonic() >= deadline:
+                raise LinkTimeout(f"{self.name}: no STATUS for frame {frame}")
+            self.poll(0.002)
+
+    # ---- internals ---------------------------------------------------------------------
+
+    def _request(self, msg: p.Message, reply: type[p.Message]) -> p.Message:
+        wire = p.encode(msg, self._seq)
+        seq = self._seq
+        self._seq = (self._seq + 1) & 0xFF
+        for attempt in range(1 + self.retries):
+            if attempt:
+                self.stats.retries += 1
+            self._write(wire)
+            deadline = time.monotonic() + self.timeout_s
+            while time.monotonic() < deadline:
+                while self._replies:
+                    _, r = self._replies.popleft()
+                    if isinstance(r, p.Nack) and r.rejected_seq == seq:
+                        raise LinkError(
+                            f"{self.name}: {type(msg).__name__} refused: {_err_name(r.error)}"
+                        )
+                    if isinstance(r, reply) and self._answers(r, msg, seq):
+                        return r
+                if not self._read_some():
+                    time.sleep(0.0005)
+        raise LinkTimeout(f"{self.name}: no reply to {type(msg).__name__} (seq {seq})")
+
+    @staticmethod
+    def _answers(r: p.Message, msg: p.Message, seq: int) -> bool:
+        if isinstance(r, p.Ack):
+            return r.acked_type == msg.TYPE and r.acked_seq == seq
+        if isinstance(r, p.Pong):
+            assert isinstance(msg, p.Ping)
+            return r.token == msg.token
+        return True
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._ser.write(data)
+            self._ser.flush()
+        except (serial.SerialException, OSError) as exc:
+            raise LinkError(f"controller port {self.name} lost (unplugged?): {exc}") from exc
+        self._last_tx = time.monotonic()
+
+    def _read_some(self) -> bool:
+        try:
+            waiting = self._ser.in_waiting
+            data = self._ser.read(waiting or 1)
+        except (serial.SerialException, OSError, TypeError) as exc:
+            # pyserial raises SerialException (sometimes TypeError from a closed fd) when
+            # the USB device disappears.
+            raise LinkError(f"controller port {self.name} lost (unplugged?): {exc}") from exc
+        if not data:
+            return False
+        for item in self._deframer.feed(data):
+            if isinstance(item, p.ProtocolError):
+                self.stats.rx_errors += 1
+                continue
+            seq, msg = item
+            if self._rx_seq is not None and seq != (self._rx_seq + 1) & 0xFF:
+                self.stats.lost_messages += (seq - self._rx_seq - 1) & 0xFF
+            self._rx_seq = seq
+            if isinstance(msg, p.Status):
+                self.statuses.append(msg)
+            else:
+                self._replies.append((seq, msg))
+        return True
+
+    def _drain_input(self) -> None:
+        try:
+            self._ser.reset_input_buffer()
+        except (serial.SerialException, OSError) as exc:
+            raise LinkError(f"controller port {self.name} lost (unplugged?): {exc}") from exc
+        self._deframer = p.Deframer()
+        self._replies.clear()
