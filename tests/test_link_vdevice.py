@@ -1,0 +1,204 @@
+"""hil.link.Link against the virtual device (the firmware core behind a pty, opened with
+pyserial like /dev/ttyACM0), and against scripted ports for what the core never sends."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import serial
+
+from hil import protocol as p
+from hil.link import Link, LinkError
+from hil.vdevice import VirtualDevice
+
+FRAME_US = 16639
+VECTORS = json.loads(
+    (Path(__file__).resolve().parents[1] / "firmware" / "protocol_vectors.json").read_text()
+)
+
+
+@pytest.fixture
+def dev():
+    with VirtualDevice() as d:
+        yield d
+
+
+@pytest.fixture
+def link(dev):
+    with Link(dev.port) as lk:
+        yield lk
+
+
+def play(dev, first, n, keepalive=None, t0=1000):
+    """Console frames first..first+n-1 at NTSC spacing; returns the masks read. With a
+    Link as ``keepalive``, pings every 10 frames as a live host does (watchdog 500 ms)."""
+    got = []
+    for k in range(first, first + n):
+        if keepalive is not None and k % 10 == 0:
+            keepalive.ping(k)
+        got.append(dev.latch(t0 + k * FRAME_US))
+    return got
+
+
+def test_handshake_reports_the_device(link):
+    ack = link.hello
+    assert ack.session_open and ack.version == p.PROTOCOL_VERSION
+    assert (ack.window_us, ack.watchdog_ms, ack.queue_capacity) == (5000, 500, 256)
+    assert ack.max_frame == p.MAX_FRAME and ack.boot_count == 1
+
+
+def test_scheduled_masks_reach_the_console_with_a_status_per_frame(dev, link):
+    masks = bytes(range(1, 101))  # 100 frames: two SCHEDULE messages
+    ack = link.schedule(2, masks)
+    assert (ack.accepted, ack.late, ack.too_far) == (100, 0, 0)
+    got = play(dev, 0, 103, keepalive=link)
+    assert got == [0, 0, *masks, 0]
+    last = link.wait_status(102)
+    statuses = {s.frame: s for s in link.statuses}
+    assert sorted(statuses) == list(range(103))
+    assert all(statuses[f].latches == 2 for f in statuses)
+    assert [statuses[f].first_latch_us for f in (0, 1, 2)] == [1000, 1000 + FRAME_US, 34278]
+    assert statuses[50].mask == masks[48] and statuses[50].flags & p.StatusFlags.FROM_QUEUE
+    assert statuses[50].queue_depth == 100 - 49
+    assert last.underruns == 1 and last.flags & p.StatusFlags.UNDERRUN  # frame 102
+    assert link.stats.lost_messages == 0 and link.rx_errors == 0
+
+
+def test_late_and_far_schedules_are_reported(dev, link):
+    play(dev, 0, 10)  # frame 9 played: 10 is armed
+    ack = link.schedule(8, [1, 2, 3, 4])  # 8, 9 played, 10 armed: only 11 is in time
+    assert (ack.accepted, ack.late) == (1, 3)
+    ack = link.schedule(10 + 256, [5, 6])  # the queue reaches 256 frames past the armed one
+    assert (ack.accepted, ack.too_far) == (1, 1)
+    play(dev, 10, 2)
+    assert link.wait_status(10).last_error == p.Err.RANGE
+    st = link.wait_status(11)
+    assert st.mask == 4 and st.late_schedules == 3 and st.last_error == p.Err.OK
+
+
+def test_clear_ends_the_stream_without_underruns(dev, link):
+    link.schedule(1, [0x10] * 5)
+    assert play(dev, 0, 3) == [0, 0x10, 0x10]
+    link.clear()  # frame 3 is already armed: the clear applies from frame 4
+    assert play(dev, 3, 3) == [0x10, 0, 0]
+    st = link.wait_status(5)
+    assert st.underruns == 0 and st.queue_depth == 0
+    assert not st.flags & p.StatusFlags.STREAMING
+
+
+def test_host_silence_trips_the_watchdog(dev, link):
+    link.schedule(1, [0x08] * 64)
+    got = play(dev, 0, 40)  # 40 frames = 666 ms of console time, the host silent
+    assert got[1:31] == [0x08] * 30  # until 500 ms (frame 30's byte was already armed)
+    assert got[31:] == [0] * 9
+    st = link.wait_status(39)
+    assert st.watchdog_trips == 1 and st.flags & p.StatusFlags.WATCHDOG
+    assert st.underruns == 0 and st.queue_depth == 0
+
+
+def test_configure_changes_the_latch_window(dev, link):
+    link.configure(8000, 1000)
+    dev.read(1000)
+    dev.read(1000 + 6000)  # within 8 ms: the same frame
+    dev.advance(1000 + 8000)
+    assert link.wait_status(0).latches == 2
+    with pytest.raises(LinkError, match="RANGE"):
+        link.configure(20_000, 1000)
+
+
+def test_garbage_from_the_host_is_dropped_and_the_link_recovers(dev, link):
+    link._ser.write(b"\x13\x37\xff\x00\x05\x01\x02\x00" + bytes(range(1, 200)) + b"\x00")
+    assert link.ping(99).token == 99  # resynchronised on the delimiters
+    play(dev, 0, 1)
+    st = link.wait_status(0)
+    assert st.protocol_errors == 3  # COBS, COBS, TOO_LONG
+    assert st.last_error == p.Err.TOO_LONG
+
+
+@pytest.mark.parametrize("vec", VECTORS["nack"], ids=lambda v: v["name"])
+def test_device_refuses_the_nack_vectors(dev, vec):
+    with serial.Serial(dev.port, timeout=1) as port:
+        if vec["session"]:
+            port.write(p.encode(p.Hello(), 0))
+        port.write(bytes.fromhex(vec["wire"]))
+        deframer, replies = p.Deframer(), []
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and not any(isinstance(m, p.Nack) for _, m in replies):
+            replies += [r for r in deframer.feed(port.read(port.in_waiting or 1)) if r]
+    nack = [m for _, m in replies if isinstance(m, p.Nack)]
+    assert nack == [p.Nack(vec["rejected_type"], vec["rejected_seq"], p.Err[vec["error"][4:]])]
+
+
+def test_full_tx_buffer_drops_whole_messages_and_counts_them(dev, link):
+    # 700 statuses = 29 KB while the host reads nothing: more than the pty (18 KB on
+    # Linux) and the core's 1 KB TX buffer hold.
+    play(dev, 0, 700)
+    link.poll(0.2)
+    seen = sorted(s.frame for s in link.statuses)
+    dropped = 700 - len(seen)
+    assert dropped > 0 and seen[0] == 0  # the oldest were kept, the newest dropped
+    play(dev, 700, 1)
+    last = link.wait_status(700)
+    assert last.tx_drops == dropped == link.stats.lost_messages
+
+
+def test_unplugged_port_raises_a_clear_error(dev, link):
+    dev.unplug()
+    with pytest.raises(LinkError, match="lost"):
+        link.schedule(5, [1])
+
+
+def test_missing_port_raises_a_clear_error(tmp_path):
+    with pytest.raises(LinkError, match="cannot open controller port"):
+        Link(str(tmp_path / "ttyACM9"))
+
+
+class ScriptedPort:
+    """A serial-port stand-in that answers HELLO with a fixed byte script."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.rx = b""
+        self.port = "scripted"
+
+    def write(self, data: bytes) -> int:
+        if p.encode(p.Hello(), 0) in data:
+            self.rx += self.reply
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    @property
+    def in_waiting(self) -> int:
+        return len(self.rx)
+
+    def read(self, n: int) -> bytes:
+        data, self.rx = self.rx[:n], self.rx[n:]
+        return data
+
+    def reset_input_buffer(self) -> None:
+        self.rx = b""
+
+    def close(self) -> None:
+        pass
+
+
+def test_version_mismatch_is_refused():
+    port = ScriptedPort(p.encode(p.HelloAck(version=2, flags=0), 0))
+    with pytest.raises(LinkError, match="version 2"):
+        Link(port, timeout_s=0.2)
+
+
+def test_corrupt_frames_from_the_device_are_counted_not_fatal():
+    good = [p.encode(p.Status(frame=f), f + 1) for f in range(3)]
+    corrupt = bytearray(good[1])
+    corrupt[5] ^= 0x40
+    port = ScriptedPort(p.encode(p.HelloAck(flags=1, queue_capacity=256), 0))
+    lk = Link(port, timeout_s=0.2)
+    port.rx = b"\x55\x66\x00" + good[0] + bytes(corrupt) + good[2]
+    lk.poll(0.01)
+    assert [s.frame for s in lk.statuses] == [0, 2]
+    assert lk.rx_errors == 2  # the noise, then the corrupted frame
+    assert lk.stats.lost_messages == 1  # seq 2 never arrived intact
