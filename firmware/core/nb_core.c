@@ -106,15 +106,22 @@ static nb_slot_t *take_slot(nb_core_t *c, uint32_t frame) {
 }
 
 /* Decides frame's byte: the scheduled mask, else "no buttons". */
+/* True once the host's stream has reached frame: from the first frame it
+ * scheduled (since HELLO/CLEAR/watchdog) on, a frame without a mask is an
+ * underrun; frames before it are just idle. */
+static bool in_stream(const nb_core_t *c, uint32_t frame) {
+    return c->streaming && (int32_t)(frame - c->stream_first) >= 0;
+}
+
 static void arm(nb_core_t *c, uint32_t frame) {
     nb_slot_t *s = take_slot(c, frame);
-    uint8_t flags = c->streaming ? NB_FLAG_STREAMING : 0u;
+    uint8_t flags = in_stream(c, frame) ? NB_FLAG_STREAMING : 0u;
     if (s) {
         c->armed_mask = s->mask;
         flags |= NB_FLAG_FROM_QUEUE;
     } else {
         c->armed_mask = 0;
-        if (c->streaming) {
+        if (flags & NB_FLAG_STREAMING) {
             c->n.underruns++;
             flags |= NB_FLAG_UNDERRUN;
         }
@@ -176,14 +183,15 @@ static void on_schedule(nb_core_t *c, const nb_msg_t *m) {
             s->mask = m->body[NB_SCHEDULE_HDR_LEN + i];
             s->valid = 1;
             accepted++;
+            if (!c->streaming || (int32_t)(f - c->stream_first) < 0) {
+                c->stream_first = f;
+            }
+            c->streaming = true;
         }
     }
     c->n.late_schedules += late;
     if (far) {
         count_error(c, NB_ERR_RANGE);
-    }
-    if (accepted) {
-        c->streaming = true;
     }
     ack(c, m, accepted, late, far);
 }
@@ -306,7 +314,7 @@ NB_RAMFUNC uint8_t nb_latch(nb_core_t *c, uint64_t t_us) {
         }
         c->armed_frame = frame;
         c->armed_pending = false;
-        c->flags = (uint8_t)(NB_FLAG_ARM_MISS | (c->streaming ? NB_FLAG_STREAMING : 0u));
+        c->flags = (uint8_t)(NB_FLAG_ARM_MISS | (in_stream(c, frame) ? NB_FLAG_STREAMING : 0u));
     } else {
         c->flags = c->armed_flags;
     }

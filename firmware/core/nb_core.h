@@ -46,7 +46,7 @@ extern "C" {
 
 /* STATUS.flags bits (PROTOCOL.md "STATUS"). */
 #define NB_FLAG_FROM_QUEUE 0x01u /* the mask came from the host's schedule */
-#define NB_FLAG_STREAMING 0x02u  /* host has scheduled since HELLO/CLEAR/watchdog */
+#define NB_FLAG_STREAMING 0x02u  /* frame at or after the stream's first scheduled frame */
 #define NB_FLAG_UNDERRUN 0x04u   /* streaming, but nothing scheduled for this frame */
 #define NB_FLAG_WATCHDOG 0x08u   /* the host watchdog expired when this frame was armed */
 #define NB_FLAG_ARM_MISS 0x10u   /* the loop armed too late: previous byte repeated */
@@ -73,7 +73,7 @@ typedef struct {
 
 /* Cumulative since reset; each appears in STATUS (PROTOCOL.md). */
 typedef struct {
-    uint32_t underruns;       /* frames: streaming with nothing scheduled */
+    uint32_t underruns;       /* frames of the stream with nothing scheduled */
     uint32_t late_schedules;  /* frames scheduled at or before the armed frame */
     uint32_t protocol_errors; /* frames dropped or NACKed */
     uint16_t watchdog_trips;
@@ -91,6 +91,7 @@ typedef struct {
     uint16_t queue_depth;
     bool session;   /* HELLO with a matching version received */
     bool streaming; /* host has scheduled since HELLO/CLEAR/watchdog */
+    uint32_t stream_first; /* earliest frame scheduled since streaming began */
     bool watchdog_expired; /* host silent since the watchdog tripped */
     uint8_t tx_seq;
     uint64_t last_host_us;

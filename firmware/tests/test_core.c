@@ -581,6 +581,20 @@ static void test_queue_and_grouping(void) {
     t += FRAME_US;
     console_frame(&c, t, &pushes);
     CHECK(c.n.underruns == 2 && !c.streaming, "idle frames are not underruns");
+
+    /* A stream that starts later: the frames before its first mask are idle. */
+    uint32_t start = c.frame + 4;
+    uint8_t one = 0x08;
+    schedule(&c, start, &one, 1, t);
+    drain(&c, &r);
+    while (c.frame < start + 1) {
+        t += FRAME_US;
+        uint8_t got = console_frame(&c, t, &pushes);
+        CHECK(got == (c.frame == start ? 0x08 : 0), "frame %u of a late-starting stream",
+              c.frame);
+    }
+    CHECK(c.n.underruns == 4, "underruns only from the stream's first frame: %u",
+          c.n.underruns);
 }
 
 static void test_window(void) {
