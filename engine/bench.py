@@ -46,7 +46,7 @@ def _summary(frames: int, times: list[float]) -> dict:
 
 def bench_engine(batch_size: int = 1024, frames: int = 2000, repeats: int = 5) -> dict:
     rng = np.random.default_rng(0)
-    masks = (rng.integers(0, 256, size=(frames, batch_size), dtype=np.uint8) & 0xCF).copy()
+    masks = (rng.integers(0, 256, size=(frames, batch_size)) & 0xCF).astype(np.uint8)
     levels = rng.integers(0, 21, size=batch_size)
     speeds = rng.integers(0, 3, size=batch_size)
     seeds = rng.integers(2, 0x10000, size=batch_size)
