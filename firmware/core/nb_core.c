@@ -11,11 +11,11 @@
 #error "NB_QUEUE_CAP must be a power of two"
 #endif
 
-void nb_config_default(nb_config_t *cfg) {
-    cfg->window_us = NB_DEFAULT_WINDOW_US;
-    cfg->watchdog_ms = NB_DEFAULT_WATCHDOG_MS;
-    cfg->boot_count = 0;
-    cfg->reset_reason = NB_RESET_POWER_ON;
+void nb_config_default(nb_config_t* cfg) {
+  cfg->window_us = NB_DEFAULT_WINDOW_US;
+  cfg->watchdog_ms = NB_DEFAULT_WATCHDOG_MS;
+  cfg->boot_count = 0;
+  cfg->reset_reason = NB_RESET_POWER_ON;
 }
 
 uint32_t nb_core_size(void) { return (uint32_t)sizeof(nb_core_t); }
@@ -23,328 +23,327 @@ uint32_t nb_config_size(void) { return (uint32_t)sizeof(nb_config_t); }
 
 /* ---- outgoing messages ------------------------------------------------- */
 
-static void tx_msg(nb_core_t *c, uint8_t type, const uint8_t *body, size_t len) {
-    uint8_t wire[NB_MAX_WIRE];
-    size_t n = nb_frame_encode(type, c->tx_seq, body, len, wire);
-    /* The sequence number advances even for a dropped message, so the host
-     * sees every loss as a gap. */
-    c->tx_seq++;
-    if (n == 0 || n > (size_t)(NB_TX_BUF - c->tx_len)) {
-        INC16(c->n.tx_drops);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        c->tx[(c->tx_head + c->tx_len + i) % NB_TX_BUF] = wire[i];
-    }
-    c->tx_len = (uint16_t)(c->tx_len + n);
+static void tx_msg(nb_core_t* c, uint8_t type, const uint8_t* body, size_t len) {
+  uint8_t wire[NB_MAX_WIRE];
+  size_t n = nb_frame_encode(type, c->tx_seq, body, len, wire);
+  /* The sequence number advances even for a dropped message, so the host
+   * sees every loss as a gap. */
+  c->tx_seq++;
+  if (n == 0 || n > (size_t)(NB_TX_BUF - c->tx_len)) {
+    INC16(c->n.tx_drops);
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    c->tx[(c->tx_head + c->tx_len + i) % NB_TX_BUF] = wire[i];
+  }
+  c->tx_len = (uint16_t)(c->tx_len + n);
 }
 
-uint32_t nb_tx(nb_core_t *c, uint8_t *out, uint32_t cap) {
-    uint32_t n = c->tx_len < cap ? c->tx_len : cap;
-    for (uint32_t i = 0; i < n; i++) {
-        out[i] = c->tx[(c->tx_head + i) % NB_TX_BUF];
-    }
-    c->tx_head = (uint16_t)((c->tx_head + n) % NB_TX_BUF);
-    c->tx_len = (uint16_t)(c->tx_len - n);
-    return n;
+uint32_t nb_tx(nb_core_t* c, uint8_t* out, uint32_t cap) {
+  uint32_t n = c->tx_len < cap ? c->tx_len : cap;
+  for (uint32_t i = 0; i < n; i++) {
+    out[i] = c->tx[(c->tx_head + i) % NB_TX_BUF];
+  }
+  c->tx_head = (uint16_t)((c->tx_head + n) % NB_TX_BUF);
+  c->tx_len = (uint16_t)(c->tx_len - n);
+  return n;
 }
 
-static void count_error(nb_core_t *c, uint8_t code) {
-    c->n.protocol_errors++;
-    c->n.last_error = code;
+static void count_error(nb_core_t* c, uint8_t code) {
+  c->n.protocol_errors++;
+  c->n.last_error = code;
 }
 
-static void nack(nb_core_t *c, const nb_msg_t *m, uint8_t code) {
-    uint8_t b[NB_NACK_LEN] = {m->type, m->seq, code};
-    count_error(c, code);
-    tx_msg(c, NB_NACK, b, sizeof b);
+static void nack(nb_core_t* c, const nb_msg_t* m, uint8_t code) {
+  uint8_t b[NB_NACK_LEN] = {m->type, m->seq, code};
+  count_error(c, code);
+  tx_msg(c, NB_NACK, b, sizeof b);
 }
 
-static void ack(nb_core_t *c, const nb_msg_t *m, uint8_t accepted, uint8_t late, uint8_t far) {
-    uint8_t b[NB_ACK_LEN] = {m->type, m->seq, accepted, late, far};
-    tx_msg(c, NB_ACK, b, sizeof b);
+static void ack(nb_core_t* c, const nb_msg_t* m, uint8_t accepted, uint8_t late, uint8_t far) {
+  uint8_t b[NB_ACK_LEN] = {m->type, m->seq, accepted, late, far};
+  tx_msg(c, NB_ACK, b, sizeof b);
 }
 
-static void send_status(nb_core_t *c) {
-    uint8_t b[NB_STATUS_LEN];
-    nb_put32(b + 0, c->frame);
-    nb_put64(b + 4, c->first_latch_us);
-    b[12] = c->latches;
-    b[13] = c->mask;
-    b[14] = c->flags;
-    b[15] = c->n.last_error;
-    nb_put16(b + 16, c->queue_depth);
-    nb_put16(b + 18, c->n.watchdog_trips);
-    nb_put32(b + 20, c->n.underruns);
-    nb_put32(b + 24, c->n.late_schedules);
-    nb_put32(b + 28, c->n.protocol_errors);
-    nb_put16(b + 32, c->n.arm_misses);
-    nb_put16(b + 34, c->n.tx_drops);
-    c->n.last_error = NB_OK;
-    tx_msg(c, NB_STATUS, b, sizeof b);
+static void send_status(nb_core_t* c) {
+  uint8_t b[NB_STATUS_LEN];
+  nb_put32(b + 0, c->frame);
+  nb_put64(b + 4, c->first_latch_us);
+  b[12] = c->latches;
+  b[13] = c->mask;
+  b[14] = c->flags;
+  b[15] = c->n.last_error;
+  nb_put16(b + 16, c->queue_depth);
+  nb_put16(b + 18, c->n.watchdog_trips);
+  nb_put32(b + 20, c->n.underruns);
+  nb_put32(b + 24, c->n.late_schedules);
+  nb_put32(b + 28, c->n.protocol_errors);
+  nb_put16(b + 32, c->n.arm_misses);
+  nb_put16(b + 34, c->n.tx_drops);
+  c->n.last_error = NB_OK;
+  tx_msg(c, NB_STATUS, b, sizeof b);
 }
 
 /* ---- frame queue ------------------------------------------------------- */
 
-static void flush_queue(nb_core_t *c) {
-    for (uint32_t i = 0; i < NB_QUEUE_CAP; i++) {
-        c->queue[i].valid = 0;
-    }
-    c->queue_depth = 0;
-    c->streaming = false;
+static void flush_queue(nb_core_t* c) {
+  for (uint32_t i = 0; i < NB_QUEUE_CAP; i++) {
+    c->queue[i].valid = 0;
+  }
+  c->queue_depth = 0;
+  c->streaming = false;
 }
 
 /* Removes and returns the slot for frame, or NULL when nothing is scheduled. */
-static nb_slot_t *take_slot(nb_core_t *c, uint32_t frame) {
-    nb_slot_t *s = &c->queue[frame & QMASK];
-    if (!s->valid || s->frame != frame) {
-        return NULL;
-    }
-    s->valid = 0;
-    c->queue_depth--;
-    return s;
+static nb_slot_t* take_slot(nb_core_t* c, uint32_t frame) {
+  nb_slot_t* s = &c->queue[frame & QMASK];
+  if (!s->valid || s->frame != frame) {
+    return NULL;
+  }
+  s->valid = 0;
+  c->queue_depth--;
+  return s;
 }
 
 /* Decides frame's byte: the scheduled mask, else "no buttons". */
 /* True once the host's stream has reached frame: from the first frame it
  * scheduled (since HELLO/CLEAR/watchdog) on, a frame without a mask is an
  * underrun; frames before it are just idle. */
-static bool in_stream(const nb_core_t *c, uint32_t frame) {
-    return c->streaming && (int32_t)(frame - c->stream_first) >= 0;
+static bool in_stream(const nb_core_t* c, uint32_t frame) {
+  return c->streaming && (int32_t)(frame - c->stream_first) >= 0;
 }
 
-static void arm(nb_core_t *c, uint32_t frame) {
-    nb_slot_t *s = take_slot(c, frame);
-    uint8_t flags = in_stream(c, frame) ? NB_FLAG_STREAMING : 0u;
-    if (s) {
-        c->armed_mask = s->mask;
-        flags |= NB_FLAG_FROM_QUEUE;
-    } else {
-        c->armed_mask = 0;
-        if (flags & NB_FLAG_STREAMING) {
-            c->n.underruns++;
-            flags |= NB_FLAG_UNDERRUN;
-        }
+static void arm(nb_core_t* c, uint32_t frame) {
+  nb_slot_t* s = take_slot(c, frame);
+  uint8_t flags = in_stream(c, frame) ? NB_FLAG_STREAMING : 0u;
+  if (s) {
+    c->armed_mask = s->mask;
+    flags |= NB_FLAG_FROM_QUEUE;
+  } else {
+    c->armed_mask = 0;
+    if (flags & NB_FLAG_STREAMING) {
+      c->n.underruns++;
+      flags |= NB_FLAG_UNDERRUN;
     }
-    if (c->watchdog_expired) {
-        flags |= NB_FLAG_WATCHDOG;
-    }
-    c->armed_frame = frame;
-    c->armed_flags = flags;
-    c->armed_pending = true;
+  }
+  if (c->watchdog_expired) {
+    flags |= NB_FLAG_WATCHDOG;
+  }
+  c->armed_frame = frame;
+  c->armed_flags = flags;
+  c->armed_pending = true;
 }
 
 /* ---- host messages ----------------------------------------------------- */
 
-static void on_hello(nb_core_t *c, const nb_msg_t *m) {
-    if (m->body_len != NB_HELLO_LEN) {
-        nack(c, m, NB_ERR_LENGTH);
-        return;
-    }
-    c->session = nb_get16(m->body) == NB_PROTO_VERSION;
-    if (!c->session) {
-        count_error(c, NB_ERR_VERSION);
-    }
-    flush_queue(c);
-    uint8_t b[NB_HELLO_ACK_LEN];
-    nb_put16(b + 0, NB_PROTO_VERSION);
-    b[2] = c->session ? 1u : 0u;
-    b[3] = (uint8_t)c->cfg.reset_reason;
-    nb_put16(b + 4, NB_QUEUE_CAP);
-    nb_put16(b + 6, NB_MAX_FRAME);
-    nb_put32(b + 8, c->cfg.window_us);
-    nb_put32(b + 12, c->cfg.watchdog_ms);
-    nb_put32(b + 16, c->cfg.boot_count);
-    tx_msg(c, NB_HELLO_ACK, b, sizeof b);
+static void on_hello(nb_core_t* c, const nb_msg_t* m) {
+  if (m->body_len != NB_HELLO_LEN) {
+    nack(c, m, NB_ERR_LENGTH);
+    return;
+  }
+  c->session = nb_get16(m->body) == NB_PROTO_VERSION;
+  if (!c->session) {
+    count_error(c, NB_ERR_VERSION);
+  }
+  flush_queue(c);
+  uint8_t b[NB_HELLO_ACK_LEN];
+  nb_put16(b + 0, NB_PROTO_VERSION);
+  b[2] = c->session ? 1u : 0u;
+  b[3] = (uint8_t)c->cfg.reset_reason;
+  nb_put16(b + 4, NB_QUEUE_CAP);
+  nb_put16(b + 6, NB_MAX_FRAME);
+  nb_put32(b + 8, c->cfg.window_us);
+  nb_put32(b + 12, c->cfg.watchdog_ms);
+  nb_put32(b + 16, c->cfg.boot_count);
+  tx_msg(c, NB_HELLO_ACK, b, sizeof b);
 }
 
-static void on_schedule(nb_core_t *c, const nb_msg_t *m) {
-    uint8_t count = m->body_len >= NB_SCHEDULE_HDR_LEN ? m->body[4] : 0u;
-    if (count == 0 || count > NB_MAX_MASKS || m->body_len != NB_SCHEDULE_HDR_LEN + count) {
-        nack(c, m, NB_ERR_LENGTH);
-        return;
+static void on_schedule(nb_core_t* c, const nb_msg_t* m) {
+  uint8_t count = m->body_len >= NB_SCHEDULE_HDR_LEN ? m->body[4] : 0u;
+  if (count == 0 || count > NB_MAX_MASKS || m->body_len != NB_SCHEDULE_HDR_LEN + count) {
+    nack(c, m, NB_ERR_LENGTH);
+    return;
+  }
+  uint32_t first = nb_get32(m->body);
+  uint8_t accepted = 0, late = 0, far = 0;
+  for (uint8_t i = 0; i < count; i++) {
+    uint32_t f = first + i;
+    /* Frames up to the armed one are decided; signed distance survives wrap. */
+    int32_t ahead = (int32_t)(f - c->armed_frame);
+    if (ahead <= 0) {
+      late++;
+    } else if (ahead > (int32_t)NB_QUEUE_CAP) {
+      far++;
+    } else {
+      nb_slot_t* s = &c->queue[f & QMASK];
+      if (!s->valid) {
+        c->queue_depth++;
+      }
+      s->frame = f;
+      s->mask = m->body[NB_SCHEDULE_HDR_LEN + i];
+      s->valid = 1;
+      accepted++;
+      if (!c->streaming || (int32_t)(f - c->stream_first) < 0) {
+        c->stream_first = f;
+      }
+      c->streaming = true;
     }
-    uint32_t first = nb_get32(m->body);
-    uint8_t accepted = 0, late = 0, far = 0;
-    for (uint8_t i = 0; i < count; i++) {
-        uint32_t f = first + i;
-        /* Frames up to the armed one are decided; signed distance survives wrap. */
-        int32_t ahead = (int32_t)(f - c->armed_frame);
-        if (ahead <= 0) {
-            late++;
-        } else if (ahead > (int32_t)NB_QUEUE_CAP) {
-            far++;
-        } else {
-            nb_slot_t *s = &c->queue[f & QMASK];
-            if (!s->valid) {
-                c->queue_depth++;
-            }
-            s->frame = f;
-            s->mask = m->body[NB_SCHEDULE_HDR_LEN + i];
-            s->valid = 1;
-            accepted++;
-            if (!c->streaming || (int32_t)(f - c->stream_first) < 0) {
-                c->stream_first = f;
-            }
-            c->streaming = true;
-        }
-    }
-    c->n.late_schedules += late;
-    if (far) {
-        count_error(c, NB_ERR_RANGE);
-    }
-    ack(c, m, accepted, late, far);
+  }
+  c->n.late_schedules += late;
+  if (far) {
+    count_error(c, NB_ERR_RANGE);
+  }
+  ack(c, m, accepted, late, far);
 }
 
-static void on_config(nb_core_t *c, const nb_msg_t *m) {
-    if (m->body_len != NB_CONFIG_LEN) {
-        nack(c, m, NB_ERR_LENGTH);
-        return;
-    }
-    uint32_t window = nb_get32(m->body), watchdog = nb_get32(m->body + 4);
-    if (window < NB_MIN_WINDOW_US || window > NB_MAX_WINDOW_US || watchdog < NB_MIN_WATCHDOG_MS ||
-        watchdog > NB_MAX_WATCHDOG_MS) {
-        nack(c, m, NB_ERR_RANGE);
-        return;
-    }
-    c->cfg.window_us = window;
-    c->cfg.watchdog_ms = watchdog;
-    ack(c, m, 0, 0, 0);
+static void on_config(nb_core_t* c, const nb_msg_t* m) {
+  if (m->body_len != NB_CONFIG_LEN) {
+    nack(c, m, NB_ERR_LENGTH);
+    return;
+  }
+  uint32_t window = nb_get32(m->body), watchdog = nb_get32(m->body + 4);
+  if (window < NB_MIN_WINDOW_US || window > NB_MAX_WINDOW_US || watchdog < NB_MIN_WATCHDOG_MS ||
+      watchdog > NB_MAX_WATCHDOG_MS) {
+    nack(c, m, NB_ERR_RANGE);
+    return;
+  }
+  c->cfg.window_us = window;
+  c->cfg.watchdog_ms = watchdog;
+  ack(c, m, 0, 0, 0);
 }
 
-static void on_message(nb_core_t *c, const nb_msg_t *m, uint64_t now_us) {
-    /* Any frame with a valid CRC proves the host alive. */
-    c->last_host_us = now_us;
-    c->watchdog_expired = false;
-    switch (m->type) {
+static void on_message(nb_core_t* c, const nb_msg_t* m, uint64_t now_us) {
+  /* Any frame with a valid CRC proves the host alive. */
+  c->last_host_us = now_us;
+  c->watchdog_expired = false;
+  switch (m->type) {
     case NB_HELLO:
-        on_hello(c, m);
-        return;
+      on_hello(c, m);
+      return;
     case NB_PING:
-        if (m->body_len != NB_PING_LEN) {
-            nack(c, m, NB_ERR_LENGTH);
-        } else {
-            uint8_t b[NB_PONG_LEN];
-            memcpy(b, m->body, 4);
-            nb_put64(b + 4, now_us);
-            tx_msg(c, NB_PONG, b, sizeof b);
-        }
-        return;
+      if (m->body_len != NB_PING_LEN) {
+        nack(c, m, NB_ERR_LENGTH);
+      } else {
+        uint8_t b[NB_PONG_LEN];
+        memcpy(b, m->body, 4);
+        nb_put64(b + 4, now_us);
+        tx_msg(c, NB_PONG, b, sizeof b);
+      }
+      return;
     case NB_SCHEDULE:
     case NB_CLEAR:
     case NB_CONFIG:
-        break;
+      break;
     default:
-        nack(c, m, NB_ERR_UNKNOWN_TYPE);
-        return;
-    }
-    if (!c->session) {
-        nack(c, m, NB_ERR_NO_SESSION);
-    } else if (m->type == NB_SCHEDULE) {
-        on_schedule(c, m);
-    } else if (m->type == NB_CONFIG) {
-        on_config(c, m);
-    } else if (m->body_len != NB_CLEAR_LEN) {
-        nack(c, m, NB_ERR_LENGTH);
-    } else {
-        flush_queue(c);
-        ack(c, m, 0, 0, 0);
-    }
+      nack(c, m, NB_ERR_UNKNOWN_TYPE);
+      return;
+  }
+  if (!c->session) {
+    nack(c, m, NB_ERR_NO_SESSION);
+  } else if (m->type == NB_SCHEDULE) {
+    on_schedule(c, m);
+  } else if (m->type == NB_CONFIG) {
+    on_config(c, m);
+  } else if (m->body_len != NB_CLEAR_LEN) {
+    nack(c, m, NB_ERR_LENGTH);
+  } else {
+    flush_queue(c);
+    ack(c, m, 0, 0, 0);
+  }
 }
 
-void nb_rx(nb_core_t *c, const uint8_t *data, uint32_t len, uint64_t now_us) {
-    for (uint32_t i = 0; i < len; i++) {
-        nb_msg_t m;
-        int r = nb_deframer_push(&c->rx, data[i], &m);
-        if (r == NB_OK) {
-            on_message(c, &m, now_us);
-        } else if (r != NB_PUSH_NONE) {
-            count_error(c, (uint8_t)r);
-        }
+void nb_rx(nb_core_t* c, const uint8_t* data, uint32_t len, uint64_t now_us) {
+  for (uint32_t i = 0; i < len; i++) {
+    nb_msg_t m;
+    int r = nb_deframer_push(&c->rx, data[i], &m);
+    if (r == NB_OK) {
+      on_message(c, &m, now_us);
+    } else if (r != NB_PUSH_NONE) {
+      count_error(c, (uint8_t)r);
     }
+  }
 }
 
 /* ---- console side ------------------------------------------------------ */
 
-void nb_init(nb_core_t *c, const nb_config_t *cfg) {
-    memset(c, 0, sizeof *c);
-    if (cfg) {
-        c->cfg = *cfg;
-    } else {
-        nb_config_default(&c->cfg);
-    }
-    nb_deframer_reset(&c->rx);
-    arm(c, 0); /* frame 0: no buttons, handed to the PIO by the first nb_poll */
+void nb_init(nb_core_t* c, const nb_config_t* cfg) {
+  memset(c, 0, sizeof *c);
+  if (cfg) {
+    c->cfg = *cfg;
+  } else {
+    nb_config_default(&c->cfg);
+  }
+  nb_deframer_reset(&c->rx);
+  arm(c, 0); /* frame 0: no buttons, handed to the PIO by the first nb_poll */
 }
 
-static void close_frame(nb_core_t *c) {
-    c->window_open = false;
-    if (c->session) {
-        send_status(c);
-    }
+static void close_frame(nb_core_t* c) {
+  c->window_open = false;
+  if (c->session) {
+    send_status(c);
+  }
 }
 
-NB_RAMFUNC uint8_t nb_latch(nb_core_t *c, uint64_t t_us) {
-    bool missed_close = false;
-    if (c->window_open && t_us >= c->first_latch_us &&
-        t_us - c->first_latch_us >= c->cfg.window_us) {
-        close_frame(c); /* nb_poll did not run between the window's end and now */
-        missed_close = true;
+NB_RAMFUNC uint8_t nb_latch(nb_core_t* c, uint64_t t_us) {
+  bool missed_close = false;
+  if (c->window_open && t_us >= c->first_latch_us && t_us - c->first_latch_us >= c->cfg.window_us) {
+    close_frame(c); /* nb_poll did not run between the window's end and now */
+    missed_close = true;
+  }
+  /* What the PIO does on every latch: "pull noblock" takes the FIFO word if
+   * one is there, else the program keeps serving X. */
+  if (c->fifo_full) {
+    c->x_mask = c->fifo_mask;
+    c->fifo_full = false;
+  }
+  if (c->window_open) {
+    if (c->latches < 0xFFu) {
+      c->latches++;
     }
-    /* What the PIO does on every latch: "pull noblock" takes the FIFO word if
-     * one is there, else the program keeps serving X. */
-    if (c->fifo_full) {
-        c->x_mask = c->fifo_mask;
-        c->fifo_full = false;
-    }
-    if (c->window_open) {
-        if (c->latches < 0xFFu) {
-            c->latches++;
-        }
-        return c->x_mask;
-    }
-    uint32_t frame = c->any_frame ? c->frame + 1u : 0u;
-    if (missed_close || c->armed_pending || c->armed_frame != frame) {
-        /* This frame's byte never reached the PIO before its first latch: the
-         * console gets the previous byte on every read of the frame, and the
-         * frame's scheduled mask (if any) is spent. */
-        INC16(c->n.arm_misses);
-        if (c->armed_frame != frame) {
-            (void)take_slot(c, frame);
-        }
-        c->armed_frame = frame;
-        c->armed_pending = false;
-        c->flags = (uint8_t)(NB_FLAG_ARM_MISS | (in_stream(c, frame) ? NB_FLAG_STREAMING : 0u));
-    } else {
-        c->flags = c->armed_flags;
-    }
-    c->any_frame = true;
-    c->window_open = true;
-    c->frame = frame;
-    c->first_latch_us = t_us;
-    c->latches = 1;
-    c->mask = c->x_mask;
     return c->x_mask;
+  }
+  uint32_t frame = c->any_frame ? c->frame + 1u : 0u;
+  if (missed_close || c->armed_pending || c->armed_frame != frame) {
+    /* This frame's byte never reached the PIO before its first latch: the
+     * console gets the previous byte on every read of the frame, and the
+     * frame's scheduled mask (if any) is spent. */
+    INC16(c->n.arm_misses);
+    if (c->armed_frame != frame) {
+      (void)take_slot(c, frame);
+    }
+    c->armed_frame = frame;
+    c->armed_pending = false;
+    c->flags = (uint8_t)(NB_FLAG_ARM_MISS | (in_stream(c, frame) ? NB_FLAG_STREAMING : 0u));
+  } else {
+    c->flags = c->armed_flags;
+  }
+  c->any_frame = true;
+  c->window_open = true;
+  c->frame = frame;
+  c->first_latch_us = t_us;
+  c->latches = 1;
+  c->mask = c->x_mask;
+  return c->x_mask;
 }
 
-NB_RAMFUNC bool nb_poll(nb_core_t *c, uint64_t now_us, uint32_t *pio_word) {
-    if (c->streaming && now_us > c->last_host_us &&
-        now_us - c->last_host_us >= (uint64_t)c->cfg.watchdog_ms * 1000u) {
-        flush_queue(c);
-        c->watchdog_expired = true;
-        INC16(c->n.watchdog_trips);
-    }
-    if (c->window_open && now_us >= c->first_latch_us &&
-        now_us - c->first_latch_us >= c->cfg.window_us) {
-        close_frame(c);
-        arm(c, c->frame + 1u);
-    }
-    if (!c->armed_pending) {
-        return false;
-    }
-    c->armed_pending = false;
-    c->fifo_full = true;
-    c->fifo_mask = c->armed_mask;
-    *pio_word = nb_pio_word(c->armed_mask);
-    return true;
+NB_RAMFUNC bool nb_poll(nb_core_t* c, uint64_t now_us, uint32_t* pio_word) {
+  if (c->streaming && now_us > c->last_host_us &&
+      now_us - c->last_host_us >= (uint64_t)c->cfg.watchdog_ms * 1000u) {
+    flush_queue(c);
+    c->watchdog_expired = true;
+    INC16(c->n.watchdog_trips);
+  }
+  if (c->window_open && now_us >= c->first_latch_us &&
+      now_us - c->first_latch_us >= c->cfg.window_us) {
+    close_frame(c);
+    arm(c, c->frame + 1u);
+  }
+  if (!c->armed_pending) {
+    return false;
+  }
+  c->armed_pending = false;
+  c->fifo_full = true;
+  c->fifo_mask = c->armed_mask;
+  *pio_word = nb_pio_word(c->armed_mask);
+  return true;
 }

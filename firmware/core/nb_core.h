@@ -40,7 +40,7 @@ extern "C" {
 #define NB_DEFAULT_WINDOW_US 5000u /* latch grouping window (TAStm32 uses 5 ms) */
 #define NB_DEFAULT_WATCHDOG_MS 500u
 #define NB_MIN_WINDOW_US 100u
-#define NB_MAX_WINDOW_US 15000u    /* below one NTSC frame (16 639 us) */
+#define NB_MAX_WINDOW_US 15000u /* below one NTSC frame (16 639 us) */
 #define NB_MIN_WATCHDOG_MS 20u
 #define NB_MAX_WATCHDOG_MS 60000u
 
@@ -53,93 +53,93 @@ extern "C" {
 
 /* Reset causes reported in HELLO_ACK (filled by the board glue). */
 enum nb_reset_reason {
-    NB_RESET_POWER_ON = 0,
-    NB_RESET_WATCHDOG = 1,
-    NB_RESET_OTHER = 2,
+  NB_RESET_POWER_ON = 0,
+  NB_RESET_WATCHDOG = 1,
+  NB_RESET_OTHER = 2,
 };
 
 typedef struct {
-    uint32_t window_us;   /* latch grouping window */
-    uint32_t watchdog_ms; /* host silence that stops the stream */
-    uint32_t boot_count;  /* boots since power-on, reported in HELLO_ACK */
-    uint32_t reset_reason;
+  uint32_t window_us;   /* latch grouping window */
+  uint32_t watchdog_ms; /* host silence that stops the stream */
+  uint32_t boot_count;  /* boots since power-on, reported in HELLO_ACK */
+  uint32_t reset_reason;
 } nb_config_t;
 
 typedef struct {
-    uint32_t frame;
-    uint8_t mask;
-    uint8_t valid;
+  uint32_t frame;
+  uint8_t mask;
+  uint8_t valid;
 } nb_slot_t;
 
 /* Cumulative since reset; each appears in STATUS (PROTOCOL.md). */
 typedef struct {
-    uint32_t underruns;       /* frames of the stream with nothing scheduled */
-    uint32_t late_schedules;  /* frames scheduled at or before the armed frame */
-    uint32_t protocol_errors; /* frames dropped or NACKed */
-    uint16_t watchdog_trips;
-    uint16_t arm_misses;      /* frames whose byte could not be armed in time */
-    uint16_t tx_drops;        /* device messages dropped for a full TX buffer */
-    uint8_t last_error;       /* since the previous STATUS */
+  uint32_t underruns;       /* frames of the stream with nothing scheduled */
+  uint32_t late_schedules;  /* frames scheduled at or before the armed frame */
+  uint32_t protocol_errors; /* frames dropped or NACKed */
+  uint16_t watchdog_trips;
+  uint16_t arm_misses; /* frames whose byte could not be armed in time */
+  uint16_t tx_drops;   /* device messages dropped for a full TX buffer */
+  uint8_t last_error;  /* since the previous STATUS */
 } nb_counters_t;
 
 /* All state; allocate statically (nb_core_size() tells foreign callers). */
 typedef struct {
-    nb_config_t cfg;
-    nb_deframer_t rx;
-    nb_counters_t n;
-    nb_slot_t queue[NB_QUEUE_CAP];
-    uint16_t queue_depth;
-    bool session;   /* HELLO with a matching version received */
-    bool streaming; /* host has scheduled since HELLO/CLEAR/watchdog */
-    uint32_t stream_first; /* earliest frame scheduled since streaming began */
-    bool watchdog_expired; /* host silent since the watchdog tripped */
-    uint8_t tx_seq;
-    uint64_t last_host_us;
-    /* Current frame (latch group). */
-    bool any_frame;
-    bool window_open;
-    uint32_t frame;
-    uint64_t first_latch_us;
-    uint8_t latches;
-    uint8_t mask;
-    uint8_t flags;
-    /* The next frame's byte, decided when the current window closes. */
-    uint32_t armed_frame;
-    uint8_t armed_mask;
-    uint8_t armed_flags;
-    bool armed_pending; /* decided, not yet handed to the PIO by nb_poll */
-    /* Mirror of the PIO state machine: the word waiting in its TX FIFO, and
-     * the mask in X (served when the FIFO is empty). */
-    bool fifo_full;
-    uint8_t fifo_mask;
-    uint8_t x_mask;
-    /* Outgoing bytes (ring). */
-    uint16_t tx_head;
-    uint16_t tx_len;
-    uint8_t tx[NB_TX_BUF];
+  nb_config_t cfg;
+  nb_deframer_t rx;
+  nb_counters_t n;
+  nb_slot_t queue[NB_QUEUE_CAP];
+  uint16_t queue_depth;
+  bool session;          /* HELLO with a matching version received */
+  bool streaming;        /* host has scheduled since HELLO/CLEAR/watchdog */
+  uint32_t stream_first; /* earliest frame scheduled since streaming began */
+  bool watchdog_expired; /* host silent since the watchdog tripped */
+  uint8_t tx_seq;
+  uint64_t last_host_us;
+  /* Current frame (latch group). */
+  bool any_frame;
+  bool window_open;
+  uint32_t frame;
+  uint64_t first_latch_us;
+  uint8_t latches;
+  uint8_t mask;
+  uint8_t flags;
+  /* The next frame's byte, decided when the current window closes. */
+  uint32_t armed_frame;
+  uint8_t armed_mask;
+  uint8_t armed_flags;
+  bool armed_pending; /* decided, not yet handed to the PIO by nb_poll */
+  /* Mirror of the PIO state machine: the word waiting in its TX FIFO, and
+   * the mask in X (served when the FIFO is empty). */
+  bool fifo_full;
+  uint8_t fifo_mask;
+  uint8_t x_mask;
+  /* Outgoing bytes (ring). */
+  uint16_t tx_head;
+  uint16_t tx_len;
+  uint8_t tx[NB_TX_BUF];
 } nb_core_t;
 
 /* Fills cfg with the defaults above. */
-void nb_config_default(nb_config_t *cfg);
+void nb_config_default(nb_config_t* cfg);
 
 /* Resets everything; cfg NULL means defaults. The first nb_poll hands out the
  * "no buttons" word for frame 0. */
-void nb_init(nb_core_t *c, const nb_config_t *cfg);
+void nb_init(nb_core_t* c, const nb_config_t* cfg);
 
 /* A console latch (rising LATCH edge) at t_us. Returns the mask the console
  * reads on this latch (project bit order, A = 0x80), i.e. what the PIO serves. */
-uint8_t nb_latch(nb_core_t *c, uint64_t t_us) NB_RAMFUNC;
+uint8_t nb_latch(nb_core_t* c, uint64_t t_us) NB_RAMFUNC;
 
 /* Advances time to now_us: closes the latch window, queues that frame's STATUS,
  * decides the next frame's byte and checks the host watchdog. Returns true and
  * sets *pio_word when a word must go into the PIO TX FIFO now. */
-bool nb_poll(nb_core_t *c, uint64_t now_us, uint32_t *pio_word) NB_RAMFUNC;
+bool nb_poll(nb_core_t* c, uint64_t now_us, uint32_t* pio_word) NB_RAMFUNC;
 
 /* Bytes from the host (any chunking); acts on each frame with a valid CRC. */
-void nb_rx(nb_core_t *c, const uint8_t *data, uint32_t len, uint64_t now_us);
+void nb_rx(nb_core_t* c, const uint8_t* data, uint32_t len, uint64_t now_us);
 
 /* Moves up to cap pending bytes for the host into out; returns the count. */
-uint32_t nb_tx(nb_core_t *c, uint8_t *out, uint32_t cap);
+uint32_t nb_tx(nb_core_t* c, uint8_t* out, uint32_t cap);
 
 /* sizeof(nb_core_t) / sizeof(nb_config_t), for callers that allocate it opaquely. */
 uint32_t nb_core_size(void);
@@ -150,9 +150,7 @@ uint32_t nb_config_size(void);
  * pressed). Bits 31..24 are the mask in NES order (A first); the 24 ones that
  * follow read as "1" bits after the 8th, as an official pad's 4021 does (its
  * serial input is grounded). */
-static inline uint32_t nb_pio_word(uint8_t mask) {
-    return ((uint32_t)mask << 24) | 0x00FFFFFFu;
-}
+static inline uint32_t nb_pio_word(uint8_t mask) { return ((uint32_t)mask << 24) | 0x00FFFFFFu; }
 
 #ifdef __cplusplus
 }

@@ -3,12 +3,11 @@
  * clock when a latch happens (the STATUS timestamp the host locks its clock to). */
 #include "nes_port.h"
 
-#include "pico/stdlib.h" /* first: the SDK headers below rely on pico.h */
-
 #include "hardware/irq.h"
 #include "hardware/pio.h"
 #include "hardware/timer.h"
 #include "nes4021.pio.h"
+#include "pico/stdlib.h"
 
 #include BOARD_HEADER
 
@@ -21,53 +20,51 @@ static volatile uint32_t dropped;
 
 /* Runs from SRAM: an XIP cache miss would delay the timestamp by microseconds. */
 static void __not_in_flash_func(latch_irq)(void) {
-    uint64_t t = time_us_64();
-    while (!pio_sm_is_rx_fifo_empty(BOARD_PIO, BOARD_PIO_SM)) {
-        (void)pio_sm_get(BOARD_PIO, BOARD_PIO_SM);
-        uint32_t head = ring_head;
-        if (head - ring_tail < RING) {
-            ring[head % RING] = t;
-            __compiler_memory_barrier(); /* the slot is written before it is published */
-            ring_head = head + 1u;
-        } else {
-            dropped++;
-        }
+  uint64_t t = time_us_64();
+  while (!pio_sm_is_rx_fifo_empty(BOARD_PIO, BOARD_PIO_SM)) {
+    (void)pio_sm_get(BOARD_PIO, BOARD_PIO_SM);
+    uint32_t head = ring_head;
+    if (head - ring_tail < RING) {
+      ring[head % RING] = t;
+      __compiler_memory_barrier(); /* the slot is written before it is published */
+      ring_head = head + 1u;
+    } else {
+      dropped++;
     }
+  }
 }
 
 void nes_port_init(uint32_t first_word) {
-    uint offset = pio_add_program(BOARD_PIO, &nes4021_program);
-    pio_sm_clear_fifos(BOARD_PIO, BOARD_PIO_SM);
-    pio_sm_put(BOARD_PIO, BOARD_PIO_SM, first_word);
-    pio_set_irq0_source_enabled(BOARD_PIO,
-                                (enum pio_interrupt_source)(pis_sm0_rx_fifo_not_empty +
-                                                            BOARD_PIO_SM),
-                                true);
-    irq_set_exclusive_handler(BOARD_PIO_IRQ, latch_irq);
-    irq_set_priority(BOARD_PIO_IRQ, PICO_HIGHEST_IRQ_PRIORITY);
-    irq_set_enabled(BOARD_PIO_IRQ, true);
-    nes4021_program_init(BOARD_PIO, BOARD_PIO_SM, offset, BOARD_PIN_LATCH, BOARD_PIN_CLOCK,
-                         BOARD_PIN_DATA);
+  uint offset = pio_add_program(BOARD_PIO, &nes4021_program);
+  pio_sm_clear_fifos(BOARD_PIO, BOARD_PIO_SM);
+  pio_sm_put(BOARD_PIO, BOARD_PIO_SM, first_word);
+  pio_set_irq0_source_enabled(
+      BOARD_PIO, (enum pio_interrupt_source)(pis_sm0_rx_fifo_not_empty + BOARD_PIO_SM), true);
+  irq_set_exclusive_handler(BOARD_PIO_IRQ, latch_irq);
+  irq_set_priority(BOARD_PIO_IRQ, PICO_HIGHEST_IRQ_PRIORITY);
+  irq_set_enabled(BOARD_PIO_IRQ, true);
+  nes4021_program_init(BOARD_PIO, BOARD_PIO_SM, offset, BOARD_PIN_LATCH, BOARD_PIN_CLOCK,
+                       BOARD_PIN_DATA);
 }
 
-bool nes_port_next_latch(uint64_t *t_us) {
-    uint32_t tail = ring_tail;
-    if (tail == ring_head) {
-        return false;
-    }
-    __compiler_memory_barrier();
-    *t_us = ring[tail % RING];
-    __compiler_memory_barrier(); /* the slot is read before it is handed back */
-    ring_tail = tail + 1u;
-    return true;
+bool nes_port_next_latch(uint64_t* t_us) {
+  uint32_t tail = ring_tail;
+  if (tail == ring_head) {
+    return false;
+  }
+  __compiler_memory_barrier();
+  *t_us = ring[tail % RING];
+  __compiler_memory_barrier(); /* the slot is read before it is handed back */
+  ring_tail = tail + 1u;
+  return true;
 }
 
 bool nes_port_put(uint32_t word) {
-    if (pio_sm_is_tx_fifo_full(BOARD_PIO, BOARD_PIO_SM)) {
-        return false;
-    }
-    pio_sm_put(BOARD_PIO, BOARD_PIO_SM, word);
-    return true;
+  if (pio_sm_is_tx_fifo_full(BOARD_PIO, BOARD_PIO_SM)) {
+    return false;
+  }
+  pio_sm_put(BOARD_PIO, BOARD_PIO_SM, word);
+  return true;
 }
 
 uint32_t nes_port_dropped_latches(void) { return dropped; }

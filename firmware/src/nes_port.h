@@ -11,7 +11,7 @@
 void nes_port_init(uint32_t first_word);
 
 /* Pops the time (us, time_us_64) of the oldest latch not yet taken; false if none. */
-bool nes_port_next_latch(uint64_t *t_us);
+bool nes_port_next_latch(uint64_t* t_us);
 
 /* Queues the next frame's word (nb_poll hands out one per frame, after the latch
  * window, so the 4-deep FIFO never fills). Returns false if it was full. */

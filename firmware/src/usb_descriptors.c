@@ -2,8 +2,7 @@
  * interface association, so every OS binds its built-in CDC driver. */
 #include <string.h>
 
-#include "pico/stdlib.h" /* first: the SDK headers below rely on pico.h */
-
+#include "pico/stdlib.h"
 #include "pico/unique_id.h"
 #include "tusb.h"
 
@@ -41,44 +40,44 @@ static const uint8_t config_desc[] = {
     TUD_CDC_DESCRIPTOR(ITF_CDC_NOTIF, STR_CDC, EP_CDC_NOTIF, 8, EP_CDC_OUT, EP_CDC_IN, 64),
 };
 
-const uint8_t *tud_descriptor_device_cb(void) { return (const uint8_t *)&device_desc; }
+const uint8_t* tud_descriptor_device_cb(void) { return (const uint8_t*)&device_desc; }
 
-const uint8_t *tud_descriptor_configuration_cb(uint8_t index) {
-    (void)index;
-    return config_desc;
+const uint8_t* tud_descriptor_configuration_cb(uint8_t index) {
+  (void)index;
+  return config_desc;
 }
 
-static const char *const strings[] = {
+static const char* const strings[] = {
     [STR_MANUFACTURER] = "drmario-bridge",
     [STR_PRODUCT] = "Dr. Mario bridge controller",
     [STR_CDC] = "NES controller link",
 };
 
-const uint16_t *tud_descriptor_string_cb(uint8_t index, uint16_t langid) {
-    static uint16_t out[1 + 32];
-    char serial[2 * PICO_UNIQUE_BOARD_ID_SIZE_BYTES + 1];
-    const char *s;
-    (void)langid;
-    if (index == STR_LANG) {
-        out[1] = 0x0409; /* English (US) */
-        out[0] = (uint16_t)((TUSB_DESC_STRING << 8) | 4);
-        return out;
-    }
-    if (index == STR_SERIAL) {
-        pico_get_unique_board_id_string(serial, sizeof serial); /* flash chip's unique id */
-        s = serial;
-    } else if (index < sizeof strings / sizeof strings[0] && strings[index]) {
-        s = strings[index];
-    } else {
-        return NULL;
-    }
-    size_t n = strlen(s);
-    if (n > 32) {
-        n = 32;
-    }
-    for (size_t i = 0; i < n; i++) {
-        out[1 + i] = (uint8_t)s[i];
-    }
-    out[0] = (uint16_t)((TUSB_DESC_STRING << 8) | (2 * n + 2));
+const uint16_t* tud_descriptor_string_cb(uint8_t index, uint16_t langid) {
+  static uint16_t out[1 + 32];
+  char serial[2 * PICO_UNIQUE_BOARD_ID_SIZE_BYTES + 1];
+  const char* s;
+  (void)langid;
+  if (index == STR_LANG) {
+    out[1] = 0x0409; /* English (US) */
+    out[0] = (uint16_t)((TUSB_DESC_STRING << 8) | 4);
     return out;
+  }
+  if (index == STR_SERIAL) {
+    pico_get_unique_board_id_string(serial, sizeof serial); /* flash chip's unique id */
+    s = serial;
+  } else if (index < sizeof strings / sizeof strings[0] && strings[index]) {
+    s = strings[index];
+  } else {
+    return NULL;
+  }
+  size_t n = strlen(s);
+  if (n > 32) {
+    n = 32;
+  }
+  for (size_t i = 0; i < n; i++) {
+    out[1 + i] = (uint8_t)s[i];
+  }
+  out[0] = (uint16_t)((TUSB_DESC_STRING << 8) | (2 * n + 2));
+  return out;
 }

@@ -5,11 +5,11 @@
 static nb_core_t core;
 
 int main(void) {
-    uint8_t buf[64];
-    uint32_t word = 0;
-    nb_init(&core, 0);
-    nb_rx(&core, buf, 0, 0);
-    (void)nb_latch(&core, 1);
-    (void)nb_poll(&core, 2, &word);
-    return (int)(nb_tx(&core, buf, sizeof buf) + word + nb_core_size() + nb_config_size());
+  uint8_t buf[64];
+  uint32_t word = 0;
+  nb_init(&core, 0);
+  nb_rx(&core, buf, 0, 0);
+  (void)nb_latch(&core, 1);
+  (void)nb_poll(&core, 2, &word);
+  return (int)(nb_tx(&core, buf, sizeof buf) + word + nb_core_size() + nb_config_size());
 }
