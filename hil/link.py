@@ -45,7 +45,9 @@ class LinkStats:
     """What the host saw of the link (device-side counters arrive in each Status)."""
 
     rx_errors: int = 0  # frames from the device dropped (CRC, COBS, length)
-    lost_messages: int = 0  # gaps in the device's sequence numbers
+    # Gaps in the device's 8-bit sequence numbers: a run of 256 or more losses counts
+    # modulo 256 (STATUS.tx_drops is the device's exact count of what it dropped).
+    lost_messages: int = 0
     retries: int = 0  # requests sent again after a timeout
 
 

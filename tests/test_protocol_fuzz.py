@@ -79,6 +79,7 @@ def chunks(stream: bytes) -> list[bytes]:
     return [c for c in stream.split(b"\x00")[:-1] if c]
 
 
+@settings(deadline=2000)
 @given(MESSAGES, U8)
 def test_every_message_round_trips(msg, seq):
     wire = p.encode(msg, seq)
@@ -87,7 +88,7 @@ def test_every_message_round_trips(msg, seq):
     assert list(p.Deframer().feed(wire)) == [(seq, msg)]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=2000)  # a hang fails; a slow CI machine does not
 @given(damaged_streams(), st.data())
 def test_host_deframer_acts_only_on_valid_crc(stream, data):
     deframer = p.Deframer()
@@ -104,6 +105,7 @@ def test_host_deframer_acts_only_on_valid_crc(stream, data):
             assert isinstance(item, p.ProtocolError)
 
 
+@settings(deadline=2000)
 @given(st.binary(max_size=2000))
 def test_host_deframer_survives_pure_noise(noise):
     items = list(p.Deframer().feed(noise + b"\x00"))
@@ -129,7 +131,7 @@ class Core:
         return buf.raw[:n]
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=2000)
 @given(damaged_streams(), st.data())
 def test_firmware_core_answers_exactly_the_valid_frames(stream, data):
     core = Core()
