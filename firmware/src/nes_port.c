@@ -36,15 +36,13 @@ static void __not_in_flash_func(latch_irq)(void) {
 
 void nes_port_init(uint32_t first_word) {
   uint offset = pio_add_program(BOARD_PIO, &nes4021_program);
-  pio_sm_clear_fifos(BOARD_PIO, BOARD_PIO_SM);
-  pio_sm_put(BOARD_PIO, BOARD_PIO_SM, first_word);
   pio_set_irq0_source_enabled(
       BOARD_PIO, (enum pio_interrupt_source)(pis_sm0_rx_fifo_not_empty + BOARD_PIO_SM), true);
   irq_set_exclusive_handler(BOARD_PIO_IRQ, latch_irq);
   irq_set_priority(BOARD_PIO_IRQ, PICO_HIGHEST_IRQ_PRIORITY);
   irq_set_enabled(BOARD_PIO_IRQ, true);
   nes4021_program_init(BOARD_PIO, BOARD_PIO_SM, offset, BOARD_PIN_LATCH, BOARD_PIN_CLOCK,
-                       BOARD_PIN_DATA);
+                       BOARD_PIN_DATA, first_word);
 }
 
 bool nes_port_next_latch(uint64_t* t_us) {
