@@ -9,8 +9,10 @@ from engine._core import (
     STATE_BYTES,
     Batch,
     Game,
+    Plan,
     generate_level,
     pill_colors,
+    plan,
     rng_step,
 )
 from engine.constants import Button, Cell, Phase, Speed
@@ -23,8 +25,10 @@ __all__ = [
     "Cell",
     "Game",
     "Phase",
+    "Plan",
     "Speed",
     "generate_level",
     "pill_colors",
+    "plan",
     "rng_step",
 ]
