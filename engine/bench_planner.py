@@ -64,13 +64,13 @@ def empty_board_states(speed: int, n: int, seed: int) -> list[engine.Game]:
     return out
 
 
-def _time_us(states: list[engine.Game], repeats: int) -> list[float]:
+def _time_us(states: list[engine.Game], repeats: int, taps_only: bool = False) -> list[float]:
     times = []
     for g in states:
         best = float("inf")
         for _ in range(repeats):
             t0 = time.perf_counter_ns()
-            _core.plan(g)
+            _core.plan(g, taps_only=taps_only)
             best = min(best, (time.perf_counter_ns() - t0) / 1e3)
         times.append(best)
     return times
@@ -91,17 +91,33 @@ def bench_planner(states_per_cell: int = 6, repeats: int = 1) -> dict:
     """Runs the benchmark in this process (one core: the planner is single-threaded)."""
     result: dict = {"unit": "us per full plan", "cells": {}}
     mid: list[float] = []
+    mid_taps: list[float] = []
+    all_states: list[engine.Game] = []
     for level in LEVELS:
         for speed, name in enumerate(SPEEDS):
             states = mid_game_states(level, speed, states_per_cell, seed=level * 10 + speed)
+            all_states += states
             t = _time_us(states, repeats)
             mid += t
+            mid_taps += _time_us(states, repeats, taps_only=True)
             result["cells"][f"L{level:02d}_{name}"] = _summary(t)
-    empty: list[float] = []
+    empty_states: list[engine.Game] = []
     for speed in range(3):
-        empty += _time_us(empty_board_states(speed, max(2, states_per_cell // 2), 99 + speed), repeats)
+        empty_states += empty_board_states(speed, max(2, states_per_cell // 2), 99 + speed)
     result["mid_game"] = _summary(mid)
-    result["empty_boards"] = _summary(empty)
+    result["empty_boards"] = _summary(_time_us(empty_states, repeats))
+    result["mid_game_taps_only"] = _summary(mid_taps)
+    result["empty_boards_taps_only"] = _summary(_time_us(empty_states, repeats, taps_only=True))
+    # what taps_only gives up: placements it misses, and frames it loses on the ones it finds
+    missed = later = total = 0
+    for g in all_states:
+        full, taps = _core.plan(g), _core.plan(g, taps_only=True)
+        fl = dict(zip(full.placements.tolist(), full.lock_frames.tolist(), strict=True))
+        tl = dict(zip(taps.placements.tolist(), taps.lock_frames.tolist(), strict=True))
+        total += len(fl)
+        missed += len(set(fl) - set(tl))
+        later += sum(1 for k, v in tl.items() if v > fl[k])
+    result["taps_only_vs_full"] = {"placements": total, "missed": missed, "later": later}
     return result
 
 
