@@ -128,11 +128,25 @@ def test_plans_replay_to_their_lock_exactly(speed: int) -> None:
     assert checked > 0
 
 
+def test_taps_only_plans_are_sound_and_never_beat_the_full_search() -> None:
+    rng = np.random.default_rng(7)
+    for level, speed in ((3, 0), (11, 1), (19, 2)):
+        g = random_state(rng, level, speed)
+        if g is None:
+            continue
+        check_plan(g, None, taps_only=True)
+        full, taps = _core.plan(g), _core.plan(g, taps_only=True)
+        assert set(taps.placements.tolist()) <= set(full.placements.tolist())
+        for idx in taps.placements:
+            assert taps.lock_frame(int(idx)) >= full.lock_frame(int(idx))
+
+
 def test_between_pills_the_plan_starts_from_the_throw() -> None:
     g = engine.Game(10, 1, 0x1234)
     assert int(g.phase) == 0  # levelIntro: no pill falls yet
     p = _core.plan(g)
     assert p.status == 2 and len(p) == 0
+    assert _core.plan(engine.Game.demo()).status == 2  # the demo ignores the pad
     to_falling(g)
     p = _core.plan(g)
     g.run(p.masks(int(p.placements[0])))

@@ -36,8 +36,8 @@ drm::State state_of(const py::object& game) {
 }
 
 const drm::PlannedPlacement& find(const drm::Plan& p, const py::handle& index) {
-  const auto idx =
-      pa::in_range(index, "placement", 0, drm::kNumPlacements - 1, "rotation*128 + row*8 + col");
+  const auto idx = pa::in_range(index, "placement", 0, drm::kNumPlacements - 1,
+                                "rotation*128 + row*8 + col");
   for (const auto& pl : p.placements)
     if (pl.index == idx) return pl;
   throw py::key_error("placement " + std::to_string(idx) + " is not reachable");
@@ -67,8 +67,7 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
                              })
       .def_property_readonly("lock_frames",
                              [](const drm::Plan& p) {
-                               return column<int32_t>(p,
-                                                      [](const auto& x) { return x.lock_frame; });
+                               return column<int32_t>(p, [](const auto& x) { return x.lock_frame; });
                              })
       .def_property_readonly("presses",
                              [](const drm::Plan& p) {
@@ -78,8 +77,7 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
                              [](const drm::Plan& p) {
                                py::array_t<bool> a(drm::kNumPlacements);
                                bool* d = a.mutable_data();
-                               for (int i = 0; i < drm::kNumPlacements; ++i)
-                                 d[i] = p.reachable[i] != 0;
+                               for (int i = 0; i < drm::kNumPlacements; ++i) d[i] = p.reachable[i] != 0;
                                return a;
                              })
       .def_readonly("status", &drm::Plan::status)
@@ -97,16 +95,17 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
             std::memcpy(a.mutable_data(), p.masks.data() + pl.mask_offset, pl.lock_frame);
             return a;
           },
-          py::arg("index"),
-          "uint8[lock_frame] masks from the planned state to the lock, inclusive.");
+          py::arg("index"), "uint8[lock_frame] masks from the planned state to the lock, inclusive.");
 
   m.def(
       "plan",
-      [](const py::object& game, const py::object& prefix, const py::handle& interval) {
+      [](const py::object& game, const py::object& prefix, const py::handle& interval,
+         bool taps_only) {
         drm::State s = state_of(game);
         drm::PlanOptions opt;
         opt.min_press_interval = static_cast<int>(
             pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
+        opt.taps_only = taps_only;
         std::string pre;
         if (!prefix.is_none()) {
           if (!py::isinstance<py::array>(prefix)) {
@@ -126,9 +125,12 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
         return out;
       },
       py::arg("game"), py::arg("prefix") = py::none(), py::arg("min_press_interval") = 0,
+      py::arg("taps_only") = false,
       R"doc(Every reachable lock pose of the falling (or next) pill, with frame-exact masks.
 
 game: an engine.Game (or its state_bytes()). prefix: uint8[k] masks already committed, stepped
-first. min_press_interval: at most one new press every N frames (0: no limit). Returns a Plan;
-masks are minimal in frames to lock, ties broken by fewer presses (docs/PLANNER.md).)doc");
+first. min_press_interval: at most one new press every N frames (0: no limit). taps_only: Left
+and Right only on press frames (no DAS); faster, still exact on replay, may lock later or miss
+a pose. Returns a Plan; masks are minimal in frames to lock, ties broken by fewer presses, over
+the allowed inputs (docs/PLANNER.md). Raises TypeError/ValueError on bad arguments.)doc");
 }

@@ -22,10 +22,7 @@ inline int popcount8(unsigned v) { return __builtin_popcount(v & 0xFF); }
 struct Validity {
   bool v[2][16][8];
   explicit Validity(const State& s) {
-    auto empty = [&](int pos) {
-      pos &= 0xFF;
-      return pos >= kFieldSize || s.field[pos] == kEmpty;
-    };
+    auto empty = [&](int pos) { pos &= 0xFF; return pos >= kFieldSize || s.field[pos] == kEmpty; };
     for (int y = 0; y < 16; ++y) {
       const int base = kPillFieldPosRelativeToPillY[y];
       for (int x = 0; x < 8; ++x) {
@@ -177,60 +174,51 @@ struct Best {
 
 Planner::Planner() {
   mask_bits_ = 16;
-  keys_.assign(size_t{1} << mask_bits_, 0);
-  slot_node_.assign(size_t{1} << mask_bits_, -1);
-  stamp_.assign(size_t{1} << mask_bits_, 0);
+  slots_.assign(size_t{1} << mask_bits_, Slot{0, -1, 0});
   nodes_.reserve(1 << 14);
 }
 
 void Planner::grow() {
   const size_t cap = size_t{1} << (mask_bits_ + 1);
-  std::vector<uint64_t> keys(cap, 0);
-  std::vector<int32_t> slots(cap, -1);
-  std::vector<uint32_t> stamps(cap, 0);
+  std::vector<Slot> slots(cap, Slot{0, -1, 0});
   const size_t m = cap - 1;
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    if (stamp_[i] != gen_) continue;
-    size_t h = (keys_[i] * 0x9E3779B97F4A7C15ull) >> (64 - (mask_bits_ + 1));
-    while (stamps[h] == gen_) h = (h + 1) & m;
-    keys[h] = keys_[i];
-    slots[h] = slot_node_[i];
-    stamps[h] = gen_;
+  for (const Slot& s : slots_) {
+    if (s.stamp != gen_) continue;
+    size_t h = (s.key * 0x9E3779B97F4A7C15ull) >> (64 - (mask_bits_ + 1));
+    while (slots[h].stamp == gen_) h = (h + 1) & m;
+    slots[h] = s;
   }
-  keys_.swap(keys);
-  slot_node_.swap(slots);
-  stamp_.swap(stamps);
+  slots_.swap(slots);
   mask_bits_++;
 }
 
 int32_t Planner::find(uint64_t key) const {
-  const size_t m = keys_.size() - 1;
+  const size_t m = slots_.size() - 1;
   size_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - mask_bits_);
-  while (stamp_[h] == gen_) {
-    if (keys_[h] == key) return slot_node_[h];
+  while (slots_[h].stamp == gen_) {
+    if (slots_[h].key == key) return slots_[h].node;
     h = (h + 1) & m;
   }
   return -1;
 }
 
 int32_t Planner::find_or_add(uint64_t key, const Node& n, bool& added) {
-  if (2 * (used_ + 1) > keys_.size()) grow();
-  const size_t m = keys_.size() - 1;
+  if (2 * (used_ + 1) > slots_.size()) grow();
+  const size_t m = slots_.size() - 1;
   size_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - mask_bits_);
-  while (stamp_[h] == gen_) {
-    if (keys_[h] == key) {
+  while (slots_[h].stamp == gen_) {
+    if (slots_[h].key == key) {
       added = false;
-      return slot_node_[h];
+      return slots_[h].node;
     }
     h = (h + 1) & m;
   }
-  stamp_[h] = gen_;
-  keys_[h] = key;
-  slot_node_[h] = static_cast<int32_t>(nodes_.size());
+  const int32_t idx = static_cast<int32_t>(nodes_.size());
+  slots_[h] = Slot{key, idx, gen_};
   nodes_.push_back(n);
   used_++;
   added = true;
-  return slot_node_[h];
+  return idx;
 }
 
 void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const PlanOptions& opt,
@@ -241,6 +229,10 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   out.reachable.fill(0);
   out.nodes = 0;
 
+  if (s0.demo) {  // the demo's own input table drives the pill, not the masks
+    out.status = kPlanNoPill;
+    return;
+  }
   std::vector<uint8_t> lead;  // masks before the search's first frame (prefix, wait frames)
   State t = s0;
   int presses0 = 0;
@@ -283,7 +275,8 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   }
 
   const Validity val(t);
-  const uint8_t limit = kSpeedCounterTable[kBaseSpeedSettingValue[t.speed_setting] + t.speed_ups];
+  const uint8_t limit =
+      kSpeedCounterTable[kBaseSpeedSettingValue[t.speed_setting] + t.speed_ups];
   const int interval = std::max(0, opt.min_press_interval);
   const bool same = t.pill_color[0] == t.pill_color[1];
   const uint8_t hold_forbidden = opt.taps_only ? (kA | kB | kLeft | kRight) : (kA | kB);
@@ -291,7 +284,7 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   // Roots.
   ++gen_;
   if (gen_ == 0) {
-    std::fill(stamp_.begin(), stamp_.end(), 0);
+    for (Slot& sl : slots_) sl.stamp = 0;
     gen_ = 1;
   }
   used_ = 0;
@@ -304,8 +297,8 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
     return static_cast<uint8_t>(std::max(0, interval - 1 - since));
   };
   if (t.next_action == kActPillFalling) {
-    Micro m{t.pill_x,       t.pill_y,    t.pill_rotation,        t.speed_counter,
-            t.hor_velocity, t.btns_held, cool_after(since_press)};
+    Micro m{t.pill_x, t.pill_y, t.pill_rotation, t.speed_counter, t.hor_velocity, t.btns_held,
+            cool_after(since_press)};
     canonical(m);
     root_fc = t.frame_counter;
     Node n{m.x, m.y, m.rot, m.sc, m.hv, m.held, m.cool, 0, -1, 0, 0, 0};
@@ -317,25 +310,18 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
     root_fc = static_cast<uint8_t>(t.frame_counter + 1);
     for (uint8_t mask : kAlphabet.m) {
       const uint8_t rising = mask & static_cast<uint8_t>(~t.btns_held);
-      if (interval > 0 && rising && (popcount8(rising) > 1 || cool_after(since_press) > 0))
-        continue;
+      if (interval > 0 && rising && (popcount8(rising) > 1 || cool_after(since_press) > 0)) continue;
       State c = t;
       step(c, mask);
       if (c.phase != kPhasePlaying || c.next_action != kActPillFalling) {
         out.status = kPlanNoPill;  // top-out on spawn
         return;
       }
-      Micro m{c.pill_x,
-              c.pill_y,
-              c.pill_rotation,
-              c.speed_counter,
-              c.hor_velocity,
-              c.btns_held,
+      Micro m{c.pill_x, c.pill_y, c.pill_rotation, c.speed_counter, c.hor_velocity, c.btns_held,
               static_cast<uint8_t>(rising ? cool_after(0) : cool_after(since_press + 1))};
       canonical(m);
-      Node n{m.x,    m.y,    m.rot, m.sc, m.hv,
-             m.held, m.cool, 0,     -1,   static_cast<uint16_t>(popcount8(rising)),
-             mask,   0};
+      Node n{m.x, m.y, m.rot, m.sc, m.hv, m.held, m.cool, 0, -1,
+             static_cast<uint16_t>(popcount8(rising)), mask, 0};
       bool added;
       const int32_t i = find_or_add(key_of(m, root_fc & 1), n, added);
       if (!added && nodes_[i].presses > n.presses) nodes_[i] = n;
@@ -358,7 +344,8 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
         // frame changes nothing but forbids the next press; releasing Down where it cannot
         // fast-drop (even frames, or with Left/Right) only costs a later press.
         if (mask & from.held & hold_forbidden) continue;
-        if (interval == 0 && (!odd || (mask & (kLeft | kRight))) && ((mask ^ from.held) & kDown))
+        if (interval == 0 && (!odd || (mask & (kLeft | kRight))) &&
+            ((mask ^ from.held) & kDown))
           continue;
         const uint8_t rising = mask & static_cast<uint8_t>(~from.held);
         if (interval > 0 && rising && (from.cool > 0 || popcount8(rising) > 1)) continue;
@@ -398,8 +385,8 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
           }
           if (dominated) continue;
         }
-        Node n{m.x,     m.y,  m.rot, m.sc, m.hv, m.held, m.cool, 0, static_cast<int32_t>(i),
-               presses, mask, 0};
+        Node n{m.x, m.y, m.rot, m.sc, m.hv, m.held, m.cool, 0, static_cast<int32_t>(i), presses,
+               mask, 0};
         bool added;
         const int32_t j = find_or_add(key_of(m, next_parity), n, added);
         if (!added && static_cast<size_t>(j) >= end && nodes_[j].presses > presses) {
@@ -425,14 +412,13 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
     const uint32_t off = static_cast<uint32_t>(out.masks.size());
     out.masks.insert(out.masks.end(), lead.begin(), lead.end());
     out.masks.insert(out.masks.end(), path.rbegin(), path.rend());
-    out.placements.push_back(
-        {static_cast<uint16_t>(idx), b.frame, static_cast<uint16_t>(presses0 + b.presses), off});
+    out.placements.push_back({static_cast<uint16_t>(idx), b.frame,
+                              static_cast<uint16_t>(presses0 + b.presses), off});
     out.reachable[idx] = 1;
   }
 }
 
-void plan(const State& s, const uint8_t* prefix, int prefix_len, const PlanOptions& opt,
-          Plan& out) {
+void plan(const State& s, const uint8_t* prefix, int prefix_len, const PlanOptions& opt, Plan& out) {
   thread_local Planner planner;
   planner.plan(s, prefix, prefix_len, opt, out);
 }
