@@ -36,8 +36,8 @@ drm::State state_of(const py::object& game) {
 }
 
 const drm::PlannedPlacement& find(const drm::Plan& p, const py::handle& index) {
-  const auto idx = pa::in_range(index, "placement", 0, drm::kNumPlacements - 1,
-                                "rotation*128 + row*8 + col");
+  const auto idx =
+      pa::in_range(index, "placement", 0, drm::kNumPlacements - 1, "rotation*128 + row*8 + col");
   for (const auto& pl : p.placements)
     if (pl.index == idx) return pl;
   throw py::key_error("placement " + std::to_string(idx) + " is not reachable");
@@ -67,7 +67,8 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
                              })
       .def_property_readonly("lock_frames",
                              [](const drm::Plan& p) {
-                               return column<int32_t>(p, [](const auto& x) { return x.lock_frame; });
+                               return column<int32_t>(p,
+                                                      [](const auto& x) { return x.lock_frame; });
                              })
       .def_property_readonly("presses",
                              [](const drm::Plan& p) {
@@ -77,7 +78,8 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
                              [](const drm::Plan& p) {
                                py::array_t<bool> a(drm::kNumPlacements);
                                bool* d = a.mutable_data();
-                               for (int i = 0; i < drm::kNumPlacements; ++i) d[i] = p.reachable[i] != 0;
+                               for (int i = 0; i < drm::kNumPlacements; ++i)
+                                 d[i] = p.reachable[i] != 0;
                                return a;
                              })
       .def_readonly("status", &drm::Plan::status)
@@ -95,7 +97,8 @@ reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2 no pill to pl
             std::memcpy(a.mutable_data(), p.masks.data() + pl.mask_offset, pl.lock_frame);
             return a;
           },
-          py::arg("index"), "uint8[lock_frame] masks from the planned state to the lock, inclusive.");
+          py::arg("index"),
+          "uint8[lock_frame] masks from the planned state to the lock, inclusive.");
 
   m.def(
       "plan",

@@ -22,7 +22,10 @@ inline int popcount8(unsigned v) { return __builtin_popcount(v & 0xFF); }
 struct Validity {
   bool v[2][16][8];
   explicit Validity(const State& s) {
-    auto empty = [&](int pos) { pos &= 0xFF; return pos >= kFieldSize || s.field[pos] == kEmpty; };
+    auto empty = [&](int pos) {
+      pos &= 0xFF;
+      return pos >= kFieldSize || s.field[pos] == kEmpty;
+    };
     for (int y = 0; y < 16; ++y) {
       const int base = kPillFieldPosRelativeToPillY[y];
       for (int x = 0; x < 8; ++x) {
@@ -275,8 +278,7 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   }
 
   const Validity val(t);
-  const uint8_t limit =
-      kSpeedCounterTable[kBaseSpeedSettingValue[t.speed_setting] + t.speed_ups];
+  const uint8_t limit = kSpeedCounterTable[kBaseSpeedSettingValue[t.speed_setting] + t.speed_ups];
   const int interval = std::max(0, opt.min_press_interval);
   const bool same = t.pill_color[0] == t.pill_color[1];
   const uint8_t hold_forbidden = opt.taps_only ? (kA | kB | kLeft | kRight) : (kA | kB);
@@ -297,8 +299,8 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
     return static_cast<uint8_t>(std::max(0, interval - 1 - since));
   };
   if (t.next_action == kActPillFalling) {
-    Micro m{t.pill_x, t.pill_y, t.pill_rotation, t.speed_counter, t.hor_velocity, t.btns_held,
-            cool_after(since_press)};
+    Micro m{t.pill_x,       t.pill_y,    t.pill_rotation,        t.speed_counter,
+            t.hor_velocity, t.btns_held, cool_after(since_press)};
     canonical(m);
     root_fc = t.frame_counter;
     Node n{m.x, m.y, m.rot, m.sc, m.hv, m.held, m.cool, 0, -1, 0, 0, 0};
@@ -310,18 +312,25 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
     root_fc = static_cast<uint8_t>(t.frame_counter + 1);
     for (uint8_t mask : kAlphabet.m) {
       const uint8_t rising = mask & static_cast<uint8_t>(~t.btns_held);
-      if (interval > 0 && rising && (popcount8(rising) > 1 || cool_after(since_press) > 0)) continue;
+      if (interval > 0 && rising && (popcount8(rising) > 1 || cool_after(since_press) > 0))
+        continue;
       State c = t;
       step(c, mask);
       if (c.phase != kPhasePlaying || c.next_action != kActPillFalling) {
         out.status = kPlanNoPill;  // top-out on spawn
         return;
       }
-      Micro m{c.pill_x, c.pill_y, c.pill_rotation, c.speed_counter, c.hor_velocity, c.btns_held,
+      Micro m{c.pill_x,
+              c.pill_y,
+              c.pill_rotation,
+              c.speed_counter,
+              c.hor_velocity,
+              c.btns_held,
               static_cast<uint8_t>(rising ? cool_after(0) : cool_after(since_press + 1))};
       canonical(m);
-      Node n{m.x, m.y, m.rot, m.sc, m.hv, m.held, m.cool, 0, -1,
-             static_cast<uint16_t>(popcount8(rising)), mask, 0};
+      Node n{m.x,    m.y,    m.rot, m.sc, m.hv,
+             m.held, m.cool, 0,     -1,   static_cast<uint16_t>(popcount8(rising)),
+             mask,   0};
       bool added;
       const int32_t i = find_or_add(key_of(m, root_fc & 1), n, added);
       if (!added && nodes_[i].presses > n.presses) nodes_[i] = n;
@@ -344,8 +353,7 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
         // frame changes nothing but forbids the next press; releasing Down where it cannot
         // fast-drop (even frames, or with Left/Right) only costs a later press.
         if (mask & from.held & hold_forbidden) continue;
-        if (interval == 0 && (!odd || (mask & (kLeft | kRight))) &&
-            ((mask ^ from.held) & kDown))
+        if (interval == 0 && (!odd || (mask & (kLeft | kRight))) && ((mask ^ from.held) & kDown))
           continue;
         const uint8_t rising = mask & static_cast<uint8_t>(~from.held);
         if (interval > 0 && rising && (from.cool > 0 || popcount8(rising) > 1)) continue;
@@ -385,8 +393,8 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
           }
           if (dominated) continue;
         }
-        Node n{m.x, m.y, m.rot, m.sc, m.hv, m.held, m.cool, 0, static_cast<int32_t>(i), presses,
-               mask, 0};
+        Node n{m.x,     m.y,  m.rot, m.sc, m.hv, m.held, m.cool, 0, static_cast<int32_t>(i),
+               presses, mask, 0};
         bool added;
         const int32_t j = find_or_add(key_of(m, next_parity), n, added);
         if (!added && static_cast<size_t>(j) >= end && nodes_[j].presses > presses) {
@@ -412,13 +420,14 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
     const uint32_t off = static_cast<uint32_t>(out.masks.size());
     out.masks.insert(out.masks.end(), lead.begin(), lead.end());
     out.masks.insert(out.masks.end(), path.rbegin(), path.rend());
-    out.placements.push_back({static_cast<uint16_t>(idx), b.frame,
-                              static_cast<uint16_t>(presses0 + b.presses), off});
+    out.placements.push_back(
+        {static_cast<uint16_t>(idx), b.frame, static_cast<uint16_t>(presses0 + b.presses), off});
     out.reachable[idx] = 1;
   }
 }
 
-void plan(const State& s, const uint8_t* prefix, int prefix_len, const PlanOptions& opt, Plan& out) {
+void plan(const State& s, const uint8_t* prefix, int prefix_len, const PlanOptions& opt,
+          Plan& out) {
   thread_local Planner planner;
   planner.plan(s, prefix, prefix_len, opt, out);
 }

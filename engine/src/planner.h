@@ -19,7 +19,9 @@ namespace drm {
 // col = fallingPillX. (row, col) is the pill's lower-left cell. When both halves have the same
 // colour, rotations 2 and 3 write the same cells as 0 and 1 and are reported as 0 and 1.
 constexpr int kNumPlacements = 512;
-inline int placement_index(int rotation, int row, int col) { return rotation * 128 + row * 8 + col; }
+inline int placement_index(int rotation, int row, int col) {
+  return rotation * 128 + row * 8 + col;
+}
 
 struct PlanOptions {
   // At most one new press every N frames (0 = no limit): a frame in which some button rises
@@ -32,10 +34,10 @@ struct PlanOptions {
 };
 
 struct PlannedPlacement {
-  uint16_t index;       // placement index 0..511
-  uint16_t lock_frame;  // 1-based: the pill locks during the lock_frame-th step from the state
-  uint16_t presses;     // rising edges in masks (prefix included)
-  uint32_t mask_offset; // masks[mask_offset .. mask_offset + lock_frame) in Plan::masks
+  uint16_t index;        // placement index 0..511
+  uint16_t lock_frame;   // 1-based: the pill locks during the lock_frame-th step from the state
+  uint16_t presses;      // rising edges in masks (prefix included)
+  uint32_t mask_offset;  // masks[mask_offset .. mask_offset + lock_frame) in Plan::masks
 };
 
 // Why a plan has no placements.
@@ -47,8 +49,8 @@ enum PlanStatus : uint8_t {
 
 struct Plan {
   uint8_t status = kPlanOk;
-  std::vector<PlannedPlacement> placements;  // sorted by placement index
-  std::vector<uint8_t> masks;                // all placements' masks, concatenated
+  std::vector<PlannedPlacement> placements;         // sorted by placement index
+  std::vector<uint8_t> masks;                       // all placements' masks, concatenated
   std::array<uint8_t, kNumPlacements> reachable{};  // 1 where a placement is reachable
   size_t nodes = 0;                                 // search nodes expanded (diagnostics)
 };
@@ -62,7 +64,8 @@ class Planner {
   // the next pill falls are filled with no buttons except the last one, whose held buttons the
   // search chooses (they are the first falling frame's "held on the previous frame").
   // Each placement's masks start at `s` (the prefix included) and end on its lock frame.
-  void plan(const State& s, const uint8_t* prefix, int prefix_len, const PlanOptions& opt, Plan& out);
+  void plan(const State& s, const uint8_t* prefix, int prefix_len, const PlanOptions& opt,
+            Plan& out);
 
  private:
   struct Node {
