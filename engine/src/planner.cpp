@@ -373,35 +373,41 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
                           : static_cast<uint8_t>(from.cool ? from.cool - 1 : 0);
         }
         canonical(m);
+        const uint64_t key = key_of(m, next_parity);
+        const int32_t seen = find(key);
+        if (seen >= 0) {  // known: earlier (dominates) or in the next layer (keep fewer presses)
+          if (static_cast<size_t>(seen) >= end && nodes_[seen].presses > presses) {
+            nodes_[seen].parent = static_cast<int32_t>(i);
+            nodes_[seen].presses = presses;
+            nodes_[seen].mask = mask;
+          }
+          continue;
+        }
         // Dominance: the same microstate with A/B released and Down held can do everything
         // this one can (A/B held only forbid a press; Down held is free to keep or release).
-        if (((m.held & (kA | kB | kDown)) ^ kDown) != 0) {
+        const uint8_t h = m.held;
+        const uint8_t strong = static_cast<uint8_t>((h & ~(kA | kB)) | kDown);
+        if (strong != h) {
+          uint8_t cand[3];
+          int nc = 0;
+          cand[nc++] = strong;
+          if ((h & (kA | kB)) && !(h & kDown)) {
+            cand[nc++] = static_cast<uint8_t>(h & ~(kA | kB));
+            cand[nc++] = static_cast<uint8_t>(h | kDown);
+          }
           bool dominated = false;
-          const uint8_t h = m.held;
-          const uint8_t cand[3] = {static_cast<uint8_t>(h & ~(kA | kB)),
-                                   static_cast<uint8_t>(h | kDown),
-                                   static_cast<uint8_t>((h & ~(kA | kB)) | kDown)};
-          for (uint8_t c : cand) {
-            if (c == h) continue;
+          for (int c = 0; c < nc && !dominated; ++c) {
             Micro d = m;
-            d.held = c;
+            d.held = cand[c];
             const int32_t k = find(key_of(d, next_parity));
-            if (k >= 0 && (static_cast<size_t>(k) < end || nodes_[k].presses <= presses)) {
-              dominated = true;
-              break;
-            }
+            dominated = k >= 0 && (static_cast<size_t>(k) < end || nodes_[k].presses <= presses);
           }
           if (dominated) continue;
         }
         Node n{m.x,     m.y,  m.rot, m.sc, m.hv, m.held, m.cool, 0, static_cast<int32_t>(i),
                presses, mask, 0};
         bool added;
-        const int32_t j = find_or_add(key_of(m, next_parity), n, added);
-        if (!added && static_cast<size_t>(j) >= end && nodes_[j].presses > presses) {
-          nodes_[j].parent = static_cast<int32_t>(i);
-          nodes_[j].presses = presses;
-          nodes_[j].mask = mask;
-        }
+        find_or_add(key, n, added);
       }
     }
     begin = end;
