@@ -125,6 +125,14 @@ def test_plans_replay_to_their_lock_exactly(speed: int) -> None:
             # with a committed prefix of random inputs (inputs in flight)
             prefix = rng.choice(np.array([0, 1, 2, 4, 0x80, 0x40, 5, 6], np.uint8), size=k % 6)
             checked += check_plan(h, prefix)
+            # late mid-fall: cut every placement's masks a few frames before its lock
+            for idx in p.placements[::2]:
+                masks = p.masks(int(idx))
+                cut = len(masks) - int(rng.integers(1, min(len(masks), 10) + 1))
+                h = g.clone()
+                h.run(masks[:cut].copy())
+                tail = masks[cut : cut + int(rng.integers(0, 3))].copy()
+                checked += check_plan(h, tail if len(tail) else None)
     assert checked > 0
 
 
@@ -250,7 +258,7 @@ def fuzzed_board(rng: np.random.Generator) -> engine.Game:
 
 
 # Seeds whose Python search stays within a few seconds (seed 3 alone takes ~13 s).
-@pytest.mark.parametrize("seed", [0, 1, 2, 4, 5, 6, 7])
+@pytest.mark.parametrize("seed", [0, 1, 2, 4, 5, 6])
 def test_planner_matches_exhaustive_search(seed: int) -> None:
     rng = np.random.default_rng(seed)
     g = fuzzed_board(rng)
