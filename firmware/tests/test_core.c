@@ -224,6 +224,14 @@ static void open_session(nb_core_t* c, uint64_t now) {
   drain(c, &r);
 }
 
+/* A fresh core whose frame 0 is armed and whose session is open at t = 0. */
+static void start_session(nb_core_t* c) {
+  uint32_t word;
+  nb_init(c, NULL);
+  nb_poll(c, 0, &word);
+  open_session(c, 0);
+}
+
 static void schedule(nb_core_t* c, uint32_t first, const uint8_t* masks, uint8_t n, uint64_t now) {
   uint8_t b[NB_SCHEDULE_HDR_LEN + NB_MAX_MASKS];
   nb_put32(b, first);
@@ -599,9 +607,7 @@ static void test_window(void) {
   static nb_core_t c;
   replies_t r;
   uint32_t word;
-  nb_init(&c, NULL);
-  nb_poll(&c, 0, &word);
-  open_session(&c, 0);
+  start_session(&c);
   uint8_t m[2] = {0x11, 0x22};
   schedule(&c, 1, m, 2, 0);
   drain(&c, &r);
@@ -694,9 +700,7 @@ static void test_arm_miss(void) {
   static nb_core_t c;
   replies_t r;
   uint32_t word;
-  nb_init(&c, NULL);
-  nb_poll(&c, 0, &word);
-  open_session(&c, 0);
+  start_session(&c);
   uint8_t m[3] = {0x01, 0x02, 0x03};
   schedule(&c, 1, m, 3, 0);
   drain(&c, &r);
