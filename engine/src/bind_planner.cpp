@@ -9,6 +9,7 @@
 #include "game.h"
 #include "planner.h"
 #include "py_args.h"
+#include "py_game.h"
 
 namespace py = pybind11;
 namespace pa = drm::py_args;
@@ -17,15 +18,11 @@ namespace {
 
 // The Game's state through its public state_bytes() (Game lives in bindings.cpp's own TU).
 drm::State state_of(const py::object& game) {
-  py::bytes raw;
-  if (py::isinstance<py::bytes>(game)) {
-    raw = py::reinterpret_borrow<py::bytes>(game);
-  } else if (py::hasattr(game, "state_bytes")) {
-    raw = game.attr("state_bytes")();
-  } else {
+  if (py::isinstance<drm::PyGame>(game)) return game.cast<const drm::PyGame&>().s;
+  if (!py::isinstance<py::bytes>(game)) {
     throw py::type_error("game must be an engine.Game (or its state_bytes())");
   }
-  const std::string b = raw;
+  const std::string b = py::reinterpret_borrow<py::bytes>(game);
   if (b.size() != sizeof(drm::State)) {
     throw py::value_error("state must be " + std::to_string(sizeof(drm::State)) + " bytes, got " +
                           std::to_string(b.size()));

@@ -13,6 +13,7 @@
 #include "game.h"
 #include "level_gen.h"
 #include "py_args.h"
+#include "py_game.h"
 #include "rng.h"
 
 namespace py = pybind11;
@@ -59,9 +60,7 @@ State make_demo(const py::handle& fc_arg, const py::handle& lead_arg) {
   return s;
 }
 
-struct Game {
-  State s;
-};
+using Game = drm::PyGame;
 
 // A NumPy view of one State member across a contiguous array of States.
 template <typename T>
