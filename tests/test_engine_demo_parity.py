@@ -19,12 +19,12 @@ def _engine_frames(n: int, frame_counter: int = 1) -> list[dict]:
     out = []
     for _f in range(1, n + 1):
         prev_field = game.field.copy()
-        prev = (int(game.pill_y), int(game.pill_x), int(game.pill_rotation), game.virus_left_bcd)
+        prev = (int(game.pill_y), int(game.pill_x), int(game.pill_rotation))
         prev_vl = int(game.virus_left_bcd)
         game.step(0)
         e: dict = {}
         cur = (int(game.pill_y), int(game.pill_x), int(game.pill_rotation))
-        for key, a, b in zip(("pr", "pc", "po"), prev[:3], cur, strict=True):
+        for key, a, b in zip(("pr", "pc", "po"), prev, cur, strict=True):
             if a != b:
                 e[key] = b
         changed = np.flatnonzero(prev_field != game.field)
