@@ -22,6 +22,7 @@ namespace pa = drm::py_args;
 
 void register_level_gen(py::module_& m);
 void register_planner(py::module_& m);
+void register_render(py::module_& m);
 
 namespace {
 
@@ -94,6 +95,7 @@ struct ViewSpec {
 const ViewSpec kViews[] = {
     DRM_FIELD_VIEW("field", field, uint8_t, drm::kFieldSize),
     DRM_FIELD_VIEW("reserve", reserve, uint8_t, drm::kReserveSize),
+    DRM_FIELD_VIEW("shown", shown, uint8_t, drm::kFieldSize),
     DRM_FIELD_VIEW("status", status, uint8_t, 0),
     DRM_FIELD_VIEW("pill_colors", pill_color, uint8_t, 2),
     DRM_FIELD_VIEW("pill_x", pill_x, uint8_t, 0),
@@ -117,6 +119,13 @@ const ViewSpec kViews[] = {
     DRM_FIELD_VIEW("pill_thrown_frame", pill_thrown_frame, uint8_t, 0),
     DRM_FIELD_VIEW("phase", phase, uint8_t, 0),
     DRM_FIELD_VIEW("lock_event", lock_event, uint8_t, 0),
+    DRM_FIELD_VIEW("spr_pill", spr_pill, uint8_t, 0),
+    DRM_FIELD_VIEW("spr_pill_x", spr_pill_x, uint8_t, 0),
+    DRM_FIELD_VIEW("spr_pill_y", spr_pill_y, uint8_t, 0),
+    DRM_FIELD_VIEW("spr_pill_rotation", spr_pill_rotation, uint8_t, 0),
+    DRM_FIELD_VIEW("spr_pill_colors", spr_pill_color, uint8_t, 2),
+    DRM_FIELD_VIEW("mario_throw_frame", mario_throw_frame, uint8_t, 0),
+    DRM_FIELD_VIEW("level_fail", level_fail, uint8_t, 0),
     DRM_FIELD_VIEW("rng", rng, uint8_t, 2),
     DRM_FIELD_VIEW("score", score, uint32_t, 0),
     DRM_FIELD_VIEW("frame", frame, uint32_t, 0),
@@ -287,4 +296,5 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
 
   register_level_gen(m);
   register_planner(m);
+  register_render(m);
 }

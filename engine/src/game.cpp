@@ -420,10 +420,31 @@ void send_pill(State& s) {
   }
 }
 
+// fallingPill_spriteUpdate $872F: runs first in action_pillFalling, before any move.
+void draw_falling_pill(State& s) {
+  s.spr_pill = 1;
+  s.spr_pill_x = s.pill_x;
+  s.spr_pill_y = s.pill_y;
+  s.spr_pill_rotation = s.pill_rotation;
+  s.spr_pill_color[0] = s.pill_color[0];
+  s.spr_pill_color[1] = s.pill_color[1];
+}
+
+// render_fieldRow $8331: one field row to the nametable, a cleared cell as "just emptied".
+void render_field_row(State& s) {
+  if (s.status >= kFieldSize / 8) return;  // only a state edited through the views gets here
+  const int base = s.status * 8;
+  for (int i = base; i < base + 8; ++i) {
+    const uint8_t v = s.field[i];
+    s.shown[i] = (v & 0xF0) == kCleared ? static_cast<uint8_t>((v & 0x0F) | kJustEmptied) : v;
+  }
+}
+
 void next_action(State& s) {
   switch (s.next_action) {
     case kActPillFalling:
       s.chain_length = 0;
+      draw_falling_pill(s);
       check_y_move(s);
       check_x_move(s);
       check_rotate(s);
@@ -531,6 +552,9 @@ bool init_level(State& s, int level, int speed, const uint8_t* field, const uint
     if (reserve[i] > 8) return false;
   init_common(s, level, speed, frame_counter);
   std::memcpy(s.field, field, kFieldSize);
+  // levelIntro's addVirus sets status to each new virus's row before the NMI that follows it,
+  // so every virus is on screen when levelIntro_delay starts: the nametable matches the field.
+  std::memcpy(s.shown, field, kFieldSize);
   std::memcpy(s.reserve, reserve, kReserveSize);
   s.virus_left = virus_left_bcd;
   s.rng[0] = rng0;
@@ -544,6 +568,9 @@ void init_demo(State& s, uint8_t frame_counter, int input_lead) {
   s.demo = 1;
   s.virus_left = 0x44;  // demo_virus
   std::memcpy(s.field, kDemoField, kFieldSize);
+  // The demo copies demo_field to RAM with no NMI in between: the nametable still holds the
+  // empty bottle of bkgLevel_1P, redrawn row by row from here on.
+  std::memset(s.shown, kEmpty, kFieldSize);
   finish_init(s);
   for (int i = 0; i < input_lead; ++i) demo_inputs(s);
 }
@@ -553,7 +580,10 @@ void step(State& s, uint8_t buttons) {
   s.lock_event = 0;
   // --- NMI ---
   if (s.phase >= kPhaseStageClear) return;
-  if (s.status != 0xFF) s.status--;  // render_fieldRow: one row per frame, bottom row last
+  if (s.status != 0xFF) {  // render_fieldRow: one row per frame, bottom to top
+    render_field_row(s);
+    s.status--;
+  }
   s.frame_counter++;
   if (s.demo) {
     // getInputs reads the real pad first; a Start press there ends the demo.
@@ -567,7 +597,8 @@ void step(State& s, uint8_t buttons) {
     s.btns_pressed = buttons & static_cast<uint8_t>(~s.btns_held);
     s.btns_held = buttons;
   }
-  // --- main loop ---
+  // --- main loop --- (visualAudioUpdate_NMI cleared the sprite buffer after the NMI)
+  s.spr_pill = 0;
   switch (s.phase) {
     case kPhaseIntro:
       if (--s.wait_frames == 0) {

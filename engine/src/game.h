@@ -71,6 +71,10 @@ constexpr uint8_t kLevelIntroDelay = 0x80;  // levelIntro_delay (US/JP build)
 struct State {
   uint8_t field[kFieldSize];      // p1_field $0400-$047F, row 0 at the top
   uint8_t reserve[kReserveSize];  // pillsReserve $0780: colour combination index 0..8 per pill
+  // The bottle's nametable tiles as the PPU holds them after the last NMI (VRAM $214C.., rows of
+  // fieldRow_PPUADDR_1P): render_fieldRow $8331 copies field row `status` here once per NMI, a
+  // cleared cell ($Bx) written as $Fx. Row 0 at the top, like `field`.
+  uint8_t shown[kFieldSize];
 
   uint8_t status;             // currentP_status $80: next field row to redraw, $FF when idle
   uint8_t pill_color[2];      // currentP_fallingPill1stColor/2nd $81-$82
@@ -111,6 +115,14 @@ struct State {
   uint8_t phase;              // Phase
   uint8_t victories;          // currentP_victories $9E
   uint8_t lock_event;         // 1 on the frame a falling pill locked (confirmPlacement), else 0
+  // The falling pill as fallingPill_spriteUpdate $872F put it in the sprite buffer during this
+  // frame's main loop (before the pill moved); the next NMI uploads it to OAM. spr_pill is 1 when
+  // the buffer holds the pill, 0 when action_pillFalling did not run this frame.
+  uint8_t spr_pill;
+  uint8_t spr_pill_x;         // currentP_fallingPillX as drawn
+  uint8_t spr_pill_y;         // currentP_fallingPillY as drawn
+  uint8_t spr_pill_rotation;  // currentP_fallingPillRotation as drawn
+  uint8_t spr_pill_color[2];  // currentP_fallingPill1stColor/2nd as drawn
   uint16_t demo_ptr;          // offset of ptr_demoInstruction into demo_instructionSet, 0..512
   uint32_t score;             // points (the screen shows score digits with a trailing 0)
   uint32_t frame;             // frames stepped since the level state was made
