@@ -1,7 +1,8 @@
 """NES-exact one-player Dr. Mario engine (C++17 core, pybind11 module ``engine._core``).
 
 The game is reproduced from the public disassembly (Nostaljipi/dr-mario-disassembly); see
-docs/ENGINE.md for what is modelled, the frame convention and the demo-trace alignment.
+docs/ENGINE.md for what is modelled, the frame convention and the demo-trace alignment, and
+docs/RENDER.md for the NES picture of a state (render_frame, TileSet, screen_facts).
 """
 
 from engine._core import (
@@ -16,19 +17,39 @@ from engine._core import (
     rng_step,
 )
 from engine.constants import Button, Cell, Phase, Speed
+from engine.ines import RomError
+from engine.render import (
+    NES_PALETTE,
+    FallingPill,
+    NextPill,
+    ScreenFacts,
+    ScreenKind,
+    TileSet,
+    render_frame,
+    screen_facts,
+)
 
 __all__ = [
     "FIELD_SIZE",
+    "NES_PALETTE",
     "STATE_BYTES",
     "Batch",
     "Button",
     "Cell",
+    "FallingPill",
     "Game",
+    "NextPill",
     "Phase",
     "Plan",
+    "RomError",
+    "ScreenFacts",
+    "ScreenKind",
     "Speed",
+    "TileSet",
     "generate_level",
     "pill_colors",
     "plan",
+    "render_frame",
     "rng_step",
+    "screen_facts",
 ]

@@ -29,6 +29,7 @@ class Game:
     def is_demo(self) -> bool: ...
     field: U8
     reserve: U8
+    shown: U8
     status: U8
     pill_colors: U8
     pill_x: U8
@@ -52,6 +53,13 @@ class Game:
     pill_thrown_frame: U8
     phase: U8
     lock_event: U8
+    spr_pill: U8
+    spr_pill_x: U8
+    spr_pill_y: U8
+    spr_pill_rotation: U8
+    spr_pill_colors: U8
+    mario_throw_frame: U8
+    level_fail: U8
     rng: U8
     score: U32
     frame: U32
@@ -90,3 +98,25 @@ class Plan:
 def plan(
     game: Game | bytes, prefix: U8 | None = None, min_press_interval: int = 0, **options: Any
 ) -> Plan: ...
+
+class TileData:
+    def __init__(
+        self,
+        patterns: U8,
+        palettes: U8,
+        speed_colors: U8,
+        nametable: U8,
+        rgb: U8,
+        metasprites: dict[int, U8],
+    ) -> None: ...
+
+def render_constants() -> dict[str, bytes]: ...
+def render_frame(
+    game: Game, tiles: TileData, out: U8 | None = None, top_score: int = 10000
+) -> U8: ...
+def render_indices(game: Game, tiles: TileData, top_score: int = 10000) -> U8: ...
+def level_palette_ram(tiles: TileData, speed: int) -> U8: ...
+def frame_layout(
+    game: Game, tiles: TileData | None = None, top_score: int = 10000
+) -> dict[str, Any]: ...
+def screen_facts(game: Game) -> dict[str, Any]: ...
