@@ -78,13 +78,19 @@ def bench_engine(batch_size: int = 1024, frames: int = 2000, repeats: int = 5) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
-    parser.add_argument("what", nargs="?", default="engine", choices=["engine", "planner"])
+    parser.add_argument(
+        "what", nargs="?", default="engine", choices=["engine", "planner", "render"]
+    )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--frames", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     cpu = _pin_one_core()
-    if args.what == "planner":
+    if args.what == "render":
+        from engine.bench_render import bench_render
+
+        result = bench_render()
+    elif args.what == "planner":
         try:
             from engine.bench_planner import bench_planner
         except ImportError:
