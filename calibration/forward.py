@@ -7,9 +7,9 @@ Order of operations (docs/CAPTURE.md), each skipped when its setting is the idea
 2. overscan crop and scaling (calibration.geometry) into the output frame; with ``combing`` the
    even output lines come from the current console frame and the odd lines from the previous;
 3. horizontal smoothing (Gaussian along x), 4. blur (2-D Gaussian), 5. sharpening (unsharp
-   mask, sigma 1 capture pixel), 6. noise (Gaussian, seeded: NoiseSource), 7. chroma subsampling (YCrCb,
-   chroma averaged over 2x1 or 2x2 and upsampled bilinearly), 8. MJPEG (JPEG encode and decode
-   at ``jpeg_quality``).
+   mask, sigma 1 capture pixel), 6. noise (Gaussian, seeded: NoiseSource), 7. chroma
+   subsampling (YCrCb, chroma averaged over 2x1 or 2x2 and upsampled bilinearly), 8. MJPEG
+   (JPEG encode and decode at ``jpeg_quality``).
 
 Colour goes first because it is pointwise: its affine part commutes with the interpolation (up
 to rounding) and working at 256x240 instead of the output size saves most of its cost.
@@ -37,11 +37,6 @@ def check_nes_frame(name: str, frame: np.ndarray) -> np.ndarray:
             f"got {frame.dtype} {list(frame.shape)}"
         )
     return np.ascontiguousarray(frame)
-
-
-def _gaussian_taps(sigma: float) -> np.ndarray:
-    radius = max(1, int(np.ceil(3.0 * sigma)))
-    return cv2.getGaussianKernel(2 * radius + 1, sigma)
 
 
 class NoiseSource:
@@ -75,8 +70,8 @@ def degrade(a: Artifacts, img: np.ndarray, noise: NoiseSource | None) -> np.ndar
     ``noise`` is needed when ``a.noise > 0`` (ValueError otherwise).
     """
     if a.hsmooth > 0:
-        taps = _gaussian_taps(a.hsmooth)
-        img = cv2.sepFilter2D(img, -1, taps, np.ones((1, 1)), borderType=cv2.BORDER_REPLICATE)
+        ksize = (2 * max(1, int(np.ceil(3.0 * a.hsmooth))) + 1, 1)  # along x only
+        img = cv2.GaussianBlur(img, ksize, a.hsmooth, borderType=cv2.BORDER_REPLICATE)
     if a.blur > 0:
         img = cv2.GaussianBlur(img, (0, 0), a.blur, borderType=cv2.BORDER_REPLICATE)
     if a.sharpen > 0:
