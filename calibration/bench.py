@@ -3,7 +3,8 @@
 Milliseconds per frame on one core (``cv2.setNumThreads(1)``, the process pinned to one CPU
 where the OS allows it): the forward model (NES frame -> 1920x1080 capture) for each
 interpolation with nothing else, with MJPEG at quality 70, and with every artifact of the
-composite profile; ``to_nes`` for a 1080p and a 720p capture. The NES frame is a tiled picture
+composite profile, and each artifact alone on a 1080p capture; ``to_nes`` for a 1080p and a
+720p capture. The NES frame is a tiled picture
 (8x8 tiles of NES-like colours; JPEG cost depends on content). Reports median, trimmed mean
 (middle 80 %) and min over repeats after warm-up, as opencv_zoo's benchmark does.
 """
@@ -22,7 +23,7 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
-from calibration.forward import CaptureModel
+from calibration.forward import CaptureModel, NoiseSource, degrade
 from calibration.profile import Artifacts, Color, Geometry, Profile
 
 PALETTE = np.array(
@@ -87,7 +88,25 @@ def bench(warmup: int = 3, repeats: int = 30) -> dict:
     g = Geometry.centered(1920, 1080, interpolation="bilinear", crop=(8, 8, 4, 4))
     everything = replace(composite.artifacts, jpeg_quality=70)
     forward_case("forward_1080p_everything", composite.replace(geometry=g, artifacts=everything))
-    forward_case("forward_1080p_colour_only", Profile(geometry=g, color=composite.color))
+    forward_case("forward_1080p_bilinear_colour", Profile(geometry=g, color=composite.color))
+    # Each artifact alone on a 1080p capture (steps 3-8 of the forward model).
+    captured_1080p = CaptureModel(Profile(geometry=g))(nes)
+    noise = NoiseSource(0)
+    steps = {
+        "hsmooth_1.2": Artifacts(hsmooth=1.2),
+        "blur_0.5": Artifacts(blur=0.5),
+        "sharpen_0.6": Artifacts(sharpen=0.6),
+        "noise_4": Artifacts(noise=4.0),
+        "chroma_4:2:2": Artifacts(chroma="4:2:2"),
+        "chroma_4:2:0": Artifacts(chroma="4:2:0"),
+        "mjpeg_70": Artifacts(jpeg_quality=70),
+    }
+    for name, artifacts in steps.items():
+
+        def step(a: Artifacts = artifacts) -> np.ndarray:
+            return degrade(a, captured_1080p, noise)
+
+        results[f"step_1080p_{name}"] = _time_ms(step, warmup, repeats)
     for width, height in ((1920, 1080), (1280, 720)):
         p = Profile(geometry=Geometry.centered(width, height), color=Color())
         captured = CaptureModel(p)(nes)

@@ -95,13 +95,16 @@ def degrade(a: Artifacts, img: np.ndarray, noise: NoiseSource | None) -> np.ndar
 
 
 def _subsample_chroma(img: np.ndarray, vertical: bool) -> np.ndarray:
+    """YCrCb chroma averaged over 2x1 (or 2x2) pixels, upsampled bilinearly; luma kept.
+
+    A bilinear downscale by exactly 2 samples between two pixels: their average (a box filter).
+    """
     h, w = img.shape[:2]
     ycc = cv2.cvtColor(img, cv2.COLOR_BGR2YCrCb)
-    y, cr, cb = cv2.split(ycc)
-    size = ((w + 1) // 2, (h + 1) // 2 if vertical else h)
-    cr = cv2.resize(cv2.resize(cr, size, interpolation=cv2.INTER_AREA), (w, h))
-    cb = cv2.resize(cv2.resize(cb, size, interpolation=cv2.INTER_AREA), (w, h))
-    return cv2.cvtColor(cv2.merge([y, cr, cb]), cv2.COLOR_YCrCb2BGR)
+    small = cv2.resize(ycc, ((w + 1) // 2, (h + 1) // 2 if vertical else h))
+    up = cv2.resize(small, (w, h))
+    cv2.mixChannels([ycc], [up], [0, 0])  # the full-resolution luma back into channel 0
+    return cv2.cvtColor(up, cv2.COLOR_YCrCb2BGR)
 
 
 class CaptureModel:
