@@ -74,8 +74,10 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
         show_live(settings, profiles[0], args.frames, render=None)
         return 0
     png = args.png or "capture_contact_sheet.png"
-    frame = play_to(settings, args.frame)
-    previous = play_to(settings, max(0, args.frame - 1))
+    try:
+        frame, previous = play_to(settings, args.frame)
+    except ValueError as e:
+        raise SystemExit(f"hil sim show: {e}") from None
     title = (
         f"hil sim show: level {settings.level}, speed {settings.speed}, seed "
         f"0x{settings.seed:04X}, console frame {args.frame}, clean-room tiles"

@@ -234,11 +234,18 @@ def has_display() -> bool:
         return False
 
 
-def play_to(settings: SimSettings, frame: int, render: Renderer | None = None) -> np.ndarray:
-    """The rendered console frame ``frame`` (RGB [240, 256, 3]) of a RandomPlayer game."""
+def play_to(
+    settings: SimSettings, frame: int, render: Renderer | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rendered console frames ``frame`` and ``frame - 1`` (RGB [240, 256, 3]) of a RandomPlayer
+    game (fewer if the game ended first: then both show its last frame)."""
+    if frame < 1:
+        raise ValueError(f"frame must be at least 1, got {frame}")
     sim = SimCapture(settings, Profile(), render=render)
+    sim._advance_to(frame - 1)
+    previous = sim.render(sim.game)
     sim._advance_to(frame)
-    return sim.render(sim.game)
+    return sim.render(sim.game), previous
 
 
 def _describe(p: Profile) -> str:

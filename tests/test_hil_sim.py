@@ -119,3 +119,24 @@ def test_sim_rejects_bad_requests():
         next(SimCapture(SimSettings(), Profile(), render=schematic_render).frames(0))
     with pytest.raises(ValueError, match="level"):
         SimCapture(SimSettings(level=99), Profile(), render=schematic_render)
+
+
+def test_cli_sim_record_and_show(tmp_path, monkeypatch, capsys):
+    from hil.cli import main
+
+    monkeypatch.setattr(engine, "render_frame", schematic_render, raising=False)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    args = ["sim", "record", "--level", "0", "--frames", "40", "--out", "rec", "--quiet"]
+    assert main([*args, "--profile", "ideal_720p_nearest", "--taps-only"]) == 0
+    assert len(Recording(tmp_path / "rec")) == 40
+    assert "40 captured frames (ideal_720p_nearest) written to rec" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="already holds a recording"):
+        main([*args, "--taps-only"])
+    with pytest.raises(SystemExit, match="no profile file 'nope'; shipped profiles: "):
+        main([*args, "--profile", "nope"])
+    show = ["sim", "show", "--profile", "ideal_720p_nearest", "--frame", "20", "--taps-only"]
+    assert main(show) == 0  # no display: the contact sheet
+    assert (tmp_path / "capture_contact_sheet.png").stat().st_size > 10_000
+    assert main([*show, "--png", "sheet.png"]) == 0 and (tmp_path / "sheet.png").exists()
