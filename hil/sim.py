@@ -25,7 +25,8 @@ from engine.constants import TERMINAL_PHASES, Phase
 from hil.recording import Frame, RecordingWriter
 
 Renderer = Callable[[engine.Game], np.ndarray]  # game -> uint8 RGB [240, 256, 3]
-ACTION_PILL_FALLING = 0  # currentP_nextAction $97: action_pillFalling (engine/src/game.h)
+DETAIL_X = (96, 160)  # NES pixels shown in the contact sheet's detail panel
+DETAIL_Y = (144, 208)
 
 
 def default_renderer() -> Renderer:
@@ -252,7 +253,11 @@ def _describe(p: Profile) -> str:
     g, c, a, t = p.geometry, p.color, p.artifacts, p.timing
     parts = [
         f"{g.width}x{g.height}",
-        f"{g.pixel_aspect:.3f}:1 px" if abs(g.pixel_aspect - 8 / 7) > 1e-3 else "8:7 px",
+        "8:7 px"
+        if abs(g.pixel_aspect - 8 / 7) < 1e-3
+        else "1:1 px"
+        if abs(g.pixel_aspect - 1) < 1e-3
+        else f"{g.pixel_aspect:.3f}:1 px",
         g.interpolation,
     ]
     if any((g.crop_top, g.crop_bottom, g.crop_left, g.crop_right)):
@@ -279,9 +284,10 @@ def contact_sheet(
     out: str | Path,
     title: str = "",
 ) -> Path:
-    """Write a PNG: one row per profile: the captured frame, a 1:1 crop of the bottle (capture
-    pixels) and ``to_nes`` of the capture (NES pixels). ``nes_frames``: the console frame and
-    the one before it (RGB [240, 256, 3]; the second feeds interlace combing)."""
+    """Write a PNG: one row per profile: the captured frame, the lower half of the bottle in
+    capture pixels (nearest-neighbour display) and ``to_nes`` of the capture (NES pixels).
+    ``nes_frames``: the console frame and the one before it (RGB [240, 256, 3]; the second
+    feeds interlace combing). Profiles must show that part of the bottle (not cropped)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -297,14 +303,15 @@ def contact_sheet(
         captured = CaptureModel(p, seed=r)(frame, previous=previous)
         rgb = captured[..., ::-1]
         g = p.geometry
-        # The bottle interior is NES x 96-159, y 80-207 (DESIGN.md); show it with a margin.
-        x0 = int(g.offset_x + max(0, 88 - g.crop_left) * g.scale_x)
-        y0 = int(g.offset_y + max(0, 72 - g.crop_top) * g.scale_y)
-        crop = rgb[y0 : y0 + 300, x0 : x0 + 360]
+        # The lower half of the bottle interior (NES x 96-159, y 144-207; DESIGN.md), in
+        # capture pixels, drawn pixel for pixel: what the chain does to tile edges.
+        x0, x1 = (int(g.offset_x + (x - g.crop_left) * g.scale_x) for x in DETAIL_X)
+        y0, y1 = (int(g.offset_y + (y - g.crop_top) * g.scale_y) for y in DETAIL_Y)
+        crop = rgb[y0:y1, x0:x1]
         back = p.to_nes(captured)
         panels = [
             (rgb, f"{p.name}: captured ({g.width}x{g.height})"),
-            (crop, "bottle, 1:1 capture pixels"),
+            (crop, f"bottle detail, {x1 - x0}x{y1 - y0} capture pixels"),
             (back, "to_nes: back to NES pixels"),
         ]
         for c, (img, label) in enumerate(panels):
@@ -316,7 +323,7 @@ def contact_sheet(
         axes[r, 0].set_xlabel(_describe(p), fontsize=8, loc="left")
     if title:
         fig.suptitle(title, fontsize=10, x=0.01, ha="left")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985 if title else 1))
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=80)
