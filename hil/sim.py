@@ -288,16 +288,12 @@ def contact_sheet(
     capture pixels (nearest-neighbour display) and ``to_nes`` of the capture (NES pixels).
     ``nes_frames``: the console frame and the one before it (RGB [240, 256, 3]; the second
     feeds interlace combing). Profiles must show that part of the bottle (not cropped)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no global backend state
 
     frame, previous = nes_frames[0], nes_frames[-1]
     rows = len(profiles)
-    fig, axes = plt.subplots(
-        rows, 3, figsize=(13, 2.9 * rows), gridspec_kw={"width_ratios": [1.6, 1.0, 1.0]}
-    )
+    fig = Figure(figsize=(13, 2.9 * rows))
+    axes = fig.subplots(rows, 3, gridspec_kw={"width_ratios": [1.6, 1.0, 1.0]})
     axes = np.atleast_2d(axes)
     for r, p in enumerate(profiles):
         captured = CaptureModel(p, seed=r)(frame, previous=previous)
@@ -327,7 +323,6 @@ def contact_sheet(
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return path
 
 
