@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
+    from calibration import Profile
+    from hil.sim import SimSettings
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -11,6 +16,92 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from hil.demo import run_demo
 
     return run_demo(frames=args.frames, out=sys.stdout)
+
+
+def _sim_settings(args: argparse.Namespace) -> SimSettings:
+    from hil.sim import SimSettings
+
+    return SimSettings(
+        level=args.level,
+        speed=args.speed,
+        seed=args.seed,
+        player_seed=args.player_seed,
+        taps_only=args.taps_only,
+    )
+
+
+def _load_profile(name: str) -> Profile:
+    from calibration import Profile, ProfileError
+
+    try:
+        return Profile.load(name)
+    except (FileNotFoundError, ProfileError) as e:
+        raise SystemExit(f"hil sim: {e}") from None
+
+
+def _cmd_sim_record(args: argparse.Namespace) -> int:
+    """Play a simulated game through a capture profile and write a recording."""
+    from hil.recording import RecordingError
+    from hil.sim import record
+
+    profile = _load_profile(args.profile)
+    try:
+        count = record(
+            _sim_settings(args),
+            profile,
+            frames=args.frames,
+            out=args.out,
+            codec=args.codec,
+            capture_seed=args.capture_seed,
+            overwrite=args.overwrite,
+            progress=not args.quiet,
+        )
+    except (RecordingError, ValueError) as e:
+        raise SystemExit(f"hil sim record: {e}") from None
+    print(f"{count} captured frames ({profile.name}) written to {args.out}")
+    return 0
+
+
+def _cmd_sim_show(args: argparse.Namespace) -> int:
+    """Show the simulated capture live, or write a PNG contact sheet of several profiles."""
+    from calibration import builtin_profiles
+    from hil.sim import contact_sheet, has_display, play_to, show_live
+
+    names = args.profile or builtin_profiles()
+    profiles = [_load_profile(n) for n in names]
+    settings = _sim_settings(args)
+    if args.png is None and has_display():
+        show_live(settings, profiles[0], args.frames, render=None)
+        return 0
+    png = args.png or "capture_contact_sheet.png"
+    try:
+        frame, previous = play_to(settings, args.frame)
+    except ValueError as e:
+        raise SystemExit(f"hil sim show: {e}") from None
+    title = (
+        f"hil sim show: level {settings.level}, speed {settings.speed}, seed "
+        f"0x{settings.seed:04X}, console frame {args.frame}, clean-room tiles"
+    )
+    path = contact_sheet(profiles, [frame, previous], png, title=title)
+    print(f"contact sheet of {len(profiles)} profiles written to {path}")
+    return 0
+
+
+def _print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def _add_game_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=int, default=10, help="level 0..24 (default 10)")
+    p.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    p.add_argument(
+        "--seed", type=lambda s: int(s, 0), default=0x8988, help="16-bit RNG state (default 0x8988)"
+    )
+    p.add_argument("--player-seed", type=int, default=0, help="seed of the random placements")
+    p.add_argument(
+        "--taps-only", action="store_true", help="faster taps-only planning (docs/PLANNER.md)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +116,33 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="replay the attract-mode demo in the engine")
     demo.add_argument("--frames", type=int, default=5700, help="frames to play (default 5700)")
     demo.set_defaults(func=_cmd_demo)
+
+    sim = sub.add_parser("sim", help="the simulated console seen through a capture profile")
+    sim_sub = sim.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
+    sim.set_defaults(func=lambda _args: _print_help(sim))
+    rec = sim_sub.add_parser(
+        "record", help="play a game (random reachable placements) and write a recording"
+    )
+    _add_game_args(rec)
+    rec.add_argument("--frames", type=int, default=1800, help="captured frames at most (1800)")
+    rec.add_argument("--profile", default="ideal_720p_nearest", help="profile name or JSON file")
+    rec.add_argument("--out", required=True, help="recording directory to write")
+    rec.add_argument("--codec", choices=["ffv1", "mjpeg"], default="ffv1")
+    rec.add_argument("--capture-seed", type=int, default=0, help="seed of noise and timing")
+    rec.add_argument("--overwrite", action="store_true", help="replace a recording in --out")
+    rec.add_argument("--quiet", action="store_true", help="no progress bar")
+    rec.set_defaults(func=_cmd_sim_record)
+    show = sim_sub.add_parser(
+        "show", help="show the capture live, or write a PNG contact sheet (no display / --png)"
+    )
+    _add_game_args(show)
+    show.add_argument(
+        "--profile", action="append", help="profile name or file (repeat; default: all shipped)"
+    )
+    show.add_argument("--png", help="write the contact sheet here instead of opening a window")
+    show.add_argument("--frame", type=int, default=400, help="console frame of the sheet (400)")
+    show.add_argument("--frames", type=int, default=3600, help="captured frames to show live")
+    show.set_defaults(func=_cmd_sim_show)
     return parser
 
 
