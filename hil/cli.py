@@ -87,6 +87,256 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _levels(args: argparse.Namespace) -> list[tuple[int, int]]:
+    """--levels "L[:S],..." or --level/--speed chained --max-levels times."""
+    if args.levels:
+        out = []
+        for item in args.levels.split(","):
+            lv, _, sp = item.strip().partition(":")
+            try:
+                out.append((int(lv), int(sp) if sp else args.speed))
+            except ValueError:
+                raise SystemExit(
+                    f"hil run: --levels item {item!r} is not LEVEL or LEVEL:SPEED"
+                ) from None
+        return out
+    return [(min(args.level + i, 24), args.speed) for i in range(args.max_levels)]
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(x, 0) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"hil run: --seed {text!r} is not a list of integers") from None
+
+
+def _faults(items: list[str]) -> list[object]:
+    from hil.console_sim import Fault
+
+    out: list[object] = []
+    for item in items:
+        frame, _, kind = item.partition(":")
+        try:
+            out.append(Fault(int(frame), kind or "drop_input"))
+        except ValueError:
+            raise SystemExit(
+                f"hil run: --fault {item!r} is not FRAME[:drop_input|garbage]"
+            ) from None
+    return out
+
+
+def _recorder(args: argparse.Namespace, profile: Profile):
+    """An on_frame hook writing the raw capture (MJPEG) with the observation per frame."""
+    if not args.record:
+        return None, lambda: None
+    from hil.recording import RecordingWriter
+
+    writer = RecordingWriter(
+        args.record, profile, codec="mjpeg", meta={"producer": "hil run"}, overwrite=True
+    )
+
+    def hook(rt, frame):
+        obs = rt.last_obs
+        writer.write(
+            frame.image,
+            frame.time_ns,
+            {
+                "console_frame": rt.tracker.frame_match,
+                "observation": None if obs is None else obs.to_json(),
+            },
+        )
+
+    return hook, writer.close
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Play: the closed loop against the simulated console (default) or the real rig."""
+    import json
+
+    from hil.runtime import (
+        LevelPlan,
+        RunSettings,
+        SimOptions,
+        pick_policy,
+        pick_reader,
+        run_sim,
+    )
+    from hil.view import make_view
+
+    sim = args.sim or args.port is None
+    if args.fast and not sim:
+        raise SystemExit("hil run: --fast is for the simulated console (lockstep)")
+    try:
+        reader = pick_reader(args.reader, sim=sim)
+        policy = pick_policy(args.policy)
+    except ValueError as e:
+        raise SystemExit(f"hil run: {e}") from None
+    settings = RunSettings(
+        levels=[LevelPlan(lv, sp) for lv, sp in _levels(args)],
+        fast=args.fast,
+        max_frames=args.frames,
+    )
+    if reader == "oracle":
+        print(
+            "hil run: --reader oracle: the simulated console's ground truth stands in for "
+            "perception",
+            file=sys.stderr,
+        )
+    view_kind = args.view
+    if view_kind == "auto":
+        view_kind = "none" if args.fast else "window"
+    view, close_view = make_view(view_kind)
+    profile = _load_profile(args.profile)
+    hook, close_rec = _recorder(args, profile)
+    try:
+        if sim:
+            summary, _ = run_sim(
+                settings,
+                SimOptions(
+                    profile=args.profile,
+                    seeds=_seeds(args.seed),
+                    capture_seed=args.capture_seed,
+                    console_seed=args.console_seed,
+                    faults=_faults(args.fault),
+                ),
+                reader=reader,
+                policy=policy,
+                taps_only=args.planner == "taps",
+                log_path=args.log,
+                view=view,
+                on_frame=hook,
+            )
+        else:
+            summary = _run_rig(args, settings, profile, reader, policy, view, hook)
+    except ValueError as e:
+        raise SystemExit(f"hil run: {e}") from None
+    finally:
+        close_view()
+        close_rec()
+    summary.pop("capture", None)
+    print(
+        f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "
+        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"{summary['late_schedules']} late schedules, peak RSS {summary['peak_rss_mb']} MB",
+        file=sys.stderr,
+    )
+    print(json.dumps(summary, indent=1))
+    return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
+
+
+def _run_rig(args, settings, profile, reader, policy, view, hook):
+    """The real rig: a capture device (or video file) and the controller on a serial port."""
+    import time
+    from pathlib import Path
+
+    from hil.capture import CaptureError, CaptureSource, DeviceCapture, FileCapture
+    from hil.runtime import EnginePlanner, EventLog, Runtime, make_policy, make_reader
+
+    if args.capture is None:
+        raise ValueError("the real rig needs --capture (a capture device such as /dev/video0)")
+    log = EventLog(args.log)
+    settings.latency_frames = (
+        args.latency_frames if args.latency_frames is not None else profile.timing.latency_frames
+    )
+    settings.jitter_ms = profile.timing.jitter_ms
+    settings.stop_on_top_out = True
+    source: CaptureSource
+    try:
+        if Path(args.capture).is_file():
+            source = FileCapture(args.capture, realtime=True)
+        else:
+            dev: str | int = int(args.capture) if args.capture.isdigit() else args.capture
+            source = DeviceCapture(
+                dev,
+                width=profile.geometry.width,
+                height=profile.geometry.height,
+                fps=profile.timing.capture_hz,
+                on_event=lambda e: log.write(e.pop("event"), **e),
+            )
+    except CaptureError as e:
+        raise ValueError(str(e)) from None
+    try:
+        rt = Runtime(
+            settings,
+            source,
+            args.port,
+            make_reader(reader, profile),
+            make_policy(policy),
+            EnginePlanner(args.planner == "taps"),
+            clock=time.monotonic_ns,
+            log=log,
+            view=view,
+            on_frame=hook,
+        )
+        return rt.run()
+    finally:
+        source.close()
+        log.close()
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from hil.bench import run_from_args
+
+    return run_from_args(args)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    """`hil calibrate latency`: press, watch the pill move, report the capture latency."""
+    import json
+
+    if args.what != "latency":
+        raise SystemExit(
+            "hil calibrate: say what to calibrate: `hil calibrate latency` (the capture chain's "
+            "latency); profile fitting from captures is `hil calibrate --input ...` (perception)"
+        )
+    from hil.latency import calibrate_latency
+    from hil.runtime import make_reader, pick_reader
+
+    sim = args.port is None
+    try:
+        reader = make_reader(pick_reader(args.reader, sim=sim))
+    except ValueError as e:
+        raise SystemExit(f"hil calibrate latency: {e}") from None
+    profile = _load_profile(args.profile)
+    if sim:
+        from hil.console_sim import SimConsole, SimLevel
+
+        console = SimConsole(
+            [SimLevel(args.level, args.speed, 0x8988)],
+            profile,
+            realtime=not args.fast,
+            capture_seed=args.capture_seed,
+            max_frames=60_000,
+        )
+        console.start()
+        try:
+            result = calibrate_latency(
+                console.capture,
+                console.port,
+                reader,
+                clock=console.now_ns,
+                presses=args.presses,
+                capture_hz=profile.timing.capture_hz,
+                say=lambda m: print(m, file=sys.stderr),
+            )
+        finally:
+            console.close()
+        result["profile_latency_frames"] = profile.timing.latency_frames
+    else:
+        from hil.capture import DeviceCapture
+
+        if args.capture is None:
+            raise SystemExit("hil calibrate latency: the real rig needs --capture and --port")
+        dev: str | int = int(args.capture) if args.capture.isdigit() else args.capture
+        source = DeviceCapture(dev, width=profile.geometry.width, height=profile.geometry.height)
+        try:
+            result = calibrate_latency(source, args.port, reader, presses=args.presses, say=print)
+        finally:
+            source.close()
+    print(json.dumps(result, indent=1))
+    return 0
+
+
 def _print_help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 0
@@ -143,6 +393,67 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--frame", type=int, default=400, help="console frame of the sheet (400)")
     show.add_argument("--frames", type=int, default=3600, help="captured frames to show live")
     show.set_defaults(func=_cmd_sim_show)
+
+    run = sub.add_parser(
+        "run",
+        help="play: the closed loop (the simulated console unless --port is given)",
+        description=(
+            "Play Dr. Mario: capture -> perception -> tracker -> policy -> planner -> "
+            "controller. Without --port it plays the simulated console (real time; --fast: "
+            "lockstep). docs/RUN.md explains everything."
+        ),
+    )
+    run.add_argument("--port", help="controller serial port (/dev/ttyACM0): the real rig")
+    run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
+    run.add_argument("--sim", action="store_true", help="the simulated console (default)")
+    run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
+    run.add_argument("--level", type=int, default=0, help="first level 0..24 (default 0)")
+    run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')
+    run.add_argument("--max-levels", type=int, default=1, help="levels from --level (1)")
+    run.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (name/file)")
+    run.add_argument("--seed", default="0x8988", help="sim: level RNG seeds, comma separated")
+    run.add_argument("--capture-seed", type=int, default=0, help="sim: capture noise/timing")
+    run.add_argument("--console-seed", type=int, default=0, help="sim: frameCounter phase")
+    run.add_argument("--frames", type=int, default=200_000, help="console frames at most")
+    run.add_argument("--log", help="JSONL event log to write")
+    run.add_argument("--record", help="directory to record the raw capture into (MJPEG)")
+    run.add_argument(
+        "--view",
+        choices=["auto", "window", "terminal", "none"],
+        default="auto",
+        help="live view (auto: window, or terminal without a display; none with --fast)",
+    )
+    run.add_argument("--reader", default="auto", help="auto, onnx, or oracle (sim only)")
+    run.add_argument("--policy", default="auto", help="auto, onnx or heuristic")
+    run.add_argument(
+        "--planner",
+        choices=["taps", "exact"],
+        default="taps",
+        help="taps: engine.plan taps_only (fast enough for real time); exact: full search",
+    )
+    run.add_argument("--fault", action="append", default=[], help="sim: FRAME[:drop_input|garbage]")
+    run.add_argument("--latency-frames", type=float, help="rig: capture latency (calibrated)")
+    run.set_defaults(func=_cmd_run)
+
+    from hil.bench import add_arguments as bench_arguments
+
+    bench = sub.add_parser("bench", help="runtime latencies as JSON (lockstep sim)")
+    bench_arguments(bench)
+    bench.set_defaults(func=_cmd_bench)
+
+    cal = sub.add_parser("calibrate", help="calibrate: `hil calibrate latency`")
+    cal.add_argument("what", nargs="?", choices=["latency"], help="what to calibrate")
+    cal.add_argument("--port", help="controller port (the rig; without it: the simulated console)")
+    cal.add_argument("--capture", help="capture device (the rig)")
+    cal.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile")
+    cal.add_argument("--presses", type=int, default=20, help="button presses to time (20)")
+    cal.add_argument("--level", type=int, default=0)
+    cal.add_argument("--speed", type=int, default=0, choices=[0, 1, 2])
+    cal.add_argument("--reader", default="auto")
+    cal.add_argument("--fast", action="store_true", help="sim: lockstep")
+    cal.add_argument("--capture-seed", type=int, default=0)
+    cal.set_defaults(func=_cmd_calibrate)
     return parser
 
 
