@@ -209,8 +209,9 @@ class SimConsole:
         self._pictures[g] = None if game is None else game.clone()
         self._pictures.pop(g - 600, None)
         if game is not None and Phase(int(game.phase)) not in TERMINAL_PHASES:
-            if fault is not None and fault.kind == "garbage":
+            if fault is not None and fault.kind == "garbage":  # in RAM and on screen
                 game.field[fault.row * 8 + fault.col] = fault.code
+                game.shown[fault.row * 8 + fault.col] = fault.code
             game.step(used)
             rec = self.records[-1]
             rec.frames += 1

@@ -267,6 +267,7 @@ class _Level:
         self.reported_spawn = 0
         self.decided_spawn = 0
         self.mismatch_run = 0
+        self.run_obs: list[tuple[range, Observation]] = []  # the current disagreeing captures
         self.slip_run = 0
         self.last_seen: Observation | None = None
         self.result: str | None = None  # "stage_clear" / "top_out" once seen
@@ -291,6 +292,7 @@ class Tracker:
         self.last_matched: int | None = None  # newest console frame matched by a capture
         self.frame_match: int | None = None  # the frame the last capture matched, or None
         self.levels_started = 0
+        self._out: list[Event] = []  # events raised inside helpers, returned by on_frame
 
     # ---- inputs: statuses, schedules ------------------------------------------------------
 
@@ -413,7 +415,7 @@ class Tracker:
         lv.spawns = {0: 0}
         lv.confirmed = 0
         self.state = LevelState.TRACKING
-        self.log(
+        self._out.append(
             Event(
                 "level_start",
                 b,
@@ -521,6 +523,8 @@ class Tracker:
             if prev is not None and self.state != LevelState.ALIGNING:
                 events += self._seen_events(prev, obs, frames)
             lv.last_seen = obs
+        events = self._out + events
+        self._out = []
         for ev in events:
             self.log(ev)
         return events
@@ -585,10 +589,12 @@ class Tracker:
                 worst = diff
         if match is None:
             lv.mismatch_run += 1
+            lv.run_obs.append((frames, obs))
             if lv.mismatch_run >= self.cfg.mismatch_frames:
                 events += self._diverged(frames, obs, worst)
             return events
         lv.mismatch_run = 0
+        lv.run_obs = []
         g, pred, spawns = match
         self.last_matched = self.frame_match = g
         if spawns > lv.reported_spawn and pred.falling is not None:
@@ -639,52 +645,85 @@ class Tracker:
         lv = self.lv
         assert lv is not None and lv.base is not None
         # A capture mapped to the wrong frame (latency drift, a late or repeated capture) is a
-        # timing slip, not a different game: look a few frames further either side.
+        # timing slip, not a different game: look a frame or two further either side.
         wide = range(frames.start - 2, frames.stop + 1)
         for g, pred, _s, known in reversed(self._candidates(wide)):
             if g not in frames and not mismatches(pred, obs, self.cfg.match, known):
                 lv.mismatch_run = 0
+                lv.run_obs = []
                 lv.slip_run += 1
                 self.timing_slips += 1
                 shift = g - (frames.stop - 1) if g >= frames.stop else g - frames.start
                 return [Event("timing_slip", g, {"shift_frames": shift, "run": lv.slip_run})]
         lv.slip_run = 0
         self.desyncs += 1
-        lv.mismatch_run = 0
         g = frames.stop - 1
         events = [Event("desync", g, {"what": what, "seen": obs.to_json()})]
-        if self._patch(g, obs):
+        fixed = self._resync(lv.run_obs)
+        lv.mismatch_run = 0
+        lv.run_obs = []
+        if fixed is not None:
             self.resyncs += 1
             self.replan = True
-            events.append(Event("resync", g, {"how": "patched board/pill from the observation"}))
+            at, how = fixed
+            events.append(Event("resync", at, {"how": how}))
         else:
             self.state = LevelState.BLIND
             self.replan = False
             events.append(Event("blind", g, {"until": "the next spawn is seen"}))
         return events
 
-    def _patch(self, g: int, obs: Observation) -> bool:
-        """Re-sync: the state before frame g's picture takes the observed board, pill pose and
-        colours; the latched masks are replayed from there. True if the patched prediction
-        then agrees with the observation."""
+    def _resync(self, run: list[tuple[range, Observation]]) -> tuple[int, str] | None:
+        """Re-sync from the disagreeing captures: the state before the picture of the first
+        one takes the observed board, pill pose and colours (and, if needed, a guess at the
+        hidden pill microstate: speedCounter, held buttons, DAS counter); accepted when the
+        prediction from it, with the latched masks, agrees with every capture of the run.
+        Returns (frame, how) or None."""
         lv = self.lv
         assert lv is not None and lv.base is not None
-        e = g - lv.base
-        got = self.state_at(e - 1)
-        if got is None or obs.kind != ScreenKind.LEVEL:
-            return False
-        game, spawns = got
-        game = game.clone()
-        _write_board(game, obs)
-        if obs.falling is not None and falling(game):
-            _write_pill(game, obs.falling)
-        if obs.next_colors is not None:
-            game.next_colors[:] = obs.next_colors
-        self._rebase(e - 1, game, spawns)
-        again = self.state_at(e)
-        if again is None:
-            return False
-        return not mismatches(predicted_observation(again[0]), obs, self.cfg.match, True)
+        for frames, obs in run:
+            if obs.kind != ScreenKind.LEVEL:
+                continue
+            for g in reversed(frames):
+                e = g - lv.base
+                got = self.state_at(e - 1)
+                if got is None:
+                    continue
+                before, spawns = got
+                for variant in _MICROSTATE_GUESSES:
+                    game = before.clone()
+                    _write_board(game, obs)
+                    if obs.falling is not None and falling(game):
+                        _write_pill(game, obs.falling)
+                        for name, value in variant:
+                            getattr(game, name)[()] = value
+                    elif variant:
+                        continue
+                    if obs.next_colors is not None:
+                        game.next_colors[:] = obs.next_colors
+                    if self._explains(e - 1, game, run):
+                        self._rebase(e - 1, game, spawns)
+                        guess = ", ".join(f"{n}={v}" for n, v in variant) or "none"
+                        return g, f"board and pill from the capture; microstate guess: {guess}"
+        return None
+
+    def _explains(self, e0: int, game: engine.Game, run: list[tuple[range, Observation]]) -> bool:
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        last = max(fr.stop - 1 for fr, _ in run) - lv.base
+        preds: dict[int, Observation] = {}
+        g = game.clone()
+        for e in range(e0, last + 1):
+            if e > e0:
+                g.step(self.mask_of(lv.base + e - 1))
+            preds[e] = predicted_observation(g)
+        for frames, obs in run:
+            cands = [f - lv.base for f in frames if f - lv.base > e0]
+            if not cands:
+                continue
+            if all(mismatches(preds[e], obs, self.cfg.match) for e in cands):
+                return False
+        return True
 
     def _rebase(self, e: int, game: engine.Game, spawns: int) -> None:
         """Replace the history from state e on: ``game`` is state e; replay latched masks."""
@@ -772,6 +811,19 @@ class Tracker:
 
 
 # ---- helpers -----------------------------------------------------------------------------------
+
+# Guesses at the falling pill's hidden microstate after a divergence (what the picture cannot
+# show): speedCounter $92, the held buttons $F7 (a missed or extra press), the DAS counter $93.
+_MICROSTATE_GUESSES: list[tuple[tuple[str, int], ...]] = [
+    (),
+    (("btns_held", 0),),
+    (("speed_counter", 0),),
+    (("btns_held", 0), ("hor_velocity", 0)),
+    (("hor_velocity", 0),),
+    (("hor_velocity", 16),),
+    (("btns_held", 0), ("speed_counter", 0)),
+    (("btns_held", 0), ("speed_counter", 0), ("hor_velocity", 0)),
+]
 
 
 def _usable_seed(level: int) -> int:
