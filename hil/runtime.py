@@ -255,6 +255,7 @@ class Stats:
     spawn_to_wire_ms: list[float] = field(default_factory=list)
     plan_ms: list[float] = field(default_factory=list)
     policy_ms: list[float] = field(default_factory=list)
+    overhead_ms: list[float] = field(default_factory=list)  # spawn_to_wire - planner - policy
     capture_latency_frames: list[float] = field(default_factory=list)
     late_schedules: int = 0
     late_frames: int = 0
@@ -612,6 +613,7 @@ class Runtime:
             self.stats.spawn_to_wire_ms.append(wire_ms)
             self.stats.plan_ms.append((t1 - t0) / 1e6)
             self.stats.policy_ms.append((t2 - t1) / 1e6)
+            self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
             self.decision_ms_recent.append((t_ack - t0) / 1e6)
             self.last_placement = {
                 "pill": pill,
@@ -845,6 +847,7 @@ class Runtime:
                 "spawn_to_wire": percentiles(st.spawn_to_wire_ms),
                 "planner": percentiles(st.plan_ms),
                 "policy": percentiles(st.policy_ms),
+                "spawn_to_wire_without_planner_and_policy": percentiles(st.overhead_ms),
             },
             "capture_latency_frames": percentiles(st.capture_latency_frames),
             "peak_rss_mb": peak_rss_mb(),

@@ -1,10 +1,12 @@
 """``hil run --sim``: the whole loop against the simulated console (the engine on the firmware's
-C core behind a pty, pictures through a capture profile), with the oracle reader and the
-heuristic stand-in policy until perception's and the policy's ONNX models land.
+C core behind a pty, pictures through a capture profile).
 
-The profile here has the timing of a cheap USB MJPEG stick (3 frames of latency, 2 ms jitter,
-drops and repeats, MJPEG, noise) on a small picture so the tests stay quick; the full CI run
-(tests/test_hil_run_ci.py) uses the shipped 720p profile."""
+The module constants below say what is played. Until perception's and the policy's ONNX models
+are on main they are the oracle reader, the heuristic stand-in policy, one low level and a
+small picture with the timing of a cheap USB MJPEG stick (3 frames of latency, 2 ms jitter,
+drops and repeats, MJPEG, noise), so the tests stay quick. The full CI run of issue 8 is a
+matter of switching them to the FULL_CI_* values (docs/RUN.md, "The CI run").
+"""
 
 from __future__ import annotations
 
@@ -16,6 +18,21 @@ from pathlib import Path
 import pytest
 
 from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+
+# What CI plays once the ONNX reader and policy land (issue 8): 5 seeded levels spanning 0-20
+# on all three speeds, each to stage clear, in lockstep through the shipped 720p MJPEG profile,
+# and one whole level in real time.
+FULL_CI_LEVELS = [(0, 0, 0x8988), (5, 1, 0x1234), (10, 2, 0x4321), (15, 0, 0x2222), (20, 1, 0x0777)]
+FULL_CI_PROFILE = "mjpeg_720p_q70"
+FULL_CI_READER = "onnx"
+FULL_CI_POLICY = "onnx"
+FULL_CI_REAL_TIME_FRAMES = None  # the whole level
+
+LEVELS = [(0, 2, 0x8988)]  # (level, speed, seed)
+PROFILE = None  # None: SMALL_MJPEG below
+READER = "oracle"
+POLICY = "heuristic"
+REAL_TIME_FRAMES: int | None = 720  # console frames of the real-time run (None: a level)
 
 SMALL_MJPEG = {
     "name": "small_mjpeg_test",
@@ -34,6 +51,8 @@ SMALL_MJPEG = {
 
 @pytest.fixture(scope="module")
 def profile_path(tmp_path_factory) -> str:
+    if PROFILE is not None:
+        return PROFILE
     path = tmp_path_factory.mktemp("profile") / "small_mjpeg_test.json"
     path.write_text(json.dumps(SMALL_MJPEG))
     return str(path)
@@ -43,11 +62,14 @@ def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_sim_fast_plays_a_level_to_stage_clear_without_torch(tmp_path, profile_path):
+def test_sim_fast_plays_levels_to_stage_clear_without_torch(tmp_path, profile_path):
     log = tmp_path / "run.jsonl"
+    levels = ",".join(f"{lv}:{sp}" for lv, sp, _ in LEVELS)
+    seeds = ",".join(str(seed) for _, _, seed in LEVELS)
     argv = [
-        "run", "--fast", "--level", "0", "--speed", "2", "--profile", profile_path,
-        "--view", "none", "--reader", "oracle", "--log", str(log), "--frames", "6000",
+        "run", "--fast", "--levels", levels, "--seed", seeds, "--profile", profile_path,
+        "--view", "none", "--reader", READER, "--policy", POLICY, "--log", str(log),
+        "--frames", str(40_000 * len(LEVELS)),
     ]  # fmt: skip
     code = (
         "import sys, json\n"
@@ -64,10 +86,11 @@ def test_sim_fast_plays_a_level_to_stage_clear_without_torch(tmp_path, profile_p
     modules = json.loads(stdout[stdout.rindex("MODULES") + 7 :])
     assert modules == []  # the runtime imports neither torch nor training code
     summary = json.loads(stdout[stdout.index("{") : stdout.rindex("MODULES")])
-    assert summary["levels_cleared"] == summary["levels_played"] == 1
+    assert summary["levels_cleared"] == summary["levels_played"] == len(LEVELS)
+    assert [(r["level"], r["speed"]) for r in summary["levels"]] == [(a, b) for a, b, _ in LEVELS]
     assert summary["desyncs"] == 0 and summary["late_schedules"] == 0
     assert summary["underruns"] == 0 and summary["watchdog_trips"] == 0
-    assert summary["decisions"] == summary["levels"][0]["pills"] > 0
+    assert summary["decisions"] == sum(r["pills"] for r in summary["levels"]) > 0
     assert 0 < summary["peak_rss_mb"] < 600
     lat = summary["capture_latency_frames"]
     assert 3.0 <= lat["p50"] <= 4.5  # 3 frames + sampling + jitter, as the profile says
@@ -75,8 +98,8 @@ def test_sim_fast_plays_a_level_to_stage_clear_without_torch(tmp_path, profile_p
     names = [e["event"] for e in events]
     for name in ("run_start", "link_up", "start_pressed", "level_start", "spawn", "plan"):
         assert name in names
-    assert names.count("stage_clear") == 1 and names[-1] == "summary"
-    assert events[-1]["levels_cleared"] == 1
+    assert names.count("stage_clear") == len(LEVELS) and names[-1] == "summary"
+    assert events[-1]["levels_cleared"] == len(LEVELS)
     plans = [e for e in events if e["event"] == "plan"]
     assert all(p["first_frame"] <= p["lock_frame"] for p in plans)
 
@@ -105,6 +128,8 @@ def test_an_unplugged_controller_is_released_and_reconnected(tmp_path, profile_p
     summary, console = run_sim(
         settings,
         SimOptions(profile=profile_path),
+        reader=READER,
+        policy=POLICY,
         log_path=log,
         on_frame=hook,
         say=said.append,
@@ -138,14 +163,22 @@ def test_a_controller_that_stays_away_ends_the_run_with_a_summary(tmp_path, prof
 
 
 def test_real_time_sim_keeps_in_step(profile_path):
-    settings = RunSettings(levels=[LevelPlan(0, 2)], fast=False, max_frames=720)
-    summary, console = run_sim(settings, SimOptions(profile=profile_path))
+    level, speed, seed = LEVELS[0]
+    frames = REAL_TIME_FRAMES or 40_000
+    settings = RunSettings(levels=[LevelPlan(level, speed)], fast=False, max_frames=frames)
+    summary, console = run_sim(
+        settings, SimOptions(profile=profile_path, seeds=[seed]), reader=READER, policy=POLICY
+    )
     summary.pop("latency_ms")
     assert summary["decisions"] >= 2, summary
     assert summary["desyncs"] == 0 and summary["late_schedules"] == 0, summary
-    assert summary["console_frames"] >= 700
+    if REAL_TIME_FRAMES is None:
+        assert summary["levels_cleared"] == 1, summary
+    else:
+        assert summary["console_frames"] >= REAL_TIME_FRAMES - 20
+    assert summary["capture"]["realtime"] and summary["capture"]["delivered"] > 600
     # Real time: the console ran at 60.0988 Hz while the runtime handled the captures.
-    assert summary["wall_s"] >= 700 / 60.0988 * 0.95
+    assert summary["wall_s"] >= summary["console_frames"] / 60.0988 * 0.95
 
 
 def test_bench_and_latency_calibration_print_json(profile_path):
