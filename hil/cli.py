@@ -87,6 +87,56 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a recording or video: readings, events, decisions, an annotated video."""
+    from hil.replay import main_replay
+
+    return main_replay(
+        args.video,
+        out=args.out,
+        profile_name=args.profile,
+        reader_name=args.reader,
+        level=args.level,
+        speed=args.speed,
+        taps_only=args.taps_only,
+        max_frames=args.frames,
+        quiet=args.quiet,
+    )
+
+
+def _cmd_emu_selftest(args: argparse.Namespace) -> int:
+    """Prove the emulator path with the project's test ROM; print JSON."""
+    from hil.emu import print_json, selftest
+    from hil.testrom import RomBuildError
+
+    try:
+        report = selftest(frames=args.frames, seed=args.seed, out_dir=args.build_dir)
+    except (RomBuildError, ValueError) as e:
+        raise SystemExit(f"hil emu selftest: {e}") from None
+    print_json(report)
+    bad = report["ram_mismatches"] + report["pixel_mismatches"] + report["late_schedules"]
+    return 1 if bad else 0
+
+
+def _cmd_emu_start(args: argparse.Namespace) -> int:
+    """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
+    from hil.emu import MUSIC, EmuError, print_json, start_game
+
+    try:
+        report = start_game(
+            args.rom,
+            args.level,
+            args.speed,
+            MUSIC[args.music] if args.music else None,
+            png=args.png,
+            verify_crc=not args.no_crc,
+        )
+    except (EmuError, ValueError) as e:  # RomError is a ValueError
+        raise SystemExit(f"hil emu start: {e}") from None
+    print_json(report)
+    return 0
+
+
 def _print_help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 0
@@ -143,6 +193,49 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--frame", type=int, default=400, help="console frame of the sheet (400)")
     show.add_argument("--frames", type=int, default=3600, help="captured frames to show live")
     show.set_defaults(func=_cmd_sim_show)
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay a recording or video: board readings, events, decisions, annotated video",
+    )
+    rp.add_argument("video", help="recording directory (hil sim record) or video file")
+    rp.add_argument(
+        "--profile", help="capture profile name or JSON file (default: the recording's)"
+    )
+    rp.add_argument("--out", help="output directory (default: VIDEO_replay beside it)")
+    rp.add_argument(
+        "--reader",
+        choices=["truth", "perception"],
+        default="truth",
+        help="truth: the recording's ground-truth sidecar (stand-in until perception lands)",
+    )
+    rp.add_argument("--level", type=int, help="level 0..24 (default: the recording's)")
+    rp.add_argument("--speed", type=int, choices=[0, 1, 2], help="default: the recording's")
+    rp.add_argument("--taps-only", action="store_true", help="faster taps-only planning")
+    rp.add_argument("--frames", type=int, help="replay at most this many frames")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(func=_cmd_replay)
+
+    emu = sub.add_parser("emu", help="the emulator console (cynes): self-test, start a level")
+    emu_sub = emu.add_subparsers(dest="emu_command", metavar="EMU_COMMAND")
+    emu.set_defaults(func=lambda _args: _print_help(emu))
+    st = emu_sub.add_parser(
+        "selftest", help="the project's test ROM proves every scheduled mask arrives (JSON)"
+    )
+    st.add_argument("--frames", type=int, default=600, help="console frames to check (600)")
+    st.add_argument("--seed", type=int, default=0, help="seed of the random masks")
+    st.add_argument("--build-dir", help="where to build the test ROM (default build/testrom)")
+    st.set_defaults(func=_cmd_emu_selftest)
+    es = emu_sub.add_parser(
+        "start", help="your Dr. Mario ROM: menus to a level, engine parity of its board (JSON)"
+    )
+    es.add_argument("rom", help="your own Dr. Mario iNES file")
+    es.add_argument("--level", type=int, default=10, help="level 0..20 (default 10)")
+    es.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    es.add_argument("--music", choices=["fever", "chill", "off"], help="default: leave it")
+    es.add_argument("--png", help="write the first frame of play here")
+    es.add_argument("--no-crc", action="store_true", help="accept an unverified dump")
+    es.set_defaults(func=_cmd_emu_start)
     return parser
 
 

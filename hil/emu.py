@@ -34,8 +34,10 @@ options screens to the chosen level, speed and music, through the same schedule 
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -267,6 +269,61 @@ class EmuConsole:
         self.close()
 
 
+class MaskFeeder:
+    """Schedules a table of masks ahead of an EmuConsole, on console time, as a live host does.
+
+    ``masks``: console frame -> mask (None: leave that frame unscheduled; it reads no buttons,
+    an underrun while streaming). Call it before every :meth:`EmuConsole.step`: it keeps the
+    frames up to ``ahead`` console frames past the latest latch scheduled, in SCHEDULE messages
+    of at most ``chunk`` frames, and PINGs when ``keepalive_frames`` video frames pass without a
+    message (the device watchdog, 500 ms = 30 frames, runs on console time, not wall time).
+    ``acks`` collects every SCHEDULE's Ack. Raises ValueError for bad settings.
+    """
+
+    def __init__(
+        self,
+        link: Link,
+        masks: Mapping[int, int | None],
+        *,
+        ahead: int = 48,
+        chunk: int = 16,
+        keepalive_frames: int = 12,
+    ) -> None:
+        if not masks:
+            raise ValueError("no masks to schedule")
+        if not 1 <= chunk <= 64 or not chunk <= ahead <= 250 or keepalive_frames < 1:
+            raise ValueError(
+                f"need 1 <= chunk <= 64, chunk <= ahead <= 250, keepalive_frames >= 1; got "
+                f"chunk {chunk}, ahead {ahead}, keepalive_frames {keepalive_frames}"
+            )
+        self.link = link
+        self.masks = dict(masks)
+        self.first, self.last = min(self.masks), max(self.masks)
+        self.sent = self.first - 1  # every frame up to here has been handled
+        self.ahead, self.chunk, self.keepalive_frames = ahead, chunk, keepalive_frames
+        self.spoke = 0  # video frame of the last message
+        self.acks: list[Any] = []
+
+    def __call__(self, console: EmuConsole) -> None:
+        if self.sent < self.first - 1:
+            self.sent = self.first - 1
+        while self.sent < min(console.console_frame + self.ahead, self.last):
+            start = self.sent + 1
+            run: list[int] = []
+            while start + len(run) <= self.last and len(run) < self.chunk:
+                m = self.masks.get(start + len(run))
+                if m is None:
+                    break
+                run.append(m)
+            if run:
+                self.acks.append(self.link.schedule(start, run))
+                self.spoke = console.video_frame
+            self.sent = start + max(len(run), 1) - 1
+        if console.video_frame - self.spoke >= self.keepalive_frames:
+            self.link.ping(console.video_frame)
+            self.spoke = console.video_frame
+
+
 class EmuCapture:
     """An EmuConsole seen through a capture chain: yields (Frame, truth) per captured frame.
 
@@ -480,3 +537,98 @@ def navigate_menus(
         video_frames=console.video_frame - first_video,
         play_frame=console.console_frame if wait_for_play else None,
     )
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def selftest(frames: int = 600, seed: int = 0, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """The test ROM's proof of the emulator path (``hil emu selftest``): random masks for
+    ``frames`` console frames (every 50th left unscheduled, so it must read 0) scheduled through
+    Link -> VirtualDevice -> EmuConsole; each latched frame's byte is checked in the ROM's RAM
+    and in its picture. Returns JSON-ready counts and timing. Raises RomBuildError without
+    cc65, ValueError for ``frames`` < 1."""
+    if frames < 1:
+        raise ValueError(f"frames must be at least 1, got {frames}")
+    rom = testrom.build(out_dir)
+    rng = np.random.default_rng(seed)
+    first = 2
+    masks: dict[int, int | None] = {
+        first + i: (None if i % 50 == 49 else int(m))
+        for i, m in enumerate(rng.integers(0, 256, frames))
+    }
+    with VirtualDevice() as dev, Link(dev.port) as link:
+        console = EmuConsole(rom, dev, game="testrom")
+        feed = MaskFeeder(link, masks)
+        ram_bad = pixel_bad = checked = 0
+        t0 = time.perf_counter()
+        while console.console_frame < first + frames - 1:
+            feed(console)
+            ev = console.step()
+            if ev.console_frame is None or ev.console_frame < first:
+                continue
+            want = masks[ev.console_frame] or 0
+            ram_bad += console.ram(testrom.PAD) != want
+            pixel_bad += testrom.decode_boxes(ev.picture) != want
+            checked += 1
+        elapsed = time.perf_counter() - t0
+        status = link.wait_status(first + frames - 1)
+    return {
+        "rom": str(rom),
+        "console_frames_checked": checked,
+        "unscheduled_frames": sum(m is None for m in masks.values()),
+        "ram_mismatches": ram_bad,
+        "pixel_mismatches": pixel_bad,
+        "lag_frames": console.lag_frames,
+        "underruns": status.underruns,
+        "late_schedules": status.late_schedules,
+        "watchdog_trips": status.watchdog_trips,
+        "video_frames": console.video_frame,
+        "ms_per_video_frame": round(elapsed * 1e3 / max(console.video_frame, 1), 3),
+    }
+
+
+def start_game(
+    rom: str | Path,
+    level: int,
+    speed: int,
+    music: int | None = None,
+    *,
+    png: str | Path | None = None,
+    verify_crc: bool = True,
+) -> dict[str, Any]:
+    """``hil emu start``: power on the user's Dr. Mario ROM, navigate the menus to ``level``
+    and ``speed`` through the virtual device, wait for the first frame of play, and compare
+    the emulator's field (RAM $0400) with ``engine.Game(level, speed, seed)``'s. ``png``: write
+    that frame's picture there (the user's own ROM's graphics, written only where asked).
+    Returns JSON-ready facts. Raises RomError, EmuError, ValueError."""
+    with EmuConsole(rom, verify_crc=verify_crc) as console, Link(console.device.port) as link:
+        result = navigate_menus(console, link, level, speed, music, wait_for_play=True)
+        ram_field = console.ram_block(DrMarioRam.FIELD, 128)
+        shown = console.step()
+    game = engine.Game(result.level, result.speed, result.seed)
+    engine_field = np.asarray(game.field, np.uint8)
+    if png is not None:
+        import cv2
+
+        Path(png).parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(png), np.ascontiguousarray(shown.picture[..., ::-1]))
+    diff = np.flatnonzero(ram_field != engine_field)
+    return {
+        "rom": console.rom_name,
+        "level": result.level,
+        "speed": result.speed,
+        "music": result.music,
+        "seed": f"0x{result.seed:04X}",
+        "start_frame": result.start_frame,
+        "play_frame": result.play_frame,
+        "presses": result.presses,
+        "video_frames": result.video_frames,
+        "lag_frames": console.lag_frames,
+        "engine_field_matches": diff.size == 0,
+        "field_differences": [int(i) for i in diff[:16]],
+    }
+
+
+def print_json(obj: dict[str, Any]) -> None:
+    print(json.dumps(obj, indent=2))

@@ -14,7 +14,7 @@ from calibration import Profile
 from engine import Button, RomError
 from hil import protocol as p
 from hil import testrom
-from hil.emu import DrMarioRam, EmuCapture, EmuConsole, EmuError, navigate_menus
+from hil.emu import DrMarioRam, EmuCapture, EmuConsole, EmuError, MaskFeeder, navigate_menus
 from hil.link import Link
 from hil.vdevice import VirtualDevice
 
@@ -30,34 +30,6 @@ def rig(rom):
         yield EmuConsole(rom, dev, game="testrom"), link
 
 
-class Feeder:
-    """Schedules `expected` (console frame -> mask; None = leave unscheduled) a few dozen frames
-    ahead in SCHEDULE messages of at most 16 frames, and PINGs when 12 video frames pass
-    without a message, so the device watchdog (500 ms = 30 frames of console time) stays fed."""
-
-    def __init__(self, link: Link, expected: dict[int, int | None], first: int, last: int):
-        self.link, self.expected, self.sent, self.last = link, expected, first - 1, last
-        self.spoke = 0  # video frame of the last message
-
-    def __call__(self, console: EmuConsole) -> None:
-        if console.video_frame - self.spoke >= 12:
-            self.link.ping()
-            self.spoke = console.video_frame
-        while self.sent < min(console.console_frame + 48, self.last):
-            start = self.sent + 1
-            run = []
-            while start + len(run) <= self.last and len(run) < 16:
-                m = self.expected[start + len(run)]
-                if m is None:
-                    break
-                run.append(m)
-            if run:
-                ack = self.link.schedule(start, run)
-                self.spoke = console.video_frame
-                assert (ack.accepted, ack.late, ack.too_far) == (len(run), 0, 0)
-            self.sent = start + max(len(run), 1) - 1
-
-
 def test_every_scheduled_mask_is_read_on_its_frame(rig):
     console, link = rig
     rng = np.random.default_rng(8)
@@ -67,7 +39,7 @@ def test_every_scheduled_mask_is_read_on_its_frame(rig):
     for i, m in enumerate(rng.integers(0, 256, count)):
         if first + i not in gap:
             expected[first + i] = int(m)
-    feed = Feeder(link, expected, first, first + count - 1)
+    feed = MaskFeeder(link, {f: expected[f] for f in range(first, first + count)})
     seen = {}
     lag_video_frames = []
     while console.console_frame < first + count + tail - 1:
@@ -91,6 +63,8 @@ def test_every_scheduled_mask_is_read_on_its_frame(rig):
     statuses = {s.frame: s for s in link.statuses}
     assert all(statuses[f].mask == (expected[f] or 0) for f in seen)
     assert all(statuses[f].latches == 2 for f in seen)
+    assert all((a.late, a.too_far) == (0, 0) for a in feed.acks)
+    assert sum(a.accepted for a in feed.acks) == count - len(gap)
     end = statuses[first + count - 1]
     assert end.underruns == len(gap) and end.late_schedules == 0 and end.watchdog_trips == 0
     assert not statuses[first - 1].flags & p.StatusFlags.STREAMING
@@ -103,7 +77,7 @@ def test_captured_frames_show_the_mask_of_their_console_frame(rig):
     last = 200
     expected: dict[int, int | None] = {f: int(m) for f, m in enumerate(rng.integers(0, 256, 201))}
     expected[0] = None  # frame 0 is armed before the host speaks
-    feed = Feeder(link, expected, 1, last)
+    feed = MaskFeeder(link, {f: expected[f] for f in range(1, last + 1)})
     capture = EmuCapture(console, profile, capture_seed=4, on_frame=lambda _ev: feed(console))
     checked = 0
     for frame, truth in capture.frames(150):
