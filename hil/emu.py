@@ -596,13 +596,16 @@ def start_game(
     *,
     png: str | Path | None = None,
     verify_crc: bool = True,
+    emulator: Callable[[str], Emulator] | None = None,
 ) -> dict[str, Any]:
     """``hil emu start``: power on the user's Dr. Mario ROM, navigate the menus to ``level``
     and ``speed`` through the virtual device, wait for the first frame of play, and compare
     the emulator's field (RAM $0400) with ``engine.Game(level, speed, seed)``'s. ``png``: write
     that frame's picture there (the user's own ROM's graphics, written only where asked).
-    Returns JSON-ready facts. Raises RomError, EmuError, ValueError."""
-    with EmuConsole(rom, verify_crc=verify_crc) as console, Link(console.device.port) as link:
+    Returns JSON-ready facts. ``emulator`` as in EmuConsole. Raises RomError, EmuError,
+    ValueError."""
+    console = EmuConsole(rom, verify_crc=verify_crc, emulator=emulator)
+    with console, Link(console.device.port) as link:
         result = navigate_menus(console, link, level, speed, music, wait_for_play=True)
         ram_field = console.ram_block(DrMarioRam.FIELD, 128)
         shown = console.step()

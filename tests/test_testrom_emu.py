@@ -4,8 +4,10 @@ navigation against a Python model of the menus (the game's ROM is never used in 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -14,7 +16,16 @@ from calibration import Profile
 from engine import Button, RomError
 from hil import protocol as p
 from hil import testrom
-from hil.emu import DrMarioRam, EmuCapture, EmuConsole, EmuError, MaskFeeder, navigate_menus
+from hil.cli import main
+from hil.emu import (
+    DrMarioRam,
+    EmuCapture,
+    EmuConsole,
+    EmuError,
+    MaskFeeder,
+    navigate_menus,
+    start_game,
+)
 from hil.link import Link
 from hil.vdevice import VirtualDevice
 
@@ -228,6 +239,8 @@ class FakeDrMario:
                 self._set_rng(engine.rng_step(self.rng))
             yield
             r[DrMarioRam.MODE] = 8
+            level = engine.generate_level(r[DrMarioRam.LEVEL], self.seed_at_init_data)
+            r[DrMarioRam.FIELD : DrMarioRam.FIELD + 128] = level["field"].tobytes()
             for _ in range(20):  # viruses, then levelIntro_delay (shortened)
                 yield
             r[DrMarioRam.MODE] = 4
@@ -296,3 +309,28 @@ def test_menu_navigation_gives_up_with_a_clear_error(tmp_path):
         console = EmuConsole(rom, dev, verify_crc=False, emulator=Stuck)
         with pytest.raises(EmuError, match="did not reach level 5 within 50 video frames"):
             navigate_menus(console, link, level=5, speed=1, max_frames=50)
+
+
+def test_start_game_reports_the_seed_that_reproduces_the_board(tmp_path):
+    """start_game (hil emu start) reads the seed as initData_level starts: the model writes the
+    engine's board for the seed it had then, and the check must find it equal."""
+    rom = drmario_shaped_rom(tmp_path / "drmario_shaped.nes")
+    png = tmp_path / "start.png"
+    report = start_game(rom, 12, 0, 1, png=png, verify_crc=False, emulator=FakeDrMario)
+    assert (report["level"], report["speed"], report["music"]) == (12, 0, 1)
+    assert report["engine_field_matches"] and report["field_differences"] == []
+    assert report["play_frame"] > report["start_frame"] > 0
+    assert cv2.imread(str(png)).shape == (240, 256, 3)
+
+
+def test_selftest_command_prints_a_clean_report(tmp_path, capsys):
+    args = ["emu", "selftest", "--frames", "150", "--build-dir", str(tmp_path)]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["console_frames_checked"] == 150 and report["unscheduled_frames"] == 3
+    assert report["ram_mismatches"] == report["pixel_mismatches"] == 0
+    assert report["underruns"] == 3 and report["late_schedules"] == 0
+    # 152 console frames (2 before the masks start) and the frames without a pad read: the
+    # boot's, and two after every 64th NMI.
+    assert report["video_frames"] == 152 + report["lag_frames"]
+    assert report["lag_frames"] >= 2 * (152 // 64)
