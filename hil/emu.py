@@ -469,9 +469,9 @@ def navigate_menus(
     wait_for_play: bool = False,
     keepalive_frames: int = 12,
 ) -> MenuResult:
-    """Take Dr. Mario from wherever it is (power-on, title, demo, options) to the start of
-    ``level`` (0..20) at ``speed`` (0 LOW, 1 MED, 2 HI), with ``music`` (0 fever, 1 chill,
-    2 off; None leaves it), through ``link`` (a Link to ``console.device``).
+    """Take Dr. Mario from power-on, the title, the attract demo or the options screen to the
+    start of ``level`` (0..20) at ``speed`` (0 LOW, 1 MED, 2 HI), with ``music`` (0 fever,
+    1 chill, 2 off; None leaves it), through ``link`` (a Link to ``console.device``).
 
     Closed loop on the game's RAM: each console frame gets one scheduled byte (the stream never
     underruns); a press lasts one frame and the next decision waits until RAM shows its effect,
@@ -496,6 +496,7 @@ def navigate_menus(
     presses = 0
     last_message = console.video_frame
     start_frame = seed = -1
+    seen_options = False  # a level counts only once the options screen has been passed
     while console.video_frame - first_video < max_frames:
         target = console.next_schedulable_frame()
         while scheduled < target:
@@ -512,13 +513,15 @@ def navigate_menus(
             link.ping(console.video_frame)
             last_message = console.video_frame
         ev = console.step()
-        if start_frame < 0 and console.ram(r.MODE) >= MODE_TO_LEVEL and not console.ram(r.DEMO):
+        mode, demo = console.ram(r.MODE), console.ram(r.DEMO)
+        seen_options |= mode == MODE_OPTIONS and not demo
+        if start_frame < 0 and seen_options and mode >= MODE_TO_LEVEL and not demo:
             # Start was read in the options loop; toLevel [$817E] steps no RNG.
             start_frame = console.console_frame
             seed = console.ram(r.RNG) << 8 | console.ram(r.RNG + 1)
             if not wait_for_play:
                 break
-        if start_frame >= 0 and console.ram(r.MODE) == MODE_PLAY and ev.console_frame is not None:
+        if start_frame >= 0 and mode == MODE_PLAY and ev.console_frame is not None:
             break
     else:
         raise EmuError(
