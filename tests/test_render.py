@@ -287,6 +287,8 @@ def test_bad_arguments_raise_clear_errors():
         engine.render_frame(g, out=np.zeros((240, 256), np.uint8))
     with pytest.raises(TypeError, match="dtype uint8"):
         engine.render_frame(g, out=np.zeros((240, 256, 3), np.float32))
+    with pytest.raises(TypeError, match="game must be an engine.Game"):
+        engine.render_frame(g.state_bytes())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="engine.TileSet"):
         engine.render_frame(g, tiles="clean")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="top_score"):
