@@ -354,3 +354,16 @@ def test_malformed_art_is_a_clear_error(tmp_path, monkeypatch):
     art.write_text("tile bg 40 broken\n" + "....x...\n" * 8)
     with pytest.raises(tiles_module.ArtError, match="art.txt:2: neither a drawing row"):
         tiles_module.load_cleanroom()
+
+
+def test_game_palettes_come_from_the_disassembly(tables):
+    pal = tables["palLevel_1P"]["bytes"]  # copyBkgOrPalToPPU data: count 32, colours, $FF
+    tiles = engine.TileSet.clean_room()
+    assert tiles.palettes.tolist() == pal[1:33]
+    assert tiles.speed_colors.tolist() == tables["bkgColor_basedOnSpeed"]["bytes"]
+    for speed in range(3):
+        ram = palette_ram(speed)
+        # DESIGN.md: the pill and virus colours are $28 yellow, $15 red, $21 blue, for the
+        # bottle's tiles (background palette 2) and the pill sprites (sprite palette 2).
+        assert ram[9:12].tolist() == ram[25:28].tolist() == [0x28, 0x15, 0x21]
+        assert ram[0] == pal[1 + 16]  # the backdrop: $3F10's write lands on $3F00
