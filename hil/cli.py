@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
     from calibration import Profile
-    from hil.sim import SimSettings
+    from hil.sim import Renderer, SimSettings
+
+# `hil sim show`'s default sheet: from the ideal chain to the most degraded.
+SHEET_ORDER = (
+    "ideal_720p_nearest",
+    "square_1080p_area",
+    "hdmi_1080p_bilinear",
+    "mjpeg_720p_q70",
+    "composite_480p_combing",
+)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -28,6 +37,21 @@ def _sim_settings(args: argparse.Namespace) -> SimSettings:
         player_seed=args.player_seed,
         taps_only=args.taps_only,
     )
+
+
+def _renderer(args: argparse.Namespace) -> Renderer | None:
+    """None (clean-room tiles) or the tiles of the user's own ROM file (--rom)."""
+    if not args.rom:
+        return None
+    import functools
+
+    import engine
+
+    try:
+        tiles = engine.TileSet.from_ines(args.rom)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"hil sim: {e}") from None
+    return functools.partial(engine.render_frame, tiles=tiles)
 
 
 def _load_profile(name: str) -> Profile:
@@ -53,6 +77,7 @@ def _cmd_sim_record(args: argparse.Namespace) -> int:
             out=args.out,
             codec=args.codec,
             capture_seed=args.capture_seed,
+            render=_renderer(args),
             overwrite=args.overwrite,
             progress=not args.quiet,
         )
@@ -67,20 +92,25 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     from calibration import builtin_profiles
     from hil.sim import contact_sheet, has_display, play_to, show_live
 
-    names = args.profile or builtin_profiles()
-    profiles = [_load_profile(n) for n in names]
+    shipped = builtin_profiles()
+    default = [n for n in SHEET_ORDER if n in shipped] + [
+        n for n in shipped if n not in SHEET_ORDER
+    ]
+    profiles = [_load_profile(n) for n in args.profile or default]
     settings = _sim_settings(args)
+    render = _renderer(args)
     if args.png is None and has_display():
-        show_live(settings, profiles[0], args.frames, render=None)
+        show_live(settings, profiles[0], args.frames, render=render)
         return 0
     png = args.png or "capture_contact_sheet.png"
     try:
-        frame, previous = play_to(settings, args.frame)
+        frame, previous = play_to(settings, args.frame, render=render)
     except ValueError as e:
         raise SystemExit(f"hil sim show: {e}") from None
     title = (
         f"hil sim show: level {settings.level}, speed {settings.speed}, seed "
-        f"0x{settings.seed:04X}, console frame {args.frame}, clean-room tiles"
+        f"0x{settings.seed:04X}, console frame {args.frame}, "
+        + ("tiles from the user's ROM file" if args.rom else "clean-room tiles")
     )
     path = contact_sheet(profiles, [frame, previous], png, title=title)
     print(f"contact sheet of {len(profiles)} profiles written to {path}")
@@ -151,6 +181,11 @@ def _add_game_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--player-seed", type=int, default=0, help="seed of the random placements")
     p.add_argument(
         "--taps-only", action="store_true", help="faster taps-only planning (docs/PLANNER.md)"
+    )
+    p.add_argument(
+        "--rom",
+        help="draw with the tiles of your own Dr. Mario ROM (iNES) instead of the clean-room "
+        "tiles; never commit or share such pictures",
     )
 
 
