@@ -15,9 +15,10 @@ would have chosen at each spawn, and writes (docs/EMU.md, "hil replay"):
 Stand-ins, until the real pieces land on main (each output line names what produced it):
 
 - reader: :class:`TruthReader` takes the reading from the recording's ground-truth sidecar (the
-  game's RAM as ``hil sim record`` wrote it, not what the picture shows). perception's
-  BoardReader (captured frame + Profile -> Observation) plugs in as any ``Reader``; a video
-  without a sidecar cannot be replayed before it exists (ReplayError says so).
+  picture's facts ``hil sim record`` wrote: the bottle as drawn, the pill's sprites, the next
+  pill, the screen kind). perception's BoardReader (captured frame + Profile -> Observation)
+  plugs in as any ``Reader``; a video without a sidecar cannot be replayed before it exists
+  (ReplayError says so).
 - policy: :class:`StandInPolicy` plans the reachable placements with ``engine.plan`` on a game
   rebuilt from the reading and takes the deepest one. Anything with ``name`` and
   ``act(game) -> decision`` with ``.placement`` (policy.PlacementPolicy) plugs in.
@@ -80,7 +81,9 @@ class Reading:
     ``"other"``. ``field``: uint8 [16, 8] NES cell codes (DESIGN.md), row 0 at the top.
     ``pill``: the falling pill or None. ``next_colors``: the next pill's colours or None.
     ``virus_left``: the HUD's count or None. ``console_frame``: the console frame the picture
-    shows, when the source knows it. ``source``: who read it.
+    shows, when the source knows it. ``source``: who read it. ``pill_state_frame``: the
+    engine frame count of the game state whose pill pose was read, when the source knows it
+    (simulated recordings).
     """
 
     kind: str
@@ -90,6 +93,7 @@ class Reading:
     virus_left: int | None
     console_frame: int | None
     source: str
+    pill_state_frame: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +115,12 @@ class Reader(Protocol):
     def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading: ...
 
 
+_KIND_OF_SCREEN = {  # engine.ScreenKind names
+    "LEVEL": "level",
+    "PAUSED": "paused",
+    "STAGE_CLEAR": "stage_clear",
+    "TOP_OUT": "top_out",
+}
 _KIND_OF_PHASE = {
     Phase.INTRO: "level",
     Phase.PLAYING: "level",
@@ -121,10 +131,16 @@ _KIND_OF_PHASE = {
 
 
 class TruthReader:
-    """Stand-in reader: the recording's ground-truth sidecar (``hil sim record`` format:
-    ``field`` hex rows, ``pill``, ``next``, ``phase``, ``virus_left``, ``console_frame``)."""
+    """Stand-in reader: the recording's ground-truth sidecar (``hil sim record``).
 
-    name = "truth sidecar (stand-in for perception)"
+    It reads what the picture shows, as perception will: the sidecar's ``screen`` facts
+    (``engine.screen_facts`` of the rendered frame: the bottle as the nametable holds it, which
+    lags the field by up to 16 rows of redraw; the falling pill's sprites, a frame behind the
+    state; the next pill; the screen kind). Sidecars without ``screen`` (older recordings) are
+    read from the game's RAM instead (``field``, ``pill``, ``next``, ``phase``).
+    """
+
+    name = "truth sidecar: the picture's facts (stand-in for perception)"
 
     def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
         if truth is None:
@@ -132,27 +148,35 @@ class TruthReader:
                 "the truth reader needs a recording's ground-truth sidecar; this source has none"
             )
         try:
-            rows = [bytes.fromhex(r) for r in truth["field"]]
-            grid = np.frombuffer(b"".join(rows), np.uint8).reshape(16, 8).copy()
-            p = truth.get("pill")
+            screen = truth.get("screen")
+            state_frame = truth.get("state_frame", truth.get("frame"))
+            if screen is not None:
+                rows, p, nxt = screen["bottle"], screen.get("falling"), screen.get("next")
+                kind = _KIND_OF_SCREEN.get(screen["kind"], "other")
+                # the sprites show the pill as of the state one frame before (RENDER.md)
+                pill_frame = None if state_frame is None else int(state_frame) - 1
+            else:
+                rows, p, nxt = truth["field"], truth.get("pill"), truth.get("next")
+                kind = _KIND_OF_PHASE.get(Phase[truth["phase"]], "other")
+                pill_frame = None if state_frame is None else int(state_frame)
+            grid = np.frombuffer(b"".join(bytes.fromhex(r) for r in rows), np.uint8)
             pill = (
                 PillReading(int(p["x"]), int(p["y"]), int(p["rotation"]), _pair(p["colors"]))
                 if p
                 else None
             )
-            nxt = truth.get("next")
-            kind = _KIND_OF_PHASE.get(Phase[truth["phase"]], "other")
+            return Reading(
+                kind=kind,
+                field=grid.reshape(16, 8).copy(),
+                pill=pill,
+                next_colors=_pair(nxt["colors"]) if nxt else None,
+                virus_left=truth.get("virus_left"),
+                console_frame=truth.get("console_frame"),
+                source=self.name,
+                pill_state_frame=pill_frame,
+            )
         except (KeyError, ValueError, TypeError) as e:
             raise ReplayError(f"frame {frame.index}: sidecar line not understood ({e!r})") from None
-        return Reading(
-            kind=kind,
-            field=grid,
-            pill=pill,
-            next_colors=_pair(nxt["colors"]) if nxt else None,
-            virus_left=truth.get("virus_left"),
-            console_frame=truth.get("console_frame"),
-            source=self.name,
-        )
 
 
 def _pair(values: Any) -> tuple[int, int]:
@@ -235,43 +259,40 @@ class Event:
 class EventDetector:
     """Events from consecutive readings (call :meth:`update` once per captured frame, in order).
 
-    - spawn: a falling pill appears, or the pill read is higher than the frame before (a new
-      pill whose gap was not captured);
-    - lock: cells become occupied by pill halves (placement from the new cells, else from the
-      last pill pose read);
+    - spawn: a falling pill appears, or is read higher than the frame before (a new pill whose
+      gap was not captured);
+    - lock: the pill's halves appear in the field. The picture redraws the bottle one row per
+      frame after a change, so the halves may appear a few frames after the pill's sprites went
+      away (and a vertical pill's top half a frame before its bottom half): from the moment the
+      pill is gone (or cells appear under it), the detector waits up to ``lock_wait`` frames for
+      the new cells to form the pill (placement from them), else takes the last pose read;
     - clear: more cells are clearing ($Bx) than the frame before;
     - stage_clear / top_out: the screen kind turns to it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, lock_wait: int = 20) -> None:
+        self.lock_wait = lock_wait
         self.prev: Reading | None = None
-        self.last_pill: PillReading | None = None
+        self.pill: PillReading | None = None  # the pill falling (last pose read)
+        self.last: PillReading | None = None  # the pill that locked last
+        self.base: U8 | None = None  # the field while it fell (a falling pill changes nothing)
+        self.pending: tuple[PillReading, U8, int] | None = None  # gone, cells not yet complete
 
     def update(self, index: int, r: Reading) -> list[Event]:
         events: list[Event] = []
         prev = self.prev
         cf = r.console_frame
+        ref = self.pill or self.last  # a locked pill's sprites may linger a frame
+        new_pill = r.pill is not None and (
+            ref is None or r.pill.y > ref.y or r.pill.colors != ref.colors
+        )
+        if self.pill is not None and (r.pill is None or new_pill or self._grew(r.field)):
+            assert self.base is not None
+            self.pending = (self.pill, self.base, index)
+            self.last, self.pill = self.pill, None
+        if self.pending is not None:
+            events += self._try_lock(index, r, force=new_pill)
         if prev is not None:
-            gained = int(_occupied(r.field).sum()) - int(_occupied(prev.field).sum())
-            if gained > 0 and self.last_pill is not None:
-                placement = lock_placement(prev.field, r.field, self.last_pill.colors)
-                if placement is None:
-                    p = self.last_pill
-                    placement = placement_index(p.rotation, 15 - p.y, p.x)
-                new = np.argwhere(~_occupied(prev.field) & _occupied(r.field))
-                events.append(
-                    Event(
-                        "lock",
-                        index,
-                        cf,
-                        {
-                            "placement": placement,
-                            "colors": list(self.last_pill.colors),
-                            "cells": [[int(a), int(b)] for a, b in new],
-                        },
-                    )
-                )
-                self.last_pill = None
             clearing = int(((r.field & 0xF0) == 0xB0).sum())
             was = int(((prev.field & 0xF0) == 0xB0).sum())
             if clearing > was:
@@ -280,13 +301,34 @@ class EventDetector:
                 )
             if r.kind != prev.kind and r.kind in ("stage_clear", "top_out"):
                 events.append(Event(r.kind, index, cf, {"virus_left": r.virus_left}))
-        if r.pill is not None:
-            before = prev.pill if prev is not None else None
-            if before is None or r.pill.y > before.y or r.pill.colors != before.colors:
+        if r.pill is not None and (new_pill or self.pill is not None):
+            if new_pill:
                 events.append(Event("spawn", index, cf, {"pill": asdict(r.pill)}))
-            self.last_pill = r.pill
+            self.pill = r.pill
+            self.base = r.field
         self.prev = r
         return events
+
+    def _grew(self, grid: U8) -> bool:
+        assert self.base is not None
+        return bool((~_occupied(self.base) & _occupied(grid)).any())
+
+    def _try_lock(self, index: int, r: Reading, force: bool) -> list[Event]:
+        assert self.pending is not None
+        pill, base, since = self.pending
+        placement = lock_placement(base, r.field, pill.colors)
+        if placement is None and not force and index - since < self.lock_wait:
+            return []
+        if placement is None:  # the cells never formed this pill: the last pose read
+            placement = placement_index(pill.rotation, 15 - pill.y, pill.x)
+        new = np.argwhere(~_occupied(base) & _occupied(r.field))
+        self.pending = None
+        data = {
+            "placement": placement,
+            "colors": list(pill.colors),
+            "cells": [[int(a), int(b)] for a, b in new],
+        }
+        return [Event("lock", index, r.console_frame, data)]
 
 
 # ---- decisions -------------------------------------------------------------------------------
@@ -329,8 +371,9 @@ class StandInPolicy:
 def game_from_reading(r: Reading, level: int, speed: int) -> engine.Game:
     """An engine game in the state a reading shows at a spawn: the field, the falling pill and
     the next pill; gravity counter, DAS, held buttons and speed-ups are unknown from a picture
-    and start at 0 (the fast-drop parity from ``console_frame`` when known). Raises ValueError
-    without a falling pill."""
+    and start at 0; frameCounter (its parity times the fast drop) is ``pill_state_frame`` when
+    the source knows it (a simulated game starts at 0), else 0. Raises ValueError without a
+    falling pill."""
     if r.pill is None:
         raise ValueError("a decision needs a falling pill in the reading")
     g = engine.Game(level, speed, 0x8988)
@@ -345,7 +388,7 @@ def game_from_reading(r: Reading, level: int, speed: int) -> engine.Game:
     g.next_action[...] = 0  # action_pillFalling
     for name in ("speed_counter", "hor_velocity", "btns_held", "btns_pressed", "speed_ups"):
         getattr(g, name)[...] = 0
-    g.frame_counter[...] = (r.console_frame or 0) & 0xFF
+    g.frame_counter[...] = (r.pill_state_frame or 0) & 0xFF
     g.status[...] = 0xFF  # no row redraw pending
     return g
 

@@ -49,6 +49,19 @@ def recording(tmp_path_factory: pytest.TempPathFactory):
     return out, sim
 
 
+def true_spawn_plans(sim: SimCapture) -> list[engine.Plan]:
+    """Plans (taps only) of the game's spawn states: the first state of each falling pill."""
+    game = engine.Game(SETTINGS.level, SETTINGS.speed, SETTINGS.seed)
+    plans, was = [], False
+    for mask in sim.masks:
+        falling = engine.Phase(int(game.phase)) == engine.Phase.PLAYING and not game.next_action
+        if falling and not was:
+            plans.append(engine.plan(game, taps_only=True))
+        was = falling
+        game.step(mask)
+    return plans
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -69,14 +82,15 @@ def test_replay_finds_the_played_placements_and_decides_at_each_spawn(recording,
     assert len(spawns) in (len(locks), len(locks) + 1)
     decisions = [o for o in out if o["type"] == "decision"]
     assert len(decisions) == len(spawns) == summary.decisions
-    for d in decisions:
-        # Rebuild the true game at the spawn's console frame: the decision must be one of its
-        # reachable placements, the deepest one.
-        game = engine.Game(SETTINGS.level, SETTINGS.speed, SETTINGS.seed)
-        game.run(np.array(sim.masks[: d["console_frame"]], np.uint8))
-        placements = [int(p) for p in engine.plan(game, taps_only=True).placements]
-        assert d["placement"] in placements
-        assert d["row"] == max((p % 128) // 8 for p in placements)
+    # Each decision was planned on a game rebuilt from the picture at the spawn: it must see
+    # exactly the reachable set of the true spawn state (the engine replayed with the player's
+    # masks) and take its deepest placement, locking on the same frame.
+    truth = true_spawn_plans(sim)
+    for d, plan in zip(decisions, truth, strict=False):
+        placements = [int(p) for p in plan.placements]
+        deepest = max(placements, key=lambda i: ((i % 128) // 8, -abs(i % 8 - 3.5), -i))
+        assert (d["reachable"], d["placement"]) == (len(placements), deepest)
+        assert d["frames_to_lock"] == int(plan.lock_frames[placements.index(deepest)])
     outcomes = [o for o in out if o["type"] == "decision_outcome"]
     assert [o["played"] for o in outcomes] == [e["placement"] for e in locks]
     assert "spawn" in log.getvalue() and "decision: placement" in log.getvalue()
@@ -121,6 +135,39 @@ def test_event_rules_on_hand_made_readings():
     det = EventDetector()
     det.update(0, reading(empty, pill))
     assert [e.kind for e in det.update(1, reading(empty, kind="top_out"))] == ["top_out"]
+
+
+def test_lock_waits_for_the_row_by_row_redraw():
+    empty = np.full((16, 8), 0xFF, np.uint8)
+    pill = PillReading(x=4, y=6, rotation=1, colors=(1, 2))  # vertical, bottom half in row 9
+    top, both = empty.copy(), empty.copy()
+    top[8, 4] = both[8, 4] = 0x42
+    both[9, 4] = 0x51
+    det = EventDetector()
+    kinds = [
+        [e.kind for e in det.update(i, reading(f, p))]
+        for i, (f, p) in enumerate(
+            [(empty, pill), (empty, None), (top, None), (both, None), (both, None)]
+        )
+    ]
+    assert kinds == [["spawn"], [], [], ["lock"], []]
+    assert det.update(5, reading(both)) == []
+    # Cells drawn while the pill's sprites still show: one lock, and the lingering sprites
+    # are not a new pill; the next pill is.
+    det = EventDetector()
+    det.update(0, reading(empty, pill))
+    events = det.update(1, reading(both, pill))
+    assert [e.kind for e in events] == ["lock"]
+    assert events[0].data["placement"] == placement_index(1, 9, 4)
+    assert det.update(2, reading(both, pill)) == []
+    nxt = PillReading(x=3, y=15, rotation=0, colors=(1, 2))
+    assert [e.kind for e in det.update(3, reading(both, nxt))] == ["spawn"]
+    # Cells that never form the pill: after lock_wait frames, the last pose read.
+    det = EventDetector(lock_wait=3)
+    det.update(0, reading(empty, pill))
+    late = [det.update(i, reading(top)) for i in range(1, 6)]
+    assert [len(e) for e in late] == [0, 0, 0, 1, 0]
+    assert late[3][0].data["placement"] == placement_index(1, 9, 4)
 
 
 @pytest.mark.parametrize(
