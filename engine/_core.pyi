@@ -75,6 +75,7 @@ class Batch:
     def set(self, index: int, game: Game) -> None: ...
     field: U8
     reserve: U8
+    shown: U8
     pill_x: U8
     pill_y: U8
     pill_rotation: U8

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
     from calibration import Profile
-    from hil.sim import SimSettings
+    from hil.sim import Renderer, SimSettings
+
+# `hil sim show`'s default sheet: from the ideal chain to the most degraded.
+SHEET_ORDER = (
+    "ideal_720p_nearest",
+    "square_1080p_area",
+    "hdmi_1080p_bilinear",
+    "mjpeg_720p_q70",
+    "composite_480p_combing",
+)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -28,6 +37,21 @@ def _sim_settings(args: argparse.Namespace) -> SimSettings:
         player_seed=args.player_seed,
         taps_only=args.taps_only,
     )
+
+
+def _renderer(args: argparse.Namespace) -> Renderer | None:
+    """None (clean-room tiles) or the tiles of the user's own ROM file (--rom)."""
+    if not args.rom:
+        return None
+    import functools
+
+    import engine
+
+    try:
+        tiles = engine.TileSet.from_ines(args.rom)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"hil sim: {e}") from None
+    return functools.partial(engine.render_frame, tiles=tiles)
 
 
 def _load_profile(name: str) -> Profile:
@@ -53,6 +77,7 @@ def _cmd_sim_record(args: argparse.Namespace) -> int:
             out=args.out,
             codec=args.codec,
             capture_seed=args.capture_seed,
+            render=_renderer(args),
             overwrite=args.overwrite,
             progress=not args.quiet,
         )
@@ -67,20 +92,25 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     from calibration import builtin_profiles
     from hil.sim import contact_sheet, has_display, play_to, show_live
 
-    names = args.profile or builtin_profiles()
-    profiles = [_load_profile(n) for n in names]
+    shipped = builtin_profiles()
+    default = [n for n in SHEET_ORDER if n in shipped] + [
+        n for n in shipped if n not in SHEET_ORDER
+    ]
+    profiles = [_load_profile(n) for n in args.profile or default]
     settings = _sim_settings(args)
+    render = _renderer(args)
     if args.png is None and has_display():
-        show_live(settings, profiles[0], args.frames, render=None)
+        show_live(settings, profiles[0], args.frames, render=render)
         return 0
     png = args.png or "capture_contact_sheet.png"
     try:
-        frame, previous = play_to(settings, args.frame)
+        frame, previous = play_to(settings, args.frame, render=render)
     except ValueError as e:
         raise SystemExit(f"hil sim show: {e}") from None
     title = (
         f"hil sim show: level {settings.level}, speed {settings.speed}, seed "
-        f"0x{settings.seed:04X}, console frame {args.frame}, clean-room tiles"
+        f"0x{settings.seed:04X}, console frame {args.frame}, "
+        + ("tiles from the user's ROM file" if args.rom else "clean-room tiles")
     )
     path = contact_sheet(profiles, [frame, previous], png, title=title)
     print(f"contact sheet of {len(profiles)} profiles written to {path}")
@@ -337,6 +367,56 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a recording or video: readings, events, decisions, an annotated video."""
+    from hil.replay import main_replay
+
+    return main_replay(
+        args.video,
+        out=args.out,
+        profile_name=args.profile,
+        reader_name=args.reader,
+        level=args.level,
+        speed=args.speed,
+        taps_only=args.taps_only,
+        max_frames=args.frames,
+        quiet=args.quiet,
+    )
+
+
+def _cmd_emu_selftest(args: argparse.Namespace) -> int:
+    """Prove the emulator path with the project's test ROM; print JSON."""
+    from hil.emu import print_json, selftest
+    from hil.testrom import RomBuildError
+
+    try:
+        report = selftest(frames=args.frames, seed=args.seed, out_dir=args.build_dir)
+    except (RomBuildError, ValueError) as e:
+        raise SystemExit(f"hil emu selftest: {e}") from None
+    print_json(report)
+    bad = report["ram_mismatches"] + report["pixel_mismatches"] + report["late_schedules"]
+    return 1 if bad else 0
+
+
+def _cmd_emu_start(args: argparse.Namespace) -> int:
+    """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
+    from hil.emu import MUSIC, EmuError, print_json, start_game
+
+    try:
+        report = start_game(
+            args.rom,
+            args.level,
+            args.speed,
+            MUSIC[args.music] if args.music else None,
+            png=args.png,
+            verify_crc=not args.no_crc,
+        )
+    except (EmuError, ValueError) as e:  # RomError is a ValueError
+        raise SystemExit(f"hil emu start: {e}") from None
+    print_json(report)
+    return 0
+
+
 def _print_help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 0
@@ -351,6 +431,11 @@ def _add_game_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--player-seed", type=int, default=0, help="seed of the random placements")
     p.add_argument(
         "--taps-only", action="store_true", help="faster taps-only planning (docs/PLANNER.md)"
+    )
+    p.add_argument(
+        "--rom",
+        help="draw with the tiles of your own Dr. Mario ROM (iNES) instead of the clean-room "
+        "tiles; never commit or share such pictures",
     )
 
 
@@ -454,6 +539,49 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--fast", action="store_true", help="sim: lockstep")
     cal.add_argument("--capture-seed", type=int, default=0)
     cal.set_defaults(func=_cmd_calibrate)
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay a recording or video: board readings, events, decisions, annotated video",
+    )
+    rp.add_argument("video", help="recording directory (hil sim record) or video file")
+    rp.add_argument(
+        "--profile", help="capture profile name or JSON file (default: the recording's)"
+    )
+    rp.add_argument("--out", help="output directory (default: VIDEO_replay beside it)")
+    rp.add_argument(
+        "--reader",
+        choices=["truth", "perception"],
+        default="truth",
+        help="truth: the recording's ground-truth sidecar (stand-in until perception lands)",
+    )
+    rp.add_argument("--level", type=int, help="level 0..24 (default: the recording's)")
+    rp.add_argument("--speed", type=int, choices=[0, 1, 2], help="default: the recording's")
+    rp.add_argument("--taps-only", action="store_true", help="faster taps-only planning")
+    rp.add_argument("--frames", type=int, help="replay at most this many frames")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(func=_cmd_replay)
+
+    emu = sub.add_parser("emu", help="the emulator console (cynes): self-test, start a level")
+    emu_sub = emu.add_subparsers(dest="emu_command", metavar="EMU_COMMAND")
+    emu.set_defaults(func=lambda _args: _print_help(emu))
+    st = emu_sub.add_parser(
+        "selftest", help="the project's test ROM proves every scheduled mask arrives (JSON)"
+    )
+    st.add_argument("--frames", type=int, default=600, help="console frames to check (600)")
+    st.add_argument("--seed", type=int, default=0, help="seed of the random masks")
+    st.add_argument("--build-dir", help="where to build the test ROM (default build/testrom)")
+    st.set_defaults(func=_cmd_emu_selftest)
+    es = emu_sub.add_parser(
+        "start", help="your Dr. Mario ROM: menus to a level, engine parity of its board (JSON)"
+    )
+    es.add_argument("rom", help="your own Dr. Mario iNES file")
+    es.add_argument("--level", type=int, default=10, help="level 0..20 (default 10)")
+    es.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    es.add_argument("--music", choices=["fever", "chill", "off"], help="default: leave it")
+    es.add_argument("--png", help="write the first frame of play here")
+    es.add_argument("--no-crc", action="store_true", help="accept an unverified dump")
+    es.set_defaults(func=_cmd_emu_start)
     return parser
 
 
