@@ -156,7 +156,7 @@ class DeviceCapture:
                     backoff = min(backoff * 2, 4.0)
                     continue
             ok, image = self._cap.read()
-            now = self.clock()
+            now = self._timestamp(self.clock())
             if not ok or image is None:
                 self.lost += 1
                 msg = f"capture device {self.device} lost (unplugged?); reconnecting"
@@ -174,6 +174,15 @@ class DeviceCapture:
                 self.delivered += 1
                 self._error = None
                 self._cond.notify_all()
+
+    def _timestamp(self, now_ns: int) -> int:
+        """The driver's timestamp of the buffer when it is on our clock (V4L2 stamps buffers
+        with CLOCK_MONOTONIC, which OpenCV reports as CAP_PROP_POS_MSEC): it excludes the
+        decode and the wait for this thread. Otherwise the time read() returned."""
+        if self._cap is None or self.clock is not time.monotonic_ns:
+            return now_ns
+        stamp = int(float(self._cap.get(cv2.CAP_PROP_POS_MSEC)) * 1e6)
+        return stamp if 0 <= now_ns - stamp < 500_000_000 else now_ns
 
     def newest(self, timeout_s: float) -> Frame | None:
         deadline = time.monotonic() + timeout_s

@@ -239,7 +239,7 @@ class RunSettings:
     start_delay_frames: int = 1  # Start latched in s -> level state 0 in s + delay
     start_wait_frames: int = 30  # after a level ends, before pressing Start
     feed_frames: int = 12  # "no buttons" kept scheduled this far ahead
-    margin_ms: float = 2.0  # transport margin on top of the measured decision time
+    margin_ms: float = 3.0  # transport margin on top of the measured decision time
     stop_on_top_out: bool = False
     reconnect_timeout_s: float = 30.0
     frame_timeout_s: float = 2.0  # no captured frame for this long: the capture is lost
@@ -570,7 +570,7 @@ class Runtime:
             # "No buttons" well past the time the decision may take: no underrun meanwhile
             # (the plan replaces what it needs; only frames armed before it is sent count as
             # the committed prefix).
-            self._feed(ahead=int(3 * extra / 16.6) + 2 * self.s.feed_frames)
+            self._feed(ahead=max(60, int(3 * extra / 16.6) + 2 * self.s.feed_frames))
         for _attempt in range(4):
             conf = tr.confirmed_state()
             assert conf is not None
