@@ -402,9 +402,17 @@ class SimCapture:
     def _run(self) -> None:
         c = self.console
         sched = c.schedule
-        for k in range(len(sched)):
+        k = -1
+        while k + 1 < len(sched):
+            k += 1
             if self._stop.is_set():
                 return
+            # Behind (rendering and the forward model cost more than a frame on this host):
+            # frames whose successor has already arrived would only be replaced unread.
+            now = time.monotonic_ns()
+            while k + 1 < len(sched) and c.host_ns(float(sched.time_ns[k + 1])) <= now:
+                k += 1
+                self.skipped += 1
             g = int(sched.console_frame[k])
             # The picture of frame g is complete when frame g + 1 latches.
             while not self._stop.is_set():

@@ -51,6 +51,15 @@ class PillSeen:
     colors: tuple[int, int]
 
 
+def canonical_pill(pill: PillSeen) -> PillSeen:
+    """The pill as a picture can tell it: rotation 2 draws what rotation 0 draws with the
+    halves swapped (3 likewise 1), so (x, y, rotation % 2, colours in drawn order)."""
+    c0, c1 = pill.colors
+    if pill.rotation >= 2:
+        c0, c1 = c1, c0
+    return PillSeen(pill.x, pill.y, pill.rotation % 2, (c0, c1))
+
+
 @dataclass(frozen=True)
 class Observation:
     """One captured frame read: see the module docstring.
@@ -121,6 +130,42 @@ def observation_from_facts(facts: engine.ScreenFacts, source: str = "oracle") ->
 def blank_observation(kind: ScreenKind = ScreenKind.OTHER, source: str = "oracle") -> Observation:
     """A screen that shows no level (an empty bottle, nothing drawn)."""
     return Observation(kind=kind, field=np.full((ROWS, COLS), 0xFF, np.uint8), source=source)
+
+
+_PERCEPTION_KINDS = {
+    "GAMEPLAY": ScreenKind.LEVEL,
+    "LEVEL_INTRO": ScreenKind.LEVEL,
+    "STAGE_CLEAR": ScreenKind.STAGE_CLEAR,
+    "GAME_OVER": ScreenKind.TOP_OUT,
+    "PAUSED": ScreenKind.PAUSED,
+    "OTHER": ScreenKind.OTHER,
+}
+
+
+def observation_from_perception(p: Any) -> Observation:
+    """perception.observation.Observation (BoardReader.read) -> the runtime's Observation.
+
+    Its kinds map GAMEPLAY and LEVEL_INTRO to LEVEL, GAME_OVER to TOP_OUT; its falling pill is
+    already canonical (rotation 0/1, colours in drawn order); it reads neither the throw frame
+    nor the virus animation frame (None here). Raises ValueError for an unknown kind."""
+    name = getattr(p.kind, "name", str(p.kind))
+    if name not in _PERCEPTION_KINDS:
+        raise ValueError(f"unknown perception screen kind {name!r}")
+    f = p.falling
+    falling = (
+        None
+        if f is None
+        else PillSeen(int(f.x), int(f.y), int(f.rotation), (int(f.colors[0]), int(f.colors[1])))
+    )
+    nxt = p.next
+    return Observation(
+        kind=_PERCEPTION_KINDS[name],
+        field=canonical_cells(p.field),
+        falling=falling,
+        next_colors=None if nxt is None else (int(nxt.colors[0]), int(nxt.colors[1])),
+        confidence=np.asarray(p.confidence, dtype=np.float32),
+        source="onnx",
+    )
 
 
 class Reader(Protocol):

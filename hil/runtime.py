@@ -163,6 +163,8 @@ def make_reader(name: str, profile: Any = None) -> Reader:
                 "the simulated console can use --reader oracle"
             ) from None
 
+        from hil.observation import observation_from_perception
+
         class OnnxReader:
             name = "onnx"
 
@@ -170,7 +172,7 @@ def make_reader(name: str, profile: Any = None) -> Reader:
                 self.net = BoardReader(profile)
 
             def __call__(self, frame: Any) -> Observation:
-                return self.net(frame.image)
+                return observation_from_perception(self.net.read(frame.image))
 
         return OnnxReader()
     raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")
@@ -532,8 +534,11 @@ class Runtime:
         return True
 
     def _first_free(self, extra_ms: float = 0.0) -> int:
-        margin = (self.s.margin_ms + extra_ms) * 1e6
-        return self.tracker.clock.first_schedulable(self.clock(), margin)
+        clock = self.tracker.clock
+        margin = self.s.margin_ms + extra_ms
+        if clock.samples < 60:  # the offset and period are still rough
+            margin += 5.0
+        return clock.first_schedulable(self.clock(), margin * 1e6)
 
     def _feed(self, ahead: int | None = None) -> None:
         """Keeps "no buttons" scheduled ``feed_frames`` ahead; pings when quiet."""
@@ -543,7 +548,8 @@ class Runtime:
         now_frame = clock.frame_at(self.clock())
         want = now_frame + (ahead if ahead is not None else self.s.feed_frames)
         if self.feed_end < want - self.s.feed_frames // 2:  # top up in chunks
-            first = max(self.feed_end + 1, self._first_free())
+            # Not time-critical: a frame of slack so a feed is never late itself.
+            first = max(self.feed_end + 1, self._first_free(extra_ms=16.7))
             if want >= first:
                 self._schedule(first, [0] * (want - first + 1), "feed")
         if now_frame - self.last_ping_frame >= 30 or now_frame - self.last_tx_frame >= 6:
@@ -556,7 +562,7 @@ class Runtime:
     def _decision_margin_ms(self) -> float:
         if self.s.fast:
             return 0.0
-        recent = self.decision_ms_recent[-10:]
+        recent = self.decision_ms_recent[-5:]
         return max(recent) if recent else 50.0
 
     def _decide(self, pill: int, t_seen_ns: int) -> None:
@@ -577,23 +583,24 @@ class Runtime:
             g0, game = conf
             first = max(self._first_free(extra), g0)
             prefix = np.array([tr.mask_of(g) for g in range(g0, first)], dtype=np.uint8)
-            t0 = time.perf_counter_ns()
-            plan = self.planner(game, prefix)
-            t1 = time.perf_counter_ns()
-            if plan.status != 0 or len(plan) == 0:
-                self.stats.missed_decisions += 1
-                self.log.write(
-                    "no_plan",
-                    pill=pill,
-                    first_frame=first,
-                    status=int(plan.status),
-                    prefix=len(prefix),
-                )
-                tr.decided(pill)
-                return
             decision = game.clone()
             decision.run(prefix)
-            idx = int(self.policy.choose(decision, plan.reachable))
+            if not _falling_at(decision):
+                # The pill locks before the first frame we can still reach (engine.plan would
+                # plan the next pill, whose next-pill colours are not seen yet): missed.
+                self._missed(pill, first, len(prefix), "the pill locks before the first free frame")
+                return
+            t0 = time.perf_counter_ns()
+            try:
+                plan = self.planner(game, prefix)
+                t1 = time.perf_counter_ns()
+                if plan.status != 0 or len(plan) == 0:
+                    self._missed(pill, first, len(prefix), f"plan status {int(plan.status)}")
+                    return
+                idx = int(self.policy.choose(decision, plan.reachable))
+            except ValueError as exc:  # one bad decision must not end the run
+                self._missed(pill, first, len(prefix), f"error: {exc}")
+                return
             t2 = time.perf_counter_ns()
             full = plan.masks(idx)  # from the confirmed state, prefix included, to the lock
             masks = full[len(prefix) :]
@@ -640,6 +647,11 @@ class Runtime:
         self.stats.missed_decisions += 1
         self.log.write("no_plan", pill=pill, reason="could not keep up with the console")
         tr.decided(pill)
+
+    def _missed(self, pill: int, first: int, prefix: int, reason: str) -> None:
+        self.stats.missed_decisions += 1
+        self.log.write("no_plan", pill=pill, first_frame=first, prefix=prefix, reason=reason)
+        self.tracker.decided(pill)
 
     # ---- levels -------------------------------------------------------------------------------
 

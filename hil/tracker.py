@@ -37,7 +37,13 @@ import numpy.typing as npt
 import engine
 from engine import ScreenKind
 from engine.constants import Phase
-from hil.observation import Observation, PillSeen, canonical_cells, observation_from_facts
+from hil.observation import (
+    Observation,
+    PillSeen,
+    canonical_cells,
+    canonical_pill,
+    observation_from_facts,
+)
 
 NES_HZ = 60.0988
 SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
@@ -98,6 +104,11 @@ class FrameClock:
             f1, t1 = self._samples[-1]
             self._period = (t1 - t0) * 1000.0 / (f1 - f0) if f1 - f0 >= 30 else self.nominal_ns
         return self._period
+
+    @property
+    def samples(self) -> int:
+        """STATUS messages the estimate rests on (up to 512)."""
+        return len(self._samples)
 
     @property
     def last_frame(self) -> int:
@@ -166,7 +177,9 @@ def mismatches(
     if diff > cfg.cell_tolerance:
         out.append("board")
     if (pred.falling is None) != (obs.falling is None) or (
-        pred.falling is not None and pred.falling != obs.falling
+        pred.falling is not None
+        and obs.falling is not None
+        and canonical_pill(pred.falling) != canonical_pill(obs.falling)
     ):
         out.append("pill")
     if (
@@ -263,7 +276,10 @@ class _Level:
         self.history: dict[int, engine.Game] = {}  # e -> confirmed state
         self.spawns: dict[int, int] = {}  # e -> spawn count up to e
         self.confirmed = 0  # newest e in history
-        self.next_unknown_from: int | None = None  # states >= this have unread next colours
+        # The next pill's colours as read while the spawn count was k (the preview changes
+        # only at a spawn: generateNextPill $8E9D); states with an unread count are not
+        # compared on them. The tracker never knows the pill reserve.
+        self.next_by_spawn: dict[int, tuple[int, int]] = {}
         self.reported_spawn = 0
         self.decided_spawn = 0
         self.mismatch_run = 0
@@ -413,6 +429,8 @@ class Tracker:
         state = self._make_state0(c)
         lv.history = {0: state.clone()}
         lv.spawns = {0: 0}
+        if lv.next0 is not None:
+            lv.next_by_spawn[0] = lv.next0
         lv.confirmed = 0
         self.state = LevelState.TRACKING
         self._out.append(
@@ -459,8 +477,8 @@ class Tracker:
             before = lv.spawns[lv.confirmed - 1]
             started = falling(game) and not falling(lv.history[lv.confirmed - 1])
             lv.spawns[lv.confirmed] = before + int(started)
-            if started and lv.next_unknown_from is None:
-                lv.next_unknown_from = lv.confirmed
+            if started and lv.spawns[lv.confirmed] in lv.next_by_spawn:
+                game.next_colors[:] = lv.next_by_spawn[lv.spawns[lv.confirmed]]
             old = lv.confirmed - 600
             lv.history.pop(old, None)
             lv.spawns.pop(old, None)
@@ -481,7 +499,10 @@ class Tracker:
         for k in range(lv.confirmed, e):
             was = falling(game)
             game.step(self.mask_of(lv.base + k))
-            spawns += int(falling(game) and not was)
+            if falling(game) and not was:
+                spawns += 1
+                if spawns in lv.next_by_spawn:
+                    game.next_colors[:] = lv.next_by_spawn[spawns]
         return game, spawns
 
     def confirmed_state(self) -> tuple[int, engine.Game] | None:
@@ -569,8 +590,7 @@ class Tracker:
             if got is None:
                 continue
             game, spawns = got
-            e = g - lv.base
-            known = lv.next_unknown_from is None or e < lv.next_unknown_from
+            known = spawns in lv.next_by_spawn
             out.append((g, predicted_observation(game), spawns, known))
         return out
 
@@ -599,8 +619,8 @@ class Tracker:
         self.last_matched = self.frame_match = g
         if spawns > lv.reported_spawn and pred.falling is not None:
             lv.reported_spawn = spawns
-            if lv.next_unknown_from is not None and obs.next_colors is not None:
-                self._learn_next(obs.next_colors)
+            if spawns not in lv.next_by_spawn and obs.next_colors is not None:
+                self._learn_next(spawns, obs.next_colors)
             events.append(
                 Event(
                     "spawn",
@@ -614,15 +634,16 @@ class Tracker:
             )
         return events
 
-    def _learn_next(self, colors: tuple[int, int]) -> None:
-        """The next pill's colours read at a spawn: written into every state since that spawn
-        (the reserve is not known to the tracker; generateNextPill $8E9D copied it there)."""
+    def _learn_next(self, spawn: int, colors: tuple[int, int]) -> None:
+        """The next pill's colours read after spawn ``spawn``: written into every state of that
+        spawn (the reserve is not known to the tracker; generateNextPill $8E9D copied it
+        there), and into those of later spawns' making from now on."""
         lv = self.lv
-        assert lv is not None and lv.next_unknown_from is not None
+        assert lv is not None
+        lv.next_by_spawn[spawn] = colors
         for e, game in lv.history.items():
-            if e >= lv.next_unknown_from:
+            if lv.spawns.get(e) == spawn:
                 game.next_colors[:] = colors
-        lv.next_unknown_from = None
 
     @property
     def decision_due(self) -> int | None:
@@ -702,6 +723,8 @@ class Tracker:
                     if obs.next_colors is not None:
                         game.next_colors[:] = obs.next_colors
                     if self._explains(e - 1, game, run):
+                        if obs.next_colors is not None:
+                            lv.next_by_spawn[spawns] = obs.next_colors
                         self._rebase(e - 1, game, spawns)
                         guess = ", ".join(f"{n}={v}" for n, v in variant) or "none"
                         return g, f"board and pill from the capture; microstate guess: {guess}"
@@ -735,7 +758,6 @@ class Tracker:
         lv.history[e] = game
         lv.spawns[e] = spawns
         lv.confirmed = e
-        lv.next_unknown_from = None
         self._advance()
 
     def _blind(self, frames: range, obs: Observation) -> list[Event]:
@@ -758,6 +780,8 @@ class Tracker:
         n = obs.virus_count
         game.virus_left_bcd[()] = (n // 10) * 16 + n % 10
         # The sprite shows the pose of the state before; re-anchor that state.
+        if obs.next_colors is not None:
+            lv.next_by_spawn[spawns] = obs.next_colors
         self._rebase(e - 1, game, spawns)
         self.state = LevelState.TRACKING
         lv.reported_spawn = max(lv.reported_spawn, spawns)

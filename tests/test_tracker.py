@@ -169,6 +169,33 @@ def test_mismatches_names_what_differs_and_respects_confidence():
     c = Observation(ScreenKind.LEVEL, other, PillSeen(3, 15, 0, (1, 2)), (0, 0), confidence=low)
     assert mismatches(a, c, cfg) == []
     assert mismatches(a, Observation(ScreenKind.STAGE_CLEAR, field), cfg)[0] == "kind"
+    # A picture cannot tell rotation 2 from 0 with the halves swapped: the same pill.
+    swapped = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 2, (2, 1)), (0, 0))
+    assert mismatches(a, swapped, cfg) == []
+
+
+def test_perception_observations_are_converted():
+    from types import SimpleNamespace as NS
+
+    from hil.observation import observation_from_perception
+
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field[15, 2] = 0xF1  # a clearing red cell as drawn
+    p = NS(
+        kind=NS(name="LEVEL_INTRO"),
+        field=field,
+        confidence=np.full((16, 8), 0.9),
+        falling=NS(x=3, y=15, rotation=1, colors=(0, 2), confidence=0.99),
+        next=NS(colors=(1, 1), confidence=0.98),
+    )
+    obs = observation_from_perception(p)
+    assert obs.kind == ScreenKind.LEVEL and obs.field[15, 2] == 0xB1
+    assert obs.falling == PillSeen(3, 15, 1, (0, 2)) and obs.next_colors == (1, 1)
+    assert obs.confidence.dtype == np.float32
+    over = NS(**{**vars(p), "kind": NS(name="GAME_OVER"), "falling": None, "next": None})
+    assert observation_from_perception(over).kind == ScreenKind.TOP_OUT
+    with pytest.raises(ValueError, match="unknown perception screen kind"):
+        observation_from_perception(NS(**{**vars(p), "kind": NS(name="MENU")}))
 
 
 # ---- alignment and tracking --------------------------------------------------------------
