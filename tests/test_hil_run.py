@@ -69,7 +69,7 @@ def test_sim_fast_plays_levels_to_stage_clear_without_torch(tmp_path, profile_pa
     argv = [
         "run", "--fast", "--levels", levels, "--seed", seeds, "--profile", profile_path,
         "--view", "none", "--reader", READER, "--policy", POLICY, "--log", str(log),
-        "--frames", str(40_000 * len(LEVELS)),
+        "--frames", str(40_000 * len(LEVELS)), "--record", str(tmp_path / "rec"),
     ]  # fmt: skip
     code = (
         "import sys, json\n"
@@ -102,6 +102,12 @@ def test_sim_fast_plays_levels_to_stage_clear_without_torch(tmp_path, profile_pa
     assert events[-1]["levels_cleared"] == len(LEVELS)
     plans = [e for e in events if e["event"] == "plan"]
     assert all(p["first_frame"] <= p["lock_frame"] for p in plans)
+    # The raw capture was recorded, with what was read off each frame.
+    from hil.recording import Recording
+
+    recorded = list(Recording(tmp_path / "rec").frames())
+    assert len(recorded) == summary["captured_frames"]
+    assert recorded[-1][1]["observation"]["kind"] == "STAGE_CLEAR"
 
 
 def unplug_at(unplug: int, replug: int | None):
