@@ -488,14 +488,13 @@ class Runtime:
         link = self.ctl.link
         if link is None:
             return
-        t0 = self.clock()
         try:
             pong = link.ping()
         except LinkError as exc:
             self._link_lost(exc)
             return
+        # The reply's arrival bounds the offset from above (the min filter keeps the best).
         self.tracker.clock.on_pong(pong.device_us, self.clock())
-        del t0
 
     def _link_lost(self, exc: Exception) -> None:
         self.stats.link_losses += 1
