@@ -11,6 +11,7 @@
 
 #include "game.h"
 #include "planner.h"
+#include "planner_check.h"
 #include "py_args.h"
 #include "py_game.h"
 
@@ -151,6 +152,72 @@ all_masks()). reachable bool[512]. status: 0 ok, 1 the prefix locked the pill, 2
             return out;
           },
           "Every placement's masks, in the order of placements (one search for all).");
+
+  m.def(
+      "replay_locks",
+      [](const py::object& game, const py::sequence& masks_list) {
+        const drm::State s = state_of(game);
+        const auto n = static_cast<py::ssize_t>(py::len(masks_list));
+        std::vector<py::array_t<uint8_t>> arrays;
+        for (py::ssize_t i = 0; i < n; ++i) {
+          py::object a = masks_list[i];
+          if (!py::isinstance<py::array>(a) || a.cast<py::array>().ndim() != 1) {
+            throw py::type_error("masks_list items must be 1-D numpy.ndarray of dtype uint8");
+          }
+          arrays.push_back(pa::uint8_vector(a, "masks", a.cast<py::array>().size()));
+        }
+        py::array_t<int32_t> frames(n), presses(n);
+        py::array_t<uint8_t> fields({n, static_cast<py::ssize_t>(drm::kFieldSize)});
+        for (py::ssize_t i = 0; i < n; ++i) {
+          const auto r =
+              drm::replay_locks(s, arrays[static_cast<size_t>(i)].data(),
+                                static_cast<size_t>(arrays[static_cast<size_t>(i)].size()));
+          frames.mutable_data()[i] = r.lock_frame;
+          presses.mutable_data()[i] = r.presses;
+          std::memcpy(fields.mutable_data(i, 0), r.field.data(), drm::kFieldSize);
+        }
+        return py::make_tuple(frames, fields, presses);
+      },
+      py::arg("game"), py::arg("masks_list"),
+      R"doc(Steps each uint8 mask array from the game's state with engine.step (a check that uses
+nothing of the planner). Returns (lock_frames int32[P]: 1-based frame of the first lock or 0,
+fields uint8[P,128]: the field after that frame, presses int32[P]: rising edges up to it).)doc");
+
+  m.def(
+      "exhaustive_locks",
+      [](const py::object& game, const py::handle& alphabet, const py::handle& max_states) {
+        const drm::State s = state_of(game);
+        if (!py::isinstance<py::array>(alphabet)) {
+          throw py::type_error("alphabet must be a 1-D numpy.ndarray of dtype uint8");
+        }
+        auto a = pa::uint8_vector(alphabet, "alphabet",
+                                  py::reinterpret_borrow<py::array>(alphabet).size());
+        const std::vector<uint8_t> alpha(a.data(), a.data() + a.size());
+        const auto cap = static_cast<size_t>(
+            pa::in_range(max_states, "max_states", 1, 1LL << 40, "states before giving up"));
+        std::vector<drm::ExhaustiveLock> out;
+        bool complete;
+        {
+          py::gil_scoped_release release;
+          complete = drm::exhaustive_locks(s, alpha, cap, out);
+        }
+        if (!complete) throw py::value_error("exhaustive search gave up past max_states states");
+        const auto n = static_cast<py::ssize_t>(out.size());
+        py::array_t<int32_t> frames(n), presses(n);
+        py::array_t<uint8_t> fields({n, static_cast<py::ssize_t>(drm::kFieldSize)});
+        for (py::ssize_t i = 0; i < n; ++i) {
+          frames.mutable_data()[i] = out[static_cast<size_t>(i)].frame;
+          presses.mutable_data()[i] = out[static_cast<size_t>(i)].presses;
+          std::memcpy(fields.mutable_data(i, 0), out[static_cast<size_t>(i)].field.data(),
+                      drm::kFieldSize);
+        }
+        return py::make_tuple(fields, frames, presses);
+      },
+      py::arg("game"), py::arg("alphabet"), py::arg("max_states") = 2000000,
+      R"doc(Breadth-first search over whole engine states (engine.step with every mask of
+alphabet, uint8[K]) from the game's state, written without the planner's model: every distinct
+field a lock writes, with the fewest frames and then the fewest presses. Returns (fields
+uint8[L,128], frames int32[L], presses int32[L]). ValueError past max_states states.)doc");
 
   m.def(
       "plan",
