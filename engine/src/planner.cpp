@@ -85,17 +85,22 @@ struct Ctrl {
   uint16_t presses;
 };
 
-// presses | held A/B/Down << 16 | held Left/Right << 24 | cool << 32 | hv << 40 | sc << 48: the
-// bits above 24 are the "base" within which dominance is checked.
+// held A/B/Down | presses << 8 | held Left/Right << 24 | cool << 32 | hv << 40 | sc << 48: the
+// bits from 24 up are the "base" within which dominance is checked; sorting by key orders a
+// base's nodes by presses.
 inline uint64_t pack(const Ctrl& c) {
-  return static_cast<uint64_t>(c.presses) | static_cast<uint64_t>(c.held & (kAB | kDown)) << 16 |
+  return static_cast<uint64_t>(c.held & (kAB | kDown)) | static_cast<uint64_t>(c.presses) << 8 |
          static_cast<uint64_t>(c.held & kLR) << 24 | static_cast<uint64_t>(c.cool) << 32 |
          static_cast<uint64_t>(c.hv) << 40 | static_cast<uint64_t>(c.sc) << 48;
 }
 inline Ctrl unpack(uint64_t k) {
   return Ctrl{static_cast<uint8_t>(k >> 48), static_cast<uint8_t>(k >> 40),
-              static_cast<uint8_t>((k >> 16) | (k >> 24)), static_cast<uint8_t>(k >> 32),
-              static_cast<uint16_t>(k)};
+              static_cast<uint8_t>(k | (k >> 24)), static_cast<uint8_t>(k >> 32),
+              static_cast<uint16_t>(k >> 8)};
+}
+// A/B/Down held as 0..7 (A 4, B 2, Down 1), for the dominance tables.
+inline int abd_index(uint64_t key) {
+  return static_cast<int>(((key >> 5) & 4) | ((key >> 5) & 2) | ((key >> 2) & 1));
 }
 
 // ---- one frame over a set of positions -------------------------------------------------------
@@ -822,37 +827,69 @@ void Planner::run_round(Search& S, bool keep_history) {
 
     // Dominance within one base (speed counter, DAS counter, Left/Right, cooldown): a pose is
     // dropped from a node when another node of the frame has it with A/B no more held, Down no
-    // less held, and no more presses (one more when Down must still be pressed).
+    // less held, and no more presses (one more when Down must still be pressed). Nodes of a base
+    // come by presses; below[c] is the union of the lower press levels' sets per A/B/Down.
     cur.clear();
     order_.resize(next.size());
     for (uint32_t i = 0; i < next.size(); ++i) order_[i] = i;
     std::sort(order_.begin(), order_.end(),
               [&](uint32_t a, uint32_t b) { return next[a].key < next[b].key; });
+    auto keep = [&](Entry& e) {
+      u128 any_left = 0;
+      for (int r = 0; r < 4; ++r) {
+        e.s[r] &= S.useful.r[r];
+        any_left |= e.s[r];
+      }
+      if (any_left) cur.push_back(e);
+    };
     size_t i = 0;
     while (i < order_.size()) {
       size_t j = i + 1;
       const uint64_t basek = next[order_[i]].key >> 24;
       while (j < order_.size() && (next[order_[j]].key >> 24) == basek) ++j;
-      for (size_t a = i; a < j; ++a) {
-        Entry e = next[order_[a]];
-        const uint8_t he = static_cast<uint8_t>(e.key >> 16);
-        const unsigned pe = static_cast<uint16_t>(e.key);
-        for (size_t b = i; b < j; ++b) {
-          if (b == a) continue;
-          const Entry& f = next[order_[b]];
-          const uint8_t hf = static_cast<uint8_t>(f.key >> 16);
-          const unsigned pf = static_cast<uint16_t>(f.key);
-          if ((hf & kAB) & ~(he & kAB)) continue;
-          unsigned need = pf;
-          if ((he & kDown) && !(hf & kDown)) {
-            if (interval > 0) continue;
-            need += 1;
-          }
-          if (need > pe) continue;
-          for (int r = 0; r < 4; ++r) e.s[r] &= ~f.s[r];
+      if (j == i + 1) {
+        keep(next[order_[i]]);
+        i = j;
+        continue;
+      }
+      Set below[8], level[8];
+      unsigned have_below = 0;
+      for (size_t a = i; a < j;) {
+        const uint64_t presses_of = (next[order_[a]].key >> 8) & 0xFFFF;
+        size_t b = a;
+        unsigned have_level = 0;
+        for (; b < j && ((next[order_[b]].key >> 8) & 0xFFFF) == presses_of; ++b) {
+          const int c = abd_index(next[order_[b]].key);
+          for (int r = 0; r < 4; ++r) level[c].r[r] = next[order_[b]].s[r];
+          have_level |= 1u << c;
         }
-        for (int r = 0; r < 4; ++r) e.s[r] &= S.useful.r[r];
-        if (e.s[0] | e.s[1] | e.s[2] | e.s[3]) cur.push_back(e);
+        for (size_t k = a; k < b; ++k) {
+          Entry& e = next[order_[k]];
+          const int ce = abd_index(e.key);
+          u128 dom[4] = {0, 0, 0, 0};
+          for (int c = 0; c < 8; ++c) {
+            if ((c & 6) & ~(ce & 6)) continue;          // holds A or B where e does not
+            const bool penalty = (ce & 1) && !(c & 1);  // e holds Down, c must press it
+            if (penalty && interval > 0) continue;
+            if ((have_below >> c) & 1)
+              for (int r = 0; r < 4; ++r) dom[r] |= below[c].r[r];
+            if (!penalty && c != ce && ((have_level >> c) & 1))
+              for (int r = 0; r < 4; ++r) dom[r] |= level[c].r[r];
+          }
+          Entry kept = e;
+          for (int r = 0; r < 4; ++r) kept.s[r] &= ~dom[r];
+          keep(kept);
+        }
+        for (int c = 0; c < 8; ++c) {
+          if (!((have_level >> c) & 1)) continue;
+          if ((have_below >> c) & 1) {
+            for (int r = 0; r < 4; ++r) below[c].r[r] |= level[c].r[r];
+          } else {
+            below[c] = level[c];
+          }
+        }
+        have_below |= have_level;
+        a = b;
       }
       i = j;
     }
