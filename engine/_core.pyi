@@ -87,17 +87,22 @@ def rng_step(seed: int) -> int: ...
 def pill_colors(pill_id: int) -> tuple[int, int]: ...
 
 class Plan:
-    placements: npt.NDArray[np.int32]
+    placements: npt.NDArray[np.int16]
     lock_frames: npt.NDArray[np.int32]
     reachable: npt.NDArray[np.bool_]
     presses: npt.NDArray[np.int32]
     status: int
     nodes: int
     def __len__(self) -> int: ...
+    def lock_frame(self, index: int) -> int: ...
     def masks(self, index: int) -> U8: ...
+    def all_masks(self) -> list[U8]: ...
 
 def plan(
-    game: Game | bytes, prefix: U8 | None = None, min_press_interval: int = 0, **options: Any
+    game: Game | bytes,
+    prefix: U8 | None = None,
+    min_press_interval: int = 0,
+    taps_only: bool = False,
 ) -> Plan: ...
 
 class TileData:
