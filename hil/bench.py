@@ -36,7 +36,7 @@ def bench(
     profile: str = "mjpeg_720p_q70",
     reader: str = "oracle",
     policy: str = "heuristic",
-    taps_only: bool = True,
+    taps_only: bool = False,
 ) -> dict[str, Any]:
     """Runs the session and returns the JSON-ready report (see the module docstring)."""
     from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
@@ -93,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (mjpeg_720p_q70)")
     p.add_argument("--reader", default="auto", help="auto, oracle or onnx")
     p.add_argument("--policy", default="auto", help="auto, heuristic or onnx")
-    p.add_argument("--planner", choices=["taps", "exact"], default="taps")
+    p.add_argument("--planner", choices=["taps", "exact"], default="exact")
 
 
 def run_from_args(args: argparse.Namespace) -> int:

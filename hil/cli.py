@@ -514,8 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--planner",
         choices=["taps", "exact"],
-        default="taps",
-        help="taps: engine.plan taps_only (fast enough for real time); exact: full search",
+        default="exact",
+        help="exact: engine.plan, every reachable placement (default); taps: taps_only",
     )
     run.add_argument("--fault", action="append", default=[], help="sim: FRAME[:drop_input|garbage]")
     run.add_argument("--latency-frames", type=float, help="rig: capture latency (calibrated)")

@@ -25,6 +25,7 @@ NUM_PLACEMENTS = 512
 _SETTLE_FRAMES = 400  # lock clean-up + cascades + Mario's throw on LOW: well under this
 _EMPTY = 0xFF
 _VIRUS = 0xD0
+_IDLE8 = np.zeros(8, np.uint8)
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,12 @@ def settle(game: engine.Game, index: int) -> engine.Game:
     g.pill_rotation[()] = r
     g.speed_counter[()] = 0xFE  # the next checkYMove drops, fails and locks
     g.step(0)
-    for _ in range(_SETTLE_FRAMES):
+    # In chunks of 8 frames (C++ stepping): a few frames into the next pill's fall change
+    # nothing on the board.
+    for _ in range(_SETTLE_FRAMES // 8):
         if int(g.next_action) == 0 or Phase(int(g.phase)) != Phase.PLAYING:
             break
-        g.step(0)
+        g.run(_IDLE8)
     return g
 
 

@@ -897,7 +897,7 @@ def run_sim(
     *,
     reader: str = "oracle",
     policy: str = "heuristic",
-    taps_only: bool = True,
+    taps_only: bool = False,
     log_path: str | Path | None = None,
     view: Callable[[dict[str, Any]], None] | None = None,
     say: Callable[[str], None] | None = None,
