@@ -149,6 +149,7 @@ inline void rotate_one(u128 q, u128 vt, bool to_horizontal, bool left, u128& suc
 inline void rotate_set(Set& s, int dir, bool left, const Geometry& g) {
   Set o{{0, 0, 0, 0}};
   for (int r = 0; r < 4; ++r) {
+    if (!s.r[r]) continue;
     const int t = (r + dir) & 3;
     u128 succ, fail;
     rotate_one(s.r[r], g.v[t & 1], (t & 1) == 0, left, succ, fail);
