@@ -95,3 +95,9 @@ def plan(
     min_press_interval: int = 0,
     taps_only: bool = False,
 ) -> Plan: ...
+def replay_locks(
+    game: Game | bytes, masks_list: list[U8]
+) -> tuple[npt.NDArray[np.int32], U8, npt.NDArray[np.int32]]: ...
+def exhaustive_locks(
+    game: Game | bytes, alphabet: U8, max_states: int = 2000000
+) -> tuple[U8, npt.NDArray[np.int32], npt.NDArray[np.int32]]: ...
