@@ -404,9 +404,10 @@ struct Planner::Search {
 
   // slide[]: per row, a breadth-first search over (column, orientation) where X moves cost one
   // and turns (with the kick and the double left) cost nothing, from the poses the pill can drop
-  // into the row from (the same pose valid in the row above), or from the start pose in its own
-  // row. A lower bound: the X moves of a real path in the row are at least that many, never on
-  // two frames in a row, and the first can come on the frame the pill drops into the row.
+  // into the row from (the same pose, reached by the untimed move graph, in the row above), or
+  // from the start pose in its own row. A lower bound: the X moves of a real path in the row are at
+  // least that many, never on two frames in a row, and the first can come on the frame the pill
+  // drops into the row.
   void compute_slides(int x0, int y0, int rot0) {
     std::memset(slide, 0, sizeof(slide));
     for (int y = 0; y <= y0; ++y) {
@@ -416,9 +417,9 @@ struct Planner::Search {
       if (y == y0) {
         h = (rot0 & 1) ? 0 : static_cast<uint8_t>(1u << x0);
         v = (rot0 & 1) ? static_cast<uint8_t>(1u << x0) : 0;
-      } else {
-        h = vh & static_cast<uint8_t>(g.v[0] >> (8 * y + 8));
-        v = vv & static_cast<uint8_t>(g.v[1] >> (8 * y + 8));
+      } else {  // dropped into from a pose the untimed graph reaches in the row above
+        h = vh & static_cast<uint8_t>((reach.r[0] | reach.r[2]) >> (8 * y + 8));
+        v = vv & static_cast<uint8_t>((reach.r[1] | reach.r[3]) >> (8 * y + 8));
       }
       auto turns = [&]() {  // free: turn in place, or into horizontal one column left
         for (;;) {
