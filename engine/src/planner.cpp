@@ -653,8 +653,8 @@ bool Planner::setup(Search& S, const Plan& p, int target) {
 }
 
 // One breadth-first pass by frame from the roots. Locks are recorded for unfound poses no later
-// than their row's deadline; nodes that cannot lock on any unfound pose by its deadline (the
-// drop-attempt bound of cap_row) or at all (outside `useful`) are dropped.
+// than their cell's deadline; poses that cannot lock on any unfound pose by its deadline (the
+// bounds of cap_region) or at all (outside `useful`) are dropped from the nodes.
 void Planner::run_round(Search& S, bool keep_history) {
   const Geometry& g = S.g;
   const int interval = S.interval;
@@ -990,10 +990,11 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   Search S(out.root);
   S.count_presses = false;
   if (!setup(S, out, -1)) return;  // a top-out on spawn: no placements
-  // Rounds of growing slack: round k trusts a lock on row y only up to the fastest possible
-  // descent to y plus the slack, and keeps only nodes that could still make such a lock. A pose
-  // found within its deadline is exact (every node on a faster or equally fast path met every
-  // deadline test); the others wait for a later round. A round that cut nothing was exhaustive.
+  // Rounds of growing slack: a round trusts a lock in cell c only up to the start's bound to c
+  // (cap_region's: drops, columns, slide) plus the slack, and keeps only nodes that could still
+  // make such a lock. A pose found within its deadline is exact (every node on a faster or
+  // equally fast path met every deadline test); the others wait for a later round. A round that
+  // cut nothing was exhaustive: what is still unfound is unreachable.
   int e[18];
   const Ctrl rc = unpack(S.roots[0].key);
   S.first_drops(rc.sc, ((S.root_fc + 1) & 1) != 0, e);
