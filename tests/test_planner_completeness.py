@@ -70,6 +70,22 @@ def test_plan_matches_exhaustive_search(seed: int) -> None:
     assert plan_outcomes(g) == truth
 
 
+@pytest.mark.parametrize("seed", range(100, 106))
+def test_plan_from_between_pills_matches_exhaustive_search(seed: int) -> None:
+    """From the lock clean-up of the previous pill: the search also chooses what is held on the
+    frame before the new pill falls (exhaustively: every mask on every frame of the wait)."""
+    rng = np.random.default_rng(seed)
+    g = fuzzed_board(rng, free_rows=3)
+    g.speed_ups[...] = 49
+    p = _core.plan(g)
+    g.run(p.masks(int(p.placements[0])))
+    g.run(np.zeros(int(rng.integers(0, 4)), np.uint8))
+    assert int(g.next_action) != 0  # between pills
+    fields, frames, presses = _core.exhaustive_locks(g, ALPHABET)
+    truth = {fields[i].tobytes(): (int(frames[i]), int(presses[i])) for i in range(len(frames))}
+    assert plan_outcomes(g) == truth
+
+
 # --- a plain-Python exhaustive search (slow: two small boards) --------------------------------
 
 

@@ -9,6 +9,7 @@
 #include "planner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -45,6 +46,10 @@ inline int ctz128(u128 v) {
   return lo ? __builtin_ctzll(lo) : 64 + __builtin_ctzll(static_cast<uint64_t>(v >> 64));
 }
 inline bool bit(u128 v, int i) { return ((v >> i) & 1) != 0; }
+// The rows y < k, every column (k = 0..16).
+inline u128 rows_below(int k) {
+  return k >= 16 ? ~static_cast<u128>(0) : (static_cast<u128>(1) << (8 * k)) - 1;
+}
 
 struct Set {
   u128 r[4];
@@ -144,6 +149,7 @@ inline void rotate_one(u128 q, u128 vt, bool to_horizontal, bool left, u128& suc
 inline void rotate_set(Set& s, int dir, bool left, const Geometry& g) {
   Set o{{0, 0, 0, 0}};
   for (int r = 0; r < 4; ++r) {
+    if (!s.r[r]) continue;
     const int t = (r + dir) & 3;
     u128 succ, fail;
     rotate_one(s.r[r], g.v[t & 1], (t & 1) == 0, left, succ, fail);
@@ -301,13 +307,17 @@ struct Planner::Search {
   int base = 0;  // frames before the first searched one (lead, choice frame)
   int max_frames = 0;
   std::vector<Entry> roots;
-  Set reach;                  // poses the untimed move graph reaches from the start pose
-  Set unfound;                // lock poses whose first lock frame is not known yet
-  Set useful;                 // poses from which an unfound lock pose can be reached (untimed)
-  u128 useful_rows = 0;       // every column of the rows where `useful` has a pose
-  uint16_t unfound_rows = 0;  // bit y: an unfound pose lies in row y
-  int deadline[16];           // per row: this round trusts locks up to this frame only
-  bool capped = false;        // this round cut a node or a lock by a deadline
+  Set reach;             // poses the untimed move graph reaches from the start pose
+  Set unfound;           // lock poses whose first lock frame is not known yet
+  Set useful;            // poses from which an unfound lock pose can be reached (untimed)
+  u128 useful_rows = 0;  // every column of the rows where `useful` has a pose
+  // Per cell (y*8 + x): the fewest checkXMove moves the pill needs in row y to get there after
+  // dropping into the row (compute_slides).
+  uint8_t slide[128];
+  uint8_t unfound_cells[128];  // cells (y*8 + x) where an unfound pose lies
+  int n_unfound_cells = 0;
+  int deadline[128];    // per cell (y*8 + x): this search trusts locks there up to this frame
+  bool capped = false;  // this round cut a node or a lock by a deadline
   struct Best {
     uint16_t frame = kNoFrame;
     uint16_t presses = 0;
@@ -321,8 +331,9 @@ struct Planner::Search {
   int found_this_frame[kNumPlacements];
   int n_found = 0;
   size_t expanded = 0;
-  // Per frame: the highest row a node with a given speedCounter may be in (cap_row cache).
-  int cap_value[256];
+  // Per frame and speedCounter: where a node may still be (cap_region's cache).
+  u128 cap_rows[256];
+  u128 cap_cells[256];
   uint32_t cap_stamp[256];
   uint32_t cap_gen = 0;
 
@@ -354,30 +365,99 @@ struct Planner::Search {
     }
   }
 
-  // The highest row from which a node at frame `now` can still lock on an unfound pose of some
-  // row y by deadline[y]: it needs (its row - y + 1) drop attempts.
-  int cap_row(uint8_t sc, bool odd_next, int now) const {
+  // Where a node at frame `now` with speedCounter `sc` (next frame's parity `odd_next`) can still
+  // lock on an unfound pose of some cell (y, x) by deadline[cell]: `cells` over y*8 + x, and
+  // `rows`, the rows of `cells`. It needs (its row - y + 1) drop attempts (first_drops); a net
+  // move of d columns right needs d checkXMove moves, never on two frames in a row, so the lock
+  // comes 2d frames after `now` at the soonest; d columns left, with one X move every other
+  // frame and A and B (each pressed every other frame) adding the kick or the double left,
+  // 2*ceil(d/3).
+  void cap_region(uint8_t sc, bool odd_next, int now, u128& rows, u128& cells) const {
     int e[18];
     first_drops(sc, odd_next, e);
-    int cap = -1;
-    for (int y = 0; y < 16; ++y) {
-      if (!((unfound_rows >> y) & 1)) continue;
-      const int budget = deadline[y] - now;
-      int n = 0;
-      while (n < 16 - y && e[n + 1] <= budget) ++n;
-      if (n > 0) cap = std::max(cap, y + n - 1);
+    uint8_t drops_by[64];  // drop attempts possible within a budget of b frames
+    for (int b = 0, n = 0; b < 64; ++b) {
+      while (n < 17 && e[n + 1] <= b) ++n;
+      drops_by[b] = static_cast<uint8_t>(n);
     }
-    return cap;
+    rows = 0;
+    cells = 0;
+    for (int i = 0; i < n_unfound_cells; ++i) {
+      const int c = unfound_cells[i];
+      const int budget = deadline[c] - now;
+      if (budget < 1) continue;
+      const int y = c >> 3, x = c & 7;
+      int n = std::min(drops_by[std::min(budget, 63)], static_cast<uint8_t>(16 - y));
+      if (n == 0) continue;
+      if (slide[c] > 0) {  // from above: drop into row y, then slide[c] X moves, then the lock
+        const int left = budget - (2 * slide[c] - 1);
+        n = std::min(n, 1 + (left < 0 ? 0 : drops_by[std::min(left, 63)]));
+      }
+      const u128 band = rows_below(y + n) & ~rows_below(y);
+      const int half = budget / 2;
+      const int lo = std::max(0, x - half), hi = std::min(7, x + 3 * half);
+      const unsigned colbits = (0xFFu << lo) & (0xFFu >> (7 - hi));
+      rows |= band;
+      cells |= band & (kCol0 * static_cast<u128>(colbits));
+    }
+  }
+
+  // slide[]: per row, a breadth-first search over (column, orientation) where X moves cost one
+  // and turns (with the kick and the double left) cost nothing, from the poses the pill can drop
+  // into the row from (the same pose, reached by the untimed move graph, in the row above), or
+  // from the start pose in its own row. A lower bound: the X moves of a real path in the row are at
+  // least that many, never on two frames in a row, and the first can come on the frame the pill
+  // drops into the row.
+  void compute_slides(int x0, int y0, int rot0) {
+    std::memset(slide, 0, sizeof(slide));
+    for (int y = 0; y <= y0; ++y) {
+      const uint8_t vh = static_cast<uint8_t>(g.v[0] >> (8 * y));
+      const uint8_t vv = static_cast<uint8_t>(g.v[1] >> (8 * y));
+      uint8_t h, v;  // reached poses, horizontal and vertical, by column bits
+      if (y == y0) {
+        h = (rot0 & 1) ? 0 : static_cast<uint8_t>(1u << x0);
+        v = (rot0 & 1) ? static_cast<uint8_t>(1u << x0) : 0;
+      } else {  // dropped into from a pose the untimed graph reaches in the row above
+        h = vh & static_cast<uint8_t>((reach.r[0] | reach.r[2]) >> (8 * y + 8));
+        v = vv & static_cast<uint8_t>((reach.r[1] | reach.r[3]) >> (8 * y + 8));
+      }
+      auto turns = [&]() {  // free: turn in place, or into horizontal one column left
+        for (;;) {
+          const uint8_t h2 = h | (vh & (v | static_cast<uint8_t>(v >> 1)));
+          const uint8_t v2 = v | (vv & h);
+          if (h2 == h && v2 == v) return;
+          h = h2;
+          v = v2;
+        }
+      };
+      turns();
+      uint8_t seen_h = 0, seen_v = 0;
+      for (int k = 0; k < 16 && (h | v); ++k) {
+        const uint8_t new_h = h & static_cast<uint8_t>(~seen_h);
+        const uint8_t new_v = v & static_cast<uint8_t>(~seen_v);
+        for (int x = 0; x < 8; ++x)
+          if (((new_h | new_v) >> x) & 1) {
+            uint8_t& sl = slide[y * 8 + x];
+            if (!(((seen_h | seen_v) >> x) & 1)) sl = static_cast<uint8_t>(k);
+          }
+        seen_h |= h;
+        seen_v |= v;
+        h = seen_h | (vh & static_cast<uint8_t>((seen_h << 1) | (seen_h >> 1)));
+        v = seen_v | (vv & static_cast<uint8_t>((seen_v << 1) | (seen_v >> 1)));
+        turns();
+        if (h == seen_h && v == seen_v) break;
+      }
+    }
   }
 
   // The backward closure of `unfound` over the untimed move graph (down, left, right, turns with
   // the kick and the double left into valid poses): outside it only found poses can lock.
   void update_useful() {
     Set w = unfound;
-    unfound_rows = 0;
-    for (int r = 0; r < 4; ++r)
-      for (int y = 0; y < 16; ++y)
-        if (static_cast<uint8_t>(unfound.r[r] >> (8 * y))) unfound_rows |= 1u << y;
+    n_unfound_cells = 0;
+    const u128 cells = unfound.r[0] | unfound.r[1] | unfound.r[2] | unfound.r[3];
+    for (u128 b = cells; b; b &= b - 1)
+      unfound_cells[n_unfound_cells++] = static_cast<uint8_t>(ctz128(b));
     for (;;) {
       Set p;
       Set wv;
@@ -552,6 +632,7 @@ bool Planner::setup(Search& S, const Plan& p, int target) {
   Set start{{0, 0, 0, 0}};
   start.r[t.pill_rotation] = static_cast<u128>(1) << root_pos;
   S.update_reach(start);
+  S.compute_slides(t.pill_x, t.pill_y, t.pill_rotation);
   for (int r = 0; r < 4; ++r) S.unfound.r[r] = S.reach.r[r] & g.v[r & 1] & ~(g.v[r & 1] << 8);
   if (!g.ok(t.pill_x, t.pill_y, t.pill_rotation))
     S.unfound.r[t.pill_rotation] |= static_cast<u128>(1) << root_pos;
@@ -572,8 +653,8 @@ bool Planner::setup(Search& S, const Plan& p, int target) {
 }
 
 // One breadth-first pass by frame from the roots. Locks are recorded for unfound poses no later
-// than their row's deadline; nodes that cannot lock on any unfound pose by its deadline (the
-// drop-attempt bound of cap_row) or at all (outside `useful`) are dropped.
+// than their cell's deadline; poses that cannot lock on any unfound pose by its deadline (the
+// bounds of cap_region) or at all (outside `useful`) are dropped from the nodes.
 void Planner::run_round(Search& S, bool keep_history) {
   const Geometry& g = S.g;
   const int interval = S.interval;
@@ -600,8 +681,11 @@ void Planner::run_round(Search& S, bool keep_history) {
     }
     uint32_t smask = static_cast<uint32_t>(slot_key_.size() - 1);
     const Set& W = S.useful;
-    auto emit = [&](const Set& s, uint64_t key) {
-      const u128 a = s.r[0] & W.r[0], b = s.r[1] & W.r[1], c = s.r[2] & W.r[2], d = s.r[3] & W.r[3];
+    auto emit = [&](const Set& s, uint64_t key, u128 region) {
+      const u128 a0 = s.r[0] & W.r[0], b0 = s.r[1] & W.r[1], c0 = s.r[2] & W.r[2],
+                 d0 = s.r[3] & W.r[3];
+      if ((a0 | b0 | c0 | d0) & ~region) S.capped = true;
+      const u128 a = a0 & region, b = b0 & region, c = c0 & region, d = d0 & region;
       if ((a | b | c | d) == 0) return;
       if (2 * (next.size() + 1) > slot_key_.size()) {  // grow and rehash
         const size_t cap = slot_key_.size() * 2;
@@ -642,9 +726,8 @@ void Planner::run_round(Search& S, bool keep_history) {
     auto cap_for = [&](uint8_t sc) {
       if (S.cap_stamp[sc] != S.cap_gen) {
         S.cap_stamp[sc] = S.cap_gen;
-        S.cap_value[sc] = S.cap_row(sc, !odd, frame);
+        S.cap_region(sc, !odd, frame, S.cap_rows[sc], S.cap_cells[sc]);
       }
-      return S.cap_value[sc];
     };
     const uint8_t keep_held = (S.count_presses || interval > 0)
                                   ? kUsedButtons
@@ -654,7 +737,7 @@ void Planner::run_round(Search& S, bool keep_history) {
       for (int r = 0; r < 4; ++r) {
         for (u128 bits = lock.r[r] & S.unfound.r[r]; bits; bits &= bits - 1) {
           const int pos = ctz128(bits);
-          if (frame > S.deadline[pos >> 3]) {
+          if (frame > S.deadline[pos]) {
             S.capped = true;
             continue;
           }
@@ -734,11 +817,10 @@ void Planner::run_round(Search& S, bool keep_history) {
             for (int r = 0; r < 4; ++r) ys.r[r] = e.s[r];
             sc2 = sc1;
           }
-          // The deadline cut (rows do not change after checkYMove): rows above cap_row.
-          const int cap = cap_for(sc2);
-          const u128 rows = cap >= 15 ? ~static_cast<u128>(0)
-                            : cap < 0 ? 0
-                                      : (static_cast<u128>(1) << (8 * (cap + 1))) - 1;
+          // The deadline cut: rows now (rows do not change after checkYMove), cells at emit.
+          cap_for(sc2);
+          const u128 rows = S.cap_rows[sc2];
+          const u128 region = S.cap_cells[sc2];
           u128 cut = 0;
           for (int r = 0; r < 4; ++r) {
             cut |= ys.r[r] & ~rows;
@@ -802,10 +884,10 @@ void Planner::run_round(Search& S, bool keep_history) {
               if (has_bl) rotate_both(b2, left, g);
             }
             if (!lr) k.hv = 0;
-            emit(n2, pack(k));
+            emit(n2, pack(k), region);
             if (has_bl) {
               k.hv = kHvBlocked;
-              emit(b2, pack(k));
+              emit(b2, pack(k), region);
             }
           }
         }
@@ -908,16 +990,25 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   Search S(out.root);
   S.count_presses = false;
   if (!setup(S, out, -1)) return;  // a top-out on spawn: no placements
-  // Rounds of growing slack: round k trusts a lock on row y only up to the fastest possible
-  // descent to y plus the slack, and keeps only nodes that could still make such a lock. A pose
-  // found within its deadline is exact (every node on a faster or equally fast path met every
-  // deadline test); the others wait for a later round. A round that cut nothing was exhaustive.
+  // Rounds of growing slack: a round trusts a lock in cell c only up to the start's bound to c
+  // (cap_region's: drops, columns, slide) plus the slack, and keeps only nodes that could still
+  // make such a lock. A pose found within its deadline is exact (every node on a faster or
+  // equally fast path met every deadline test); the others wait for a later round. A round that
+  // cut nothing was exhaustive: what is still unfound is unreachable.
   int e[18];
   const Ctrl rc = unpack(S.roots[0].key);
   S.first_drops(rc.sc, ((S.root_fc + 1) & 1) != 0, e);
-  const int y0 = out.root.pill_y;
-  for (int slack = 0;; slack = slack ? slack * 2 : 2) {
-    for (int y = 0; y < 16; ++y) S.deadline[y] = y <= y0 ? S.base + e[y0 - y + 1] + slack : 0;
+  const int y0 = out.root.pill_y, x0 = out.root.pill_x;
+  int fastest[128];  // cap_region's bound from the start to each cell
+  for (int c = 0; c < 128; ++c) {
+    const int y = c >> 3, x = c & 7;
+    fastest[c] = y <= y0 ? std::max({e[y0 - y + 1], 2 * std::max(0, x - x0),
+                                     2 * ((std::max(0, x0 - x) + 2) / 3)})
+                         : 0;
+    if (y < y0 && S.slide[c] > 0) fastest[c] = std::max(fastest[c], e[y0 - y] + 2 * S.slide[c] - 1);
+  }
+  for (int slack = 0; slack <= 2 * S.max_frames; slack = slack ? slack * 2 : 2) {
+    for (int c = 0; c < 128; ++c) S.deadline[c] = fastest[c] ? S.base + fastest[c] + slack : 0;
     run_round(S, false);
     if (!any(S.unfound) || !S.capped) break;
     S.update_useful();
@@ -1014,7 +1105,7 @@ bool Planner::masks(const Plan& p, int index, std::vector<uint8_t>& out, int* pr
     if (pl.index == index) lock_frame = pl.lock_frame;
   Search S(p.root);
   if (!setup(S, p, index)) return false;
-  for (int y = 0; y < 16; ++y) S.deadline[y] = lock_frame;
+  for (int c = 0; c < 128; ++c) S.deadline[c] = lock_frame;
   run_round(S, true);
   return backtrack(S, p, index, out, presses);
 }
@@ -1031,11 +1122,11 @@ bool Planner::all_masks(const Plan& p, std::vector<std::vector<uint8_t>>& out,
   }
   Search S(p.root);
   if (!setup(S, p, -2)) return false;
-  // Each row's deadline: the latest first-lock frame among the plan's poses in that row.
-  for (int y = 0; y < 16; ++y) S.deadline[y] = 0;
+  // Each cell's deadline: the latest first-lock frame among the plan's poses there.
+  for (int c = 0; c < 128; ++c) S.deadline[c] = 0;
   for (const PlannedPlacement& pl : p.placements) {
-    const int y = 15 - ((pl.index & 127) >> 3);
-    S.deadline[y] = std::max(S.deadline[y], static_cast<int>(pl.lock_frame));
+    const int c = (15 - ((pl.index & 127) >> 3)) * 8 + (pl.index & 7);
+    S.deadline[c] = std::max(S.deadline[c], static_cast<int>(pl.lock_frame));
   }
   run_round(S, true);
   for (size_t i = 0; i < p.placements.size(); ++i)
