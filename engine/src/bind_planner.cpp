@@ -29,12 +29,17 @@ struct PyPlan {
 
   void ensure_all() {
     if (have_all) return;
+    std::vector<std::vector<uint8_t>> masks;  // filled without the GIL, stored with it
+    std::vector<int> counts;
     bool ok;
     {
       py::gil_scoped_release release;
-      ok = drm::plan_all_masks(plan, all, presses);
+      ok = drm::plan_all_masks(plan, masks, counts);
     }
     if (!ok) throw std::runtime_error("planner: could not rebuild the masks of a placement");
+    if (have_all) return;  // another thread filled it meanwhile
+    all.swap(masks);
+    presses.swap(counts);
     have_all = true;
   }
 };
