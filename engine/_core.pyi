@@ -130,5 +130,5 @@ def replay_locks(
     game: Game | bytes, masks_list: list[U8]
 ) -> tuple[npt.NDArray[np.int32], U8, npt.NDArray[np.int32]]: ...
 def exhaustive_locks(
-    game: Game | bytes, alphabet: U8, max_states: int = 2000000
+    game: Game | bytes, alphabet: U8, max_states: int = 2000000, min_press_interval: int = 0
 ) -> tuple[U8, npt.NDArray[np.int32], npt.NDArray[np.int32]]: ...

@@ -86,6 +86,19 @@ def test_plan_from_between_pills_matches_exhaustive_search(seed: int) -> None:
     assert plan_outcomes(g) == truth
 
 
+@pytest.mark.parametrize("seed", range(200, 212))
+def test_plan_with_a_rate_profile_matches_exhaustive_search(seed: int) -> None:
+    """At most one new press every N frames: the same fewest frames and presses."""
+    rng = np.random.default_rng(seed)
+    g = fuzzed_board(rng, free_rows=int(rng.integers(3, 5)))
+    if int(g.next_action) != 0 or int(g.phase) != 1:
+        g = fuzzed_board(rng, free_rows=3)
+    n = int(rng.choice([2, 3, 4, 6]))
+    fields, frames, presses = _core.exhaustive_locks(g, ALPHABET, min_press_interval=n)
+    truth = {fields[i].tobytes(): (int(frames[i]), int(presses[i])) for i in range(len(frames))}
+    assert plan_outcomes(g, min_press_interval=n) == truth
+
+
 # --- a plain-Python exhaustive search (slow: two small boards) --------------------------------
 
 

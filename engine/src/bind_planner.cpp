@@ -29,12 +29,17 @@ struct PyPlan {
 
   void ensure_all() {
     if (have_all) return;
+    std::vector<std::vector<uint8_t>> masks;  // filled without the GIL, stored with it
+    std::vector<int> counts;
     bool ok;
     {
       py::gil_scoped_release release;
-      ok = drm::plan_all_masks(plan, all, presses);
+      ok = drm::plan_all_masks(plan, masks, counts);
     }
     if (!ok) throw std::runtime_error("planner: could not rebuild the masks of a placement");
+    if (have_all) return;  // another thread filled it meanwhile
+    all.swap(masks);
+    presses.swap(counts);
     have_all = true;
   }
 };
@@ -185,7 +190,8 @@ fields uint8[P,128]: the field after that frame, presses int32[P]: rising edges 
 
   m.def(
       "exhaustive_locks",
-      [](const py::object& game, const py::handle& alphabet, const py::handle& max_states) {
+      [](const py::object& game, const py::handle& alphabet, const py::handle& max_states,
+         const py::handle& interval) {
         const drm::State s = state_of(game);
         if (!py::isinstance<py::array>(alphabet)) {
           throw py::type_error("alphabet must be a 1-D numpy.ndarray of dtype uint8");
@@ -195,11 +201,13 @@ fields uint8[P,128]: the field after that frame, presses int32[P]: rising edges 
         const std::vector<uint8_t> alpha(a.data(), a.data() + a.size());
         const auto cap = static_cast<size_t>(
             pa::in_range(max_states, "max_states", 1, 1LL << 40, "states before giving up"));
+        const int every = static_cast<int>(
+            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
         std::vector<drm::ExhaustiveLock> out;
         bool complete;
         {
           py::gil_scoped_release release;
-          complete = drm::exhaustive_locks(s, alpha, cap, out);
+          complete = drm::exhaustive_locks(s, alpha, cap, out, every);
         }
         if (!complete) throw py::value_error("exhaustive search gave up past max_states states");
         const auto n = static_cast<py::ssize_t>(out.size());
@@ -214,10 +222,12 @@ fields uint8[P,128]: the field after that frame, presses int32[P]: rising edges 
         return py::make_tuple(fields, frames, presses);
       },
       py::arg("game"), py::arg("alphabet"), py::arg("max_states") = 2000000,
+      py::arg("min_press_interval") = 0,
       R"doc(Breadth-first search over whole engine states (engine.step with every mask of
 alphabet, uint8[K]) from the game's state, written without the planner's model: every distinct
-field a lock writes, with the fewest frames and then the fewest presses. Returns (fields
-uint8[L,128], frames int32[L], presses int32[L]). ValueError past max_states states.)doc");
+field a lock writes, with the fewest frames and then the fewest presses; min_press_interval as
+for plan(). Returns (fields uint8[L,128], frames int32[L], presses int32[L]). ValueError past
+max_states states.)doc");
 
   m.def(
       "plan",

@@ -482,6 +482,112 @@ struct Planner::Search {
   }
 
   // The forward closure of `start` over the same graph.
+  // ---- a relaxed model without gravity ----
+  // Drops only as fast drops (odd frames, and then no X move on that frame), at most one X move
+  // on any other frame, any number of turns (with the kick and the double left) every frame. It
+  // allows everything the game allows except gravity, so its bounds hold for a node whose
+  // gravity cannot come before the last deadline (speedCounter + frames left <= the limit).
+  bool odd_frame(int f) const { return ((root_fc + static_cast<unsigned>(f - base)) & 1) != 0; }
+
+  // Poses from which turns reach `a`, and poses turns reach from `a` (fixpoints).
+  void turns_back(Set& a) const {
+    for (;;) {
+      Set b = a;
+      for (int r = 0; r < 4; ++r) {
+        for (int t : {(r + 1) & 3, (r + 3) & 3}) {
+          const u128 at = a.r[t] & g.v[t & 1];
+          b.r[r] |= at;
+          if ((t & 1) == 0) b.r[r] |= (at << 1) & ~kCol0;  // kick / double left into x-1
+        }
+      }
+      if (b.r[0] == a.r[0] && b.r[1] == a.r[1] && b.r[2] == a.r[2] && b.r[3] == a.r[3]) return;
+      a = b;
+    }
+  }
+  void turns_fwd(Set& a) const {
+    for (;;) {
+      Set b = a;
+      for (int r = 0; r < 4; ++r) {
+        for (int t : {(r + 1) & 3, (r + 3) & 3}) {
+          b.r[t] |= a.r[r] & g.v[t & 1];
+          if ((t & 1) == 0) b.r[t] |= ((a.r[r] & ~kCol0) >> 1) & g.v[t & 1];
+        }
+      }
+      if (b.r[0] == a.r[0] && b.r[1] == a.r[1] && b.r[2] == a.r[2] && b.r[3] == a.r[3]) return;
+      a = b;
+    }
+  }
+
+  // alive[f - base]: the poses from which, at frame f, the relaxed model still locks on some
+  // unfound pose by its cell's deadline (backward from the last deadline).
+  std::vector<Set> alive;
+  int last_deadline = 0;
+  void compute_alive() {
+    last_deadline = base;
+    for (int i = 0; i < n_unfound_cells; ++i)
+      last_deadline = std::max(last_deadline, deadline[unfound_cells[i]]);
+    alive.clear();
+    const int n = last_deadline - base;
+    if (n <= 0 || n > 256) return;  // no bound (a very large slack: the round is exhaustive)
+    alive.assign(static_cast<size_t>(n) + 1, Set{{0, 0, 0, 0}});
+    for (int f = last_deadline - 1; f >= base; --f) {
+      Set tb = alive[static_cast<size_t>(f + 1 - base)];
+      turns_back(tb);
+      Set& a = alive[static_cast<size_t>(f - base)];
+      for (int r = 0; r < 4; ++r) {
+        const u128 v = g.v[r & 1];
+        const u128 in = tb.r[r] & v;
+        a.r[r] = tb.r[r] | ((in >> 1) & ~kCol7) | ((in << 1) & ~kCol0);  // wait, or one X move
+      }
+      if (odd_frame(f + 1)) {
+        u128 cells = 0;  // a fast drop on frame f + 1 locks there by the cell's deadline
+        for (int i = 0; i < n_unfound_cells; ++i)
+          if (deadline[unfound_cells[i]] >= f + 1)
+            cells |= static_cast<u128>(1) << unfound_cells[i];
+        for (int r = 0; r < 4; ++r)
+          a.r[r] |= ((tb.r[r] & g.v[r & 1]) << 8) | (unfound.r[r] & cells);
+      }
+    }
+  }
+
+  // The relaxed model's first lock frame (absolute) on every pose from the start, per cell (the
+  // fewest over rotations); kNoFrame where it never locks.
+  void relaxed_first_locks(int x0, int y0, int rot0, int first[128]) const {
+    for (int c = 0; c < 128; ++c) first[c] = kNoFrame;
+    Set reach{{0, 0, 0, 0}};
+    reach.r[rot0] = static_cast<u128>(1) << (y0 * 8 + x0);
+    turns_fwd(reach);
+    bool stable_once = false;
+    for (int f = base + 1; f < base + 512; ++f) {
+      Set nx;
+      for (int r = 0; r < 4; ++r) {
+        const u128 v = g.v[r & 1];
+        nx.r[r] =
+            reach.r[r] | (((reach.r[r] & ~kCol7) << 1) & v) | (((reach.r[r] & ~kCol0) >> 1) & v);
+      }
+      turns_fwd(nx);
+      if (odd_frame(f)) {
+        Set d;
+        for (int r = 0; r < 4; ++r) {
+          const u128 v = g.v[r & 1];
+          const u128 lock = reach.r[r] & ~(v << 8);
+          for (u128 b = lock; b; b &= b - 1) {
+            const int c = ctz128(b);
+            if (first[c] == kNoFrame) first[c] = f;
+          }
+          d.r[r] = (reach.r[r] >> 8) & v;
+        }
+        turns_fwd(d);
+        for (int r = 0; r < 4; ++r) nx.r[r] |= d.r[r];
+      }
+      const bool same = nx.r[0] == reach.r[0] && nx.r[1] == reach.r[1] && nx.r[2] == reach.r[2] &&
+                        nx.r[3] == reach.r[3];
+      if (same && stable_once && odd_frame(f)) return;
+      stable_once = same;
+      reach = nx;
+    }
+  }
+
   void update_reach(const Set& start) {
     Set f = start;
     for (;;) {
@@ -681,11 +787,25 @@ void Planner::run_round(Search& S, bool keep_history) {
     }
     uint32_t smask = static_cast<uint32_t>(slot_key_.size() - 1);
     const Set& W = S.useful;
-    auto emit = [&](const Set& s, uint64_t key, u128 region) {
-      const u128 a0 = s.r[0] & W.r[0], b0 = s.r[1] & W.r[1], c0 = s.r[2] & W.r[2],
-                 d0 = s.r[3] & W.r[3];
-      if ((a0 | b0 | c0 | d0) & ~region) S.capped = true;
-      const u128 a = a0 & region, b = b0 & region, c = c0 & region, d = d0 & region;
+    const bool have_alive = frame - S.base < static_cast<int>(S.alive.size());
+    const Set* alive = have_alive ? &S.alive[static_cast<size_t>(frame - S.base)] : nullptr;
+    const int frames_left = S.last_deadline - frame;
+    auto emit = [&](const Set& s, uint64_t key, u128 region, uint8_t sc) {
+      u128 a = s.r[0] & W.r[0], b = s.r[1] & W.r[1], c = s.r[2] & W.r[2], d = s.r[3] & W.r[3];
+      if ((a | b | c | d) & ~region) S.capped = true;
+      a &= region;
+      b &= region;
+      c &= region;
+      d &= region;
+      if (alive && sc + frames_left <= S.limit) {  // no gravity before the last deadline
+        const u128 a1 = a & alive->r[0], b1 = b & alive->r[1], c1 = c & alive->r[2],
+                   d1 = d & alive->r[3];
+        if ((a ^ a1) | (b ^ b1) | (c ^ c1) | (d ^ d1)) S.capped = true;
+        a = a1;
+        b = b1;
+        c = c1;
+        d = d1;
+      }
       if ((a | b | c | d) == 0) return;
       if (2 * (next.size() + 1) > slot_key_.size()) {  // grow and rehash
         const size_t cap = slot_key_.size() * 2;
@@ -884,10 +1004,10 @@ void Planner::run_round(Search& S, bool keep_history) {
               if (has_bl) rotate_both(b2, left, g);
             }
             if (!lr) k.hv = 0;
-            emit(n2, pack(k), region);
+            emit(n2, pack(k), region, sc2);
             if (has_bl) {
               k.hv = kHvBlocked;
-              emit(b2, pack(k), region);
+              emit(b2, pack(k), region, sc2);
             }
           }
         }
@@ -999,6 +1119,9 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
   const Ctrl rc = unpack(S.roots[0].key);
   S.first_drops(rc.sc, ((S.root_fc + 1) & 1) != 0, e);
   const int y0 = out.root.pill_y, x0 = out.root.pill_x;
+  int relaxed[128];
+  S.relaxed_first_locks(x0, y0, out.root.pill_rotation, relaxed);
+  const int gravity = rc.sc <= S.limit ? S.limit + 1 - rc.sc : 1;  // frames to the first gravity
   int fastest[128];  // cap_region's bound from the start to each cell
   for (int c = 0; c < 128; ++c) {
     const int y = c >> 3, x = c & 7;
@@ -1006,9 +1129,15 @@ void Planner::plan(const State& s0, const uint8_t* prefix, int prefix_len, const
                                      2 * ((std::max(0, x0 - x) + 2) / 3)})
                          : 0;
     if (y < y0 && S.slide[c] > 0) fastest[c] = std::max(fastest[c], e[y0 - y] + 2 * S.slide[c] - 1);
+    // The relaxed model holds until the first frame gravity can come.
+    if (fastest[c]) {
+      const int bound = relaxed[c] == kNoFrame ? 1 << 20 : relaxed[c] - S.base;
+      fastest[c] = std::max(fastest[c], std::min(bound, gravity));
+    }
   }
   for (int slack = 0; slack <= 2 * S.max_frames; slack = slack ? slack * 2 : 2) {
     for (int c = 0; c < 128; ++c) S.deadline[c] = fastest[c] ? S.base + fastest[c] + slack : 0;
+    S.compute_alive();
     run_round(S, false);
     if (!any(S.unfound) || !S.capped) break;
     S.update_useful();
@@ -1106,6 +1235,7 @@ bool Planner::masks(const Plan& p, int index, std::vector<uint8_t>& out, int* pr
   Search S(p.root);
   if (!setup(S, p, index)) return false;
   for (int c = 0; c < 128; ++c) S.deadline[c] = lock_frame;
+  S.compute_alive();
   run_round(S, true);
   return backtrack(S, p, index, out, presses);
 }
@@ -1128,6 +1258,7 @@ bool Planner::all_masks(const Plan& p, std::vector<std::vector<uint8_t>>& out,
     const int c = (15 - ((pl.index & 127) >> 3)) * 8 + (pl.index & 7);
     S.deadline[c] = std::max(S.deadline[c], static_cast<int>(pl.lock_frame));
   }
+  S.compute_alive();
   run_round(S, true);
   for (size_t i = 0; i < p.placements.size(); ++i)
     if (!backtrack(S, p, p.placements[i].index, out[i], &presses[i])) return false;

@@ -46,8 +46,9 @@ enum PlanStatus : uint8_t {
   kPlanNoPill = 2,          // not playing (intro, pause, game over, demo) or a top-out on spawn
 };
 
-// The result of Planner::plan. Masks are rebuilt on demand (plan_masks) from what is kept here:
-// the state the search started from and the masks that led to it.
+// The result of Planner::plan: every reachable placement with the fewest frames any allowed
+// inputs take to lock there. Masks are rebuilt on demand (plan_masks, plan_all_masks) from what
+// is kept here: the state the search started from and the masks that led to it.
 struct Plan {
   uint8_t status = kPlanOk;
   std::vector<PlannedPlacement> placements;         // sorted by placement index

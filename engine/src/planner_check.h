@@ -4,6 +4,7 @@
 // tests/test_planner*.py. Plain C++17: never includes pybind11.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -52,17 +53,23 @@ struct ExhaustiveLock {
 // from every state. A state seen on an earlier frame with the same frameCounter parity is not
 // expanded again (the rules read the frame number only through that parity, and last frame's
 // new presses not at all); on one frame the fewest presses (rising edges) to reach a state are
-// kept. Returns false when more than `max_states` states were seen (the search gave up); `out`
-// then holds what was found.
+// kept. With `min_press_interval` N > 0 a frame may raise one button only, N frames or more
+// after the last frame that raised one (the planner's rate profile; no press before the start).
+// Returns false when more than `max_states` states were seen (the search gave up); `out` then
+// holds what was found.
 inline bool exhaustive_locks(const State& s0, const std::vector<uint8_t>& alphabet,
-                             size_t max_states, std::vector<ExhaustiveLock>& out) {
+                             size_t max_states, std::vector<ExhaustiveLock>& out,
+                             int min_press_interval = 0) {
   out.clear();
-  auto normalized = [](const State& s) {
+  const int n = min_press_interval;
+  auto normalized = [](const State& s, int since) {
     State k = s;
     k.frame = 0;
     k.frame_counter &= 1;
     k.lock_event = 0;
-    k.btns_pressed = 0;  // dead: the next NMI rewrites it before anything reads it
+    // btns_pressed is dead (the next NMI rewrites it before anything reads it): it holds the
+    // frames since the last press frame instead, which the rate profile reads.
+    k.btns_pressed = static_cast<uint8_t>(since);
     return k;
   };
   auto hash = [](const State& k) {
@@ -103,15 +110,23 @@ inline bool exhaustive_locks(const State& s0, const std::vector<uint8_t>& alphab
     return -1;
   };
   std::unordered_map<std::string, size_t> lock_index;  // field bytes -> out index
-  std::vector<std::pair<State, int>> layer{{s0, 0}};
-  find_or_add(normalized(s0), 0, 0);
+  struct Node {
+    State s;
+    int presses;
+    int since;  // frames since the last press frame, at most n
+  };
+  std::vector<Node> layer{{s0, 0, n}};
+  find_or_add(normalized(s0, n), 0, 0);
   for (int frame = 1; !layer.empty(); ++frame) {
-    std::vector<std::pair<State, int>> next;
-    for (const auto& [s, presses] : layer) {
+    std::vector<Node> next;
+    for (const Node& node : layer) {
+      const State& s = node.s;
       for (uint8_t m : alphabet) {
+        const unsigned rising = m & static_cast<uint8_t>(~s.btns_held);
+        if (n > 0 && rising && (__builtin_popcount(rising) > 1 || node.since < n - 1)) continue;
+        const int since = rising ? 0 : std::min(node.since + 1, n);
         State t = s;
-        const int p = presses + __builtin_popcount(
-                                    static_cast<unsigned>(m & static_cast<uint8_t>(~s.btns_held)));
+        const int p = node.presses + __builtin_popcount(rising);
         step(t, m);
         if (t.lock_event) {
           const std::string f(reinterpret_cast<const char*>(t.field), kFieldSize);
@@ -128,11 +143,12 @@ inline bool exhaustive_locks(const State& s0, const std::vector<uint8_t>& alphab
           }
           continue;
         }
-        const int64_t seen = find_or_add(normalized(t), frame, static_cast<uint32_t>(next.size()));
+        const int64_t seen =
+            find_or_add(normalized(t, since), frame, static_cast<uint32_t>(next.size()));
         if (seen < 0) {
-          next.push_back({t, p});
-        } else if (where[seen].first == frame && p < next[where[seen].second].second) {
-          next[where[seen].second].second = p;
+          next.push_back({t, p, since});
+        } else if (where[seen].first == frame && p < next[where[seen].second].presses) {
+          next[where[seen].second].presses = p;
         }
       }
     }
