@@ -87,6 +87,43 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    """Fit a capture Profile (geometry and colour) from gameplay frames of a video or device."""
+    from calibration.fit import FitError
+    from hil.calibrate import calibrate
+
+    base = _load_profile(args.base) if args.base else None
+    try:
+        result, out, png = calibrate(
+            args.input,
+            args.out,
+            png=args.png,
+            count=args.frames,
+            every=args.every,
+            name=args.name,
+            base=base,
+            rom=args.rom,
+        )
+    except (FitError, ValueError) as e:
+        raise SystemExit(f"hil calibrate: {e}") from None
+    g = result.profile.geometry
+    align = result.details["geometry"]["alignment_correlation"]
+    print(
+        f"{out}: {g.width}x{g.height}, scale {g.scale_x:.4f} x {g.scale_y:.4f} capture px per NES "
+        f"px, offset ({g.offset_x:.2f}, {g.offset_y:.2f}), crop t/b/l/r {g.crop_top}/"
+        f"{g.crop_bottom}/{g.crop_left}/{g.crop_right}\n"
+        f"geometry residual {result.geometry_residual_px:.3f} capture px, colour residual "
+        f"{result.color_residual:.2f} code values, alignment correlation {align:.3f}\n"
+        f"grid drawn over the first frame: {png}"
+    )
+    if align < 0.5:
+        print(
+            "warning: the level screen did not match the tiles well (correlation < 0.5): "
+            "pass --rom with your ROM, or check the grid in the PNG"
+        )
+    return 0
+
+
 def _print_help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 0
@@ -143,6 +180,29 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--frame", type=int, default=400, help="console frame of the sheet (400)")
     show.add_argument("--frames", type=int, default=3600, help="captured frames to show live")
     show.set_defaults(func=_cmd_sim_show)
+
+    cal = sub.add_parser(
+        "calibrate",
+        help="fit a capture profile (geometry, colour) from gameplay frames",
+        description=(
+            "Fit the capture chain's geometry (NES picture and bottle grid: scale, offset, "
+            "aspect, overscan crop) and colour from a few frames of a level being played; "
+            "write the profile and a PNG with the fitted grid over a frame."
+        ),
+    )
+    cal.add_argument(
+        "--input",
+        required=True,
+        help="video file, `hil sim record` directory, or capture device (0, /dev/video0)",
+    )
+    cal.add_argument("--out", required=True, help="profile JSON to write")
+    cal.add_argument("--png", help="grid picture to write (default: --out with .png)")
+    cal.add_argument("--frames", type=int, default=8, help="frames to fit from (8)")
+    cal.add_argument("--every", type=int, default=30, help="device: keep one frame in N (30)")
+    cal.add_argument("--name", help="profile name (default: the --out file name)")
+    cal.add_argument("--base", help="profile whose artifacts and timing to keep")
+    cal.add_argument("--rom", help="your Dr. Mario ROM: align with its level screen")
+    cal.set_defaults(func=_cmd_calibrate)
     return parser
 
 
