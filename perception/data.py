@@ -12,7 +12,8 @@ The player (:class:`Player`) moves and turns each pill at random, or greedily (t
 killed among a few tries), drops it, sometimes pauses, and some games start with all
 but 1-3 viruses removed so that stage clears happen. Frames are sampled from the whole game
 (intro, throws, clears, cascades, late boards, the top-out or clear), more often where the
-picture is hard: the falling pill's sprite over a drawn pill (the lock frame), clearing tiles.
+picture is hard: the falling pill's sprite over a drawn pill (the lock frame), clearing tiles
+(not so much more that the model expects a drawn pill under every sprite).
 
 Capture (:func:`training_profile`): ``calibration.Profile.random`` with, for a third of the
 samples, heavier artifacts; only the window of the capture the crop needs is produced
@@ -243,7 +244,7 @@ class GameStream:
             elif facts.kind == engine.ScreenKind.PAUSED:
                 p = 0.2
             elif facts.falling is not None and _sprite_over_pill(facts):
-                p = 0.7
+                p = 0.3
             elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
                 p = max(p, 0.3)
             if (ended and self.hard) or rng.random() < p:

@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,17 @@ def batch_errors(outputs: tuple[torch.Tensor, ...], b: dict[str, torch.Tensor]) 
     }
 
 
+class _Probabilities(torch.nn.Module):
+    """The exported graph: image in, the four probability outputs out."""
+
+    def __init__(self, model: BoardNet) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.model(image, logits=False)
+
+
 def export_onnx(model: BoardNet, path: Path, check: torch.Tensor) -> float:
     """Write the ONNX graph (probabilities) and return the largest difference between the
     ONNX Runtime and torch outputs on ``check`` (uint8 images); raise RuntimeError above 1e-4."""
@@ -139,17 +151,23 @@ def export_onnx(model: BoardNet, path: Path, check: torch.Tensor) -> float:
     model.eval()
     path.parent.mkdir(parents=True, exist_ok=True)
     example = check[:1]
-    torch.onnx.export(
-        model,
-        (example,),
-        str(path),
-        input_names=["image"],
-        output_names=list(OUTPUT_NAMES),
-        dynamic_axes={"image": {0: "n"}, **{k: {0: "n"} for k in OUTPUT_NAMES}},
-        opset_version=17,
-        dynamo=False,
-    )
+    graph = _Probabilities(model).eval()
+    # The TorchScript exporter: the torch.export-based one needs onnxscript, which is not a
+    # dependency of this project; torch warns that the old one is deprecated.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            graph,
+            (example,),
+            str(path),
+            input_names=["image"],
+            output_names=list(OUTPUT_NAMES),
+            dynamic_axes={"image": {0: "n"}, **{k: {0: "n"} for k in OUTPUT_NAMES}},
+            opset_version=17,
+            dynamo=False,
+        )
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    model.eval()
     with torch.no_grad():
         want = model(check)
     got = session.run(list(OUTPUT_NAMES), {"image": check.numpy()})
@@ -237,20 +255,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m perception.train", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--steps", type=int, default=6000, help="optimizer steps (6000)")
+    p.add_argument("--steps", type=int, default=2200, help="optimizer steps (2200)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (3e-3)")
-    p.add_argument("--width", type=int, nargs=4, default=[16, 32, 64, 96], help="channels")
+    p.add_argument(
+        "--width", type=int, nargs=3, default=[32, 80, 96], help="channels at 1/4, 1/8, 1/16"
+    )
     p.add_argument("--workers", type=int, default=2, help="data processes (2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (1)")
-    p.add_argument("--reuse", type=int, default=3, help="steps each sample is used in (3)")
+    p.add_argument("--reuse", type=int, default=4, help="steps each sample is used in (4)")
     p.add_argument("--buffer", type=int, default=256, help="shuffle buffer per worker (256)")
     p.add_argument("--seed", type=int, default=0, help="training seed (0)")
     p.add_argument("--rom", help="train on the tiles of this Dr. Mario iNES ROM (not stored)")
     p.add_argument("--out", type=Path, default=DEFAULT_MODEL, help="ONNX file to write")
     p.add_argument("--report", type=Path, help="accuracy report (.json and .md beside it)")
-    p.add_argument("--eval-frames", type=int, default=1000, help="held-out frames per profile")
-    p.add_argument("--eval-random", type=int, default=4, help="held-out random profiles (4)")
+    p.add_argument("--checkpoint", type=Path, help="also save the torch state dict here")
+    p.add_argument("--eval-frames", type=int, default=600, help="held-out frames per profile")
+    p.add_argument("--eval-random", type=int, default=3, help="held-out random profiles (3)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -263,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--rom: no such file {args.rom}")
     result = train(args)
     model = result["model"]
+    if args.checkpoint:
+        torch.save(model.state_dict(), args.checkpoint)
     check = next(iter(SampleStream(args.seed + 1000, 8, args.rom, 1, 8)))["image"]
     diff = export_onnx(model, args.out, check)
     size = args.out.stat().st_size
@@ -271,12 +294,14 @@ def main(argv: list[str] | None = None) -> int:
         args.report = args.out.with_suffix(".report.json")
     from perception.evaluate import evaluate, write_report
 
+    start = time.time()
     evaluation = evaluate(
         args.out, frames=args.eval_frames, random_profiles=args.eval_random, rom=args.rom
     )
     meta = {
         "command": "python -m perception.train " + " ".join(sys.argv[1:] if argv is None else argv),
         "train_s": result["train_s"],
+        "eval_s": time.time() - start,
         "steps": args.steps,
         "batch": args.batch,
         "onnx_bytes": size,

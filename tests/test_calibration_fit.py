@@ -13,7 +13,7 @@ import pytest
 
 import engine
 from calibration import Color, Geometry, NoiseSource, Profile, forward
-from calibration.fit import FitError, fit_profile, forward_color
+from calibration.fit import FitError, boundary_error, fit_profile, forward_color
 
 
 def gameplay(frames: int, seed: int = 1) -> list[np.ndarray]:
@@ -28,36 +28,6 @@ def gameplay(frames: int, seed: int = 1) -> list[np.ndarray]:
         if len(out) == frames:
             break
     return out
-
-
-def boundary_error(fit: Geometry, true: Geometry) -> float:
-    """Largest distance (capture pixels) between fitted and true NES pixel boundaries, over the
-    NES pixels the capture shows. Nearest scaling shows a boundary only as the capture pixel
-    boundary it rounds to, so any position within half a pixel of that is exact."""
-    worst = 0.0
-    for axis in ("x", "y"):
-        n = 256 if axis == "x" else 240
-        first, last = (
-            (true.crop_left, n - true.crop_right)
-            if axis == "x"
-            else (true.crop_top, n - true.crop_bottom)
-        )
-        k = np.arange(first, last + 1)
-        scale_t, scale_f = (
-            (true.scale_x, fit.scale_x) if axis == "x" else (true.scale_y, fit.scale_y)
-        )
-        off_t, off_f = (
-            (true.offset_x, fit.offset_x) if axis == "x" else (true.offset_y, fit.offset_y)
-        )
-        crop_f = fit.crop_left if axis == "x" else fit.crop_top
-        b_true = off_t + (k - first) * scale_t
-        b_fit = off_f + (k - crop_f) * scale_f
-        if true.interpolation == "nearest":
-            d = np.maximum(0.0, np.abs(b_fit - np.ceil(b_true - 0.5)) - 0.5)
-        else:
-            d = np.abs(b_fit - b_true)
-        worst = max(worst, float(d.max()))
-    return worst
 
 
 RANDOM_SEEDS = [7, 13, 19]  # 640x480 bilinear, 720x480 nearest with crop, 640x480 area
