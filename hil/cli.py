@@ -315,10 +315,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     import json
 
     if args.what != "latency":
-        raise SystemExit(
-            "hil calibrate: say what to calibrate: `hil calibrate latency` (the capture chain's "
-            "latency); profile fitting from captures is `hil calibrate --input ...` (perception)"
-        )
+        if args.input is None or args.out is None:
+            raise SystemExit(
+                "hil calibrate: say what to calibrate: `hil calibrate --input VIDEO_OR_DEVICE "
+                "--out profile.json` fits a capture profile; `hil calibrate latency` measures "
+                "the capture chain's latency"
+            )
+        return _cmd_calibrate_fit(args)
     from hil.latency import calibrate_latency
     from hil.runtime import make_reader, pick_reader
 
@@ -414,6 +417,43 @@ def _cmd_emu_start(args: argparse.Namespace) -> int:
     except (EmuError, ValueError) as e:  # RomError is a ValueError
         raise SystemExit(f"hil emu start: {e}") from None
     print_json(report)
+    return 0
+
+
+def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
+    """Fit a capture Profile (geometry and colour) from gameplay frames of a video or device."""
+    from calibration.fit import FitError
+    from hil.calibrate import calibrate
+
+    base = _load_profile(args.base) if args.base else None
+    try:
+        result, out, png = calibrate(
+            args.input,
+            args.out,
+            png=args.png,
+            count=args.frames,
+            every=args.every,
+            name=args.name,
+            base=base,
+            rom=args.rom,
+        )
+    except (FitError, ValueError) as e:
+        raise SystemExit(f"hil calibrate: {e}") from None
+    g = result.profile.geometry
+    align = result.details["geometry"]["alignment_correlation"]
+    print(
+        f"{out}: {g.width}x{g.height}, scale {g.scale_x:.4f} x {g.scale_y:.4f} capture px per NES "
+        f"px, offset ({g.offset_x:.2f}, {g.offset_y:.2f}), crop t/b/l/r {g.crop_top}/"
+        f"{g.crop_bottom}/{g.crop_left}/{g.crop_right}\n"
+        f"geometry residual {result.geometry_residual_px:.3f} capture px, colour residual "
+        f"{result.color_residual:.2f} code values, alignment correlation {align:.3f}\n"
+        f"grid drawn over the first frame: {png}"
+    )
+    if align < 0.5:
+        print(
+            "warning: the level screen did not match the tiles well (correlation < 0.5): "
+            "pass --rom with your ROM, or check the grid in the PNG"
+        )
     return 0
 
 
@@ -527,8 +567,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench_arguments(bench)
     bench.set_defaults(func=_cmd_bench)
 
-    cal = sub.add_parser("calibrate", help="calibrate: `hil calibrate latency`")
-    cal.add_argument("what", nargs="?", choices=["latency"], help="what to calibrate")
+    cal = sub.add_parser(
+        "calibrate",
+        help="fit a capture profile (--input, --out) or measure latency (`calibrate latency`)",
+        description=(
+            "`hil calibrate --input VIDEO_OR_DEVICE --out profile.json`: fit the capture chain's "
+            "geometry (NES picture and bottle grid: scale, offset, aspect, overscan crop) and "
+            "colour from a few frames of a level being played; write the profile and a PNG with "
+            "the fitted grid over a frame. `hil calibrate latency`: press a button, see the pill "
+            "move, report the capture latency in frames."
+        ),
+    )
+    cal.add_argument("what", nargs="?", choices=["latency"], help="latency: measure the latency")
     cal.add_argument("--port", help="controller port (the rig; without it: the simulated console)")
     cal.add_argument("--capture", help="capture device (the rig)")
     cal.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile")
@@ -538,6 +588,17 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--reader", default="auto")
     cal.add_argument("--fast", action="store_true", help="sim: lockstep")
     cal.add_argument("--capture-seed", type=int, default=0)
+    cal.add_argument(
+        "--input",
+        help="video file, `hil sim record` directory, or capture device (0, /dev/video0)",
+    )
+    cal.add_argument("--out", help="profile JSON to write")
+    cal.add_argument("--png", help="grid picture to write (default: --out with .png)")
+    cal.add_argument("--frames", type=int, default=8, help="frames to fit from (8)")
+    cal.add_argument("--every", type=int, default=30, help="device: keep one frame in N (30)")
+    cal.add_argument("--name", help="profile name (default: the --out file name)")
+    cal.add_argument("--base", help="profile whose artifacts and timing to keep")
+    cal.add_argument("--rom", help="your Dr. Mario ROM: align with its level screen")
     cal.set_defaults(func=_cmd_calibrate)
 
     rp = sub.add_parser(

@@ -1,0 +1,420 @@
+"""Training and evaluation samples: engine games rendered, degraded through capture chains,
+read back into the model's crop, and labelled with what the picture shows.
+
+A sample is ``(image, labels)``: ``image`` uint8 RGB [208, 144, 3], the crop exactly as the
+reader builds it (perception.preprocess), ``labels`` a :class:`Labels` from
+``engine.screen_facts`` (the bottle as shown, lagging the game; the falling pill's sprites as
+drawn; the next pill; the screen kind), never from the game RAM.
+
+Games (:class:`GameStream`): a random level 0..24, speed, 16-bit seed and ``frame_counter``;
+even seeds for training, odd seeds for evaluation, so no held-out board is ever trained on.
+The player (:class:`Player`) moves and turns each pill at random, or greedily (the most viruses
+killed among a few tries), drops it, sometimes pauses, and some games start with all
+but 1-3 viruses removed so that stage clears happen. Frames are sampled from the whole game
+(intro, throws, clears, cascades, late boards, the top-out or clear), more often where the
+picture is hard: the falling pill's sprite over a drawn pill (the lock frame), clearing tiles
+(not so much more that the model expects a drawn pill under every sprite).
+
+Capture (:func:`training_profile`): ``calibration.Profile.random`` with, for a third of the
+samples, heavier artifacts; only the window of the capture the crop needs is produced
+(calibration.window). The reader's sampling is jittered by up to 0.3 capture pixels and its
+colour undo is done with a slightly wrong colour section (a fitted profile is not exact), or
+not at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+import engine
+from calibration import Artifacts, Color, Profile
+from calibration.forward import NoiseSource, forward
+from calibration.profile import CHROMA
+from calibration.window import aligned_window, forward_window
+from engine.constants import TERMINAL_PHASES, Button, Phase
+from perception.appearance import randomize
+from perception.layout import (
+    CROP_H,
+    CROP_W,
+    CROP_X,
+    CROP_Y,
+    FIELD_COLS,
+    FIELD_ROWS,
+    SPRITE_ROWS,
+    ScreenKind,
+    cell_classes,
+)
+from perception.preprocess import CropSampler, Placement
+
+MAX_GAME_FRAMES = 8000
+TERMINAL_COPIES = 6
+WINDOW_MARGIN = 20.0  # capture pixels around the crop: filter support and JPEG block rows
+
+
+@dataclass
+class Labels:
+    """What one picture shows, as class indices (perception.layout).
+
+    cells: int64 [16, 8] cell classes (bottle as shown). sprite: int64 [17, 8] falling-pill
+    sprite classes (neck row, then the 16 field rows). next_colors: int64 [2] the next pill's
+    colours in the game's order (1st half, 2nd half), -1 when none is drawn. kind: ScreenKind.
+    field_visible: False when the bottle is not drawn (pause, other screens): no cell loss.
+    """
+
+    cells: np.ndarray
+    sprite: np.ndarray
+    next_colors: np.ndarray
+    kind: int
+    field_visible: bool = True
+
+
+def falling_cells(pill: engine.FallingPill) -> list[tuple[int, int, int]]:
+    """(sprite row, column, colour) of the two halves of a drawn falling pill.
+
+    ``pill.y`` counts rows from the bottom (15 = top); the 1st half is left, bottom, right, top
+    for rotation 0, 1, 2, 3 (fallingPill sprite data), the pill's (x, y) is its bottom-left
+    half. Sprite row = field row + 1 (row 0 is the neck above the field)."""
+    row = FIELD_ROWS - 1 - pill.y + 1
+    c0, c1 = pill.colors
+    if pill.rotation % 2 == 0:  # horizontal: (left, right)
+        left, right = (c0, c1) if pill.rotation == 0 else (c1, c0)
+        return [(row, pill.x, left), (row, pill.x + 1, right)]
+    bottom, top = (c0, c1) if pill.rotation == 1 else (c1, c0)
+    return [(row, pill.x, bottom), (row - 1, pill.x, top)]
+
+
+def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
+    """Labels of ``render_frame(game)`` from ``engine.screen_facts(game)`` and ``game.phase``."""
+    kind = {
+        engine.ScreenKind.LEVEL: ScreenKind.GAMEPLAY,
+        engine.ScreenKind.PAUSED: ScreenKind.PAUSED,
+        engine.ScreenKind.STAGE_CLEAR: ScreenKind.STAGE_CLEAR,
+        engine.ScreenKind.TOP_OUT: ScreenKind.GAME_OVER,
+        engine.ScreenKind.OTHER: ScreenKind.OTHER,
+    }[facts.kind]
+    if kind == ScreenKind.GAMEPLAY and phase == Phase.INTRO:
+        kind = ScreenKind.LEVEL_INTRO
+    sprite = np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64)
+    if facts.falling is not None:
+        for r, c, color in falling_cells(facts.falling):
+            sprite[r, c] = 1 + color
+    next_colors = np.full(2, -1, np.int64)
+    if facts.next is not None:
+        next_colors[:] = facts.next.colors
+    visible = facts.kind != engine.ScreenKind.PAUSED
+    return Labels(cell_classes(facts.bottle), sprite, next_colors, int(kind), visible)
+
+
+class Player:
+    """Plays a game with scripted inputs: for each pill a random target (rotations, columns to
+    move) played as button presses on alternate frames, then the pill is dropped (Down held, or
+    left to fall some of the time). Greedy play tries several scripts on clones and keeps one
+    that kills the most viruses. Now and then it pauses. Call :meth:`mask` once per frame
+    before ``game.step``. (The exact planner, ``engine.plan``, costs 20-70 ms per pill: too slow
+    for data generation, and any reachable placement does here.)"""
+
+    def __init__(self, rng: np.random.Generator, greedy: float, pause_rate: float) -> None:
+        self.rng = rng
+        self.greedy = greedy
+        self.pause_rate = pause_rate
+        self.queue: list[int] = []
+        self.falling = False
+        self.drop = 1.0
+
+    def _script(self) -> list[int]:
+        rng = self.rng
+        turns = int(rng.integers(0, 4))
+        move = int(rng.integers(-4, 5))
+        side = Button.LEFT if move < 0 else Button.RIGHT
+        out = [0] * int(rng.integers(0, 4))
+        for k in range(max(turns, abs(move))):
+            press = (Button.A if k < turns else 0) | (side if k < abs(move) else 0)
+            out += [int(press), 0]
+        return out
+
+    def _pick(self, game: engine.Game) -> list[int]:
+        if self.rng.random() >= self.greedy:
+            return self._script()
+        best: list[int] = []
+        best_kills = -1
+        tail = np.concatenate([np.full(40, Button.DOWN, np.uint8), np.zeros(60, np.uint8)])
+        for _ in range(12):
+            script = self._script()
+            trial = game.clone()
+            trial.run(np.concatenate([np.array(script, np.uint8), tail]))
+            kills = int(game.virus_left) - int(trial.virus_left)
+            if kills > best_kills:
+                best, best_kills = script, kills
+        return best
+
+    def mask(self, game: engine.Game) -> int:
+        playing = int(game.phase) == Phase.PLAYING
+        falling = playing and int(game.next_action) == 0
+        if falling and not self.falling:  # a new pill is in play
+            self.queue = self._pick(game)
+            self.drop = float(self.rng.choice([1.0, 0.7, 0.3]))
+        self.falling = falling
+        if self.queue:
+            return self.queue.pop(0)
+        if playing and self.rng.random() < self.pause_rate:
+            self.queue = [0] * int(self.rng.integers(2, 40)) + [Button.START, 0]
+            return int(Button.START)
+        if falling and self.rng.random() < self.drop:
+            return int(Button.DOWN)
+        return 0
+
+
+@dataclass
+class Shown:
+    """One sampled console picture: the NES frame, the frame before it (for combing), labels."""
+
+    picture: np.ndarray
+    previous: np.ndarray
+    labels: Labels
+
+
+class GameStream:
+    """One game at a time, endlessly: yields sampled pictures (:class:`Shown`).
+
+    ``split``: "train" (even 16-bit seeds) or "eval" (odd). ``tiles``: the tile set; with
+    ``randomize_tiles`` each game gets a randomised copy (perception.appearance).
+    ``emit``: probability that a frame is sampled. ``hard``: sample hard frames more (lock
+    frames, clearing tiles, pauses) and yield a stage clear / top-out picture several times
+    (training); without, frames are sampled uniformly (evaluation: the natural mix).
+    """
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        split: str,
+        tiles: engine.TileSet,
+        randomize_tiles: bool,
+        emit: float = 0.08,
+        hard: bool = True,
+    ) -> None:
+        if split not in ("train", "eval"):
+            raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+        self.rng = rng
+        self.split = split
+        self.base_tiles = tiles
+        self.randomize_tiles = randomize_tiles
+        self.emit = emit
+        self.hard = hard
+        self._games: Iterator[Shown] | None = None
+
+    def _new_game(self) -> Iterator[Shown]:
+        rng = self.rng
+        level = int(rng.integers(0, 25))
+        speed = int(rng.integers(0, 3))
+        seed = int(rng.integers(0, 1 << 15)) * 2 + (0 if self.split == "train" else 1)
+        game = engine.Game(level, speed, seed, int(rng.integers(0, 256)))
+        endgame = rng.random() < 0.15
+        if endgame:  # leave 1-3 viruses so the game can reach a stage clear
+            viruses = np.flatnonzero((game.field & 0xF0) == 0xD0)
+            keep = rng.choice(
+                viruses, size=min(len(viruses), int(rng.integers(1, 4))), replace=False
+            )
+            for i in viruses:
+                if i not in keep:
+                    game.field[i] = game.shown[i] = 0xFF
+            game.virus_left_bcd[...] = len(keep)
+        # a third of the games keep the tile set as it is (the shipped look), the rest vary it
+        vary = self.randomize_tiles and rng.random() < 0.65
+        tiles = randomize(self.base_tiles, rng) if vary else self.base_tiles
+        greedy = 0.9 if endgame else float(rng.choice([0.0, 0.3, 0.8]))
+        player = Player(rng, greedy=greedy, pause_rate=1 / 1500)
+        prev = game.clone()
+        for _ in range(MAX_GAME_FRAMES):
+            mask = player.mask(game)
+            prev = game.clone()
+            game.step(mask)
+            facts = engine.screen_facts(game)
+            ended = Phase(int(game.phase)) in TERMINAL_PHASES
+            if ended and facts.kind == engine.ScreenKind.OTHER:
+                return  # demo end / soft reset: not a picture we can label
+            p = self.emit
+            if not self.hard:
+                pass
+            elif facts.kind == engine.ScreenKind.LEVEL and int(game.phase) == Phase.INTRO:
+                p = self.emit * 0.3
+            elif facts.kind == engine.ScreenKind.PAUSED:
+                p = 0.2
+            elif facts.falling is not None and _sprite_over_pill(facts):
+                p = 0.3
+            elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
+                p = max(p, 0.3)
+            if (ended and self.hard) or rng.random() < p:
+                shown = Shown(
+                    engine.render_frame(game, tiles),
+                    engine.render_frame(prev, tiles),
+                    labels_from_facts(facts, int(game.phase)),
+                )
+                # the one picture of a stage clear / top-out: seen through several chains
+                for _ in range(TERMINAL_COPIES if ended and self.hard else 1):
+                    yield shown
+            if ended:
+                return
+
+    def __iter__(self) -> Iterator[Shown]:
+        while True:
+            yield from self._new_game()
+
+
+def _sprite_over_pill(facts: engine.ScreenFacts) -> bool:
+    assert facts.falling is not None
+    for r, c, _ in falling_cells(facts.falling):
+        if 1 <= r <= FIELD_ROWS and facts.bottle[r - 1, c] != 0xFF:
+            return True
+    return False
+
+
+def other_picture(rng: np.random.Generator, tiles: engine.TileSet) -> np.ndarray:
+    """A picture that is no level: one colour, or a mosaic of random tiles and colours."""
+    rgb = tiles.rgb
+    if rng.random() < 0.3:
+        return np.broadcast_to(rgb[int(rng.integers(0, 64))], (240, 256, 3)).copy()
+    idx = rng.integers(0, 256, size=(30, 32))
+    bank = tiles.patterns[int(rng.integers(0, 3))]
+    pix = bank[idx].transpose(0, 2, 1, 3).reshape(240, 256)
+    colors = rgb[rng.integers(0, 64, size=4)]
+    return colors[pix]
+
+
+def other_labels() -> Labels:
+    return Labels(
+        cells=np.zeros((FIELD_ROWS, FIELD_COLS), np.int64),
+        sprite=np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64),
+        next_colors=np.full(2, -1, np.int64),
+        kind=int(ScreenKind.OTHER),
+        field_visible=False,
+    )
+
+
+def training_profile(rng: np.random.Generator) -> Profile:
+    """``Profile.random`` (docs/CAPTURE.md), a third of the time with heavier artifacts."""
+    p = Profile.random(rng)
+    if rng.random() < 1.0 / 3.0:
+
+        def maybe(prob: float, lo: float, hi: float) -> float:
+            return round(float(rng.uniform(lo, hi)), 3) if rng.random() < prob else 0.0
+
+        a = Artifacts(
+            hsmooth=maybe(0.8, 0.5, 1.6),
+            blur=maybe(0.4, 0.3, 1.0),
+            sharpen=maybe(0.4, 0.2, 1.0),
+            noise=maybe(0.8, 1.0, 7.0),
+            chroma=CHROMA[int(rng.integers(len(CHROMA)))],
+            jpeg_quality=int(rng.integers(35, 91)) if rng.random() < 0.6 else None,
+            combing=bool(rng.random() < 0.25),
+        )
+        p = p.replace(artifacts=a)
+    return p
+
+
+def fitted_color(c: Color, rng: np.random.Generator) -> Color | None:
+    """The colour section a fit might report for true section ``c`` (or None: not undone)."""
+    if rng.random() < 0.15:
+        return None
+
+    def near(v: float, sigma: float, lo: float, hi: float) -> float:
+        return float(np.clip(v + rng.normal(0.0, sigma), lo, hi))
+
+    return Color(
+        range=c.range,
+        gamma=near(c.gamma, 0.03, 0.5, 2.5),
+        saturation=near(c.saturation, 0.03, 0.25, 2.0),
+        gain=tuple(near(g, 0.015, 0.5, 1.5) for g in c.gain),  # type: ignore[arg-type]
+        offset=tuple(near(o, 1.5, -32.0, 32.0) for o in c.offset),  # type: ignore[arg-type]
+    )
+
+
+def jittered(place: Placement, rng: np.random.Generator, pixels: float = 0.3) -> Placement:
+    """``place`` with its offset moved up to ``pixels`` capture pixels and its scale by up to
+    ``pixels`` over the crop's width (what a 0.25-pixel calibration fit may be off by)."""
+    sx = 1.0 + rng.uniform(-1, 1) * pixels / (CROP_W * place.scale_x)
+    sy = 1.0 + rng.uniform(-1, 1) * pixels / (CROP_H * place.scale_y)
+    # scale about the crop's centre, then shift
+    cx = float(place.capture_x(np.array([CROP_X + CROP_W / 2]))[0])
+    cy = float(place.capture_y(np.array([CROP_Y + CROP_H / 2]))[0])
+    return dataclasses.replace(
+        place,
+        scale_x=place.scale_x * sx,
+        scale_y=place.scale_y * sy,
+        offset_x=cx + (place.offset_x - cx) * sx + rng.uniform(-pixels, pixels),
+        offset_y=cy + (place.offset_y - cy) * sy + rng.uniform(-pixels, pixels),
+    )
+
+
+def capture_crop(
+    profile: Profile,
+    shown: Shown,
+    noise: NoiseSource,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """The model's crop (uint8 RGB [208, 144, 3]) of ``shown`` captured through ``profile``.
+
+    With ``rng`` (training) the sampling is jittered and the colour undo perturbed
+    (:func:`jittered`, :func:`fitted_color`); without, it is what the reader does.
+    """
+    place = Placement.of(profile.geometry)
+    window = aligned_window(profile, *place.crop_bounds(WINDOW_MARGIN))
+    captured = forward_window(profile, shown.picture, window, shown.previous, noise)
+    color: Color | None | str = "profile"
+    if rng is not None:
+        place = jittered(place, rng)
+        color = fitted_color(profile.color, rng)
+    sampler = CropSampler(profile, place=place, color=color, origin=window[:2])
+    return sampler(captured)
+
+
+def capture_full(profile: Profile, shown: Shown, noise: NoiseSource) -> np.ndarray:
+    """The whole captured frame (BGR uint8 [height, width, 3]), as a capture card delivers."""
+    return forward(profile, shown.picture, shown.previous, noise)
+
+
+class TrainingSamples:
+    """Endless training samples ``(image uint8 [208, 144, 3], Labels)`` for one seed.
+
+    Interleaves ``streams`` games (so consecutive samples come from different games, tile sets
+    and levels), draws a capture profile per sample, and mixes in ``other_rate`` pictures that
+    are no level at all. ``tiles``: clean-room (default) or a ROM's TileSet.
+    """
+
+    def __init__(
+        self,
+        seed: int | list[int],
+        tiles: engine.TileSet | None = None,
+        randomize_tiles: bool = True,
+        streams: int = 6,
+        other_rate: float = 0.03,
+    ) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.tiles = tiles or engine.TileSet.clean_room()
+        self.noise = NoiseSource(int(self.rng.integers(1 << 31)))
+        self.noise.sample((3 << 20,))  # the bank, sized once for any window (1080p crops)
+        self.other_rate = other_rate
+        self.streams = [
+            iter(GameStream(self.rng, "train", self.tiles, randomize_tiles)) for _ in range(streams)
+        ]
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, Labels]]:
+        return self
+
+    def __next__(self) -> tuple[np.ndarray, Labels]:
+        rng = self.rng
+        profile = training_profile(rng)
+        if rng.random() < self.other_rate:
+            pic = other_picture(rng, randomize(self.tiles, rng))
+            shown = Shown(pic, pic, other_labels())
+        else:
+            shown = next(self.streams[int(rng.integers(len(self.streams)))])
+        return capture_crop(profile, shown, self.noise, rng), shown.labels
+
+
+def crop_of(picture: np.ndarray) -> np.ndarray:
+    """The model's crop of an NES picture (uint8 [240, 256, 3] -> [208, 144, 3])."""
+    return picture[CROP_Y : CROP_Y + CROP_H, CROP_X : CROP_X + CROP_W]

@@ -1,0 +1,83 @@
+"""The model's probabilities -> an Observation (numpy only; used by BoardReader and tests).
+
+Falling pill: the sprite head gives, per cell of the neck row and the field, the probability
+of "no sprite" and of a half of each colour. Every place a pill can be drawn (horizontal: two
+neighbours in a row; vertical: two in a column) is scored by the log-odds of "both cells hold
+a half, all others none", assuming independent cells; the best place wins if it is more
+likely than "no pill at all". This always gives a well-formed pill (two adjacent halves), so a
+doubtful cell cannot produce a three-cell or one-cell pill.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perception.layout import CLASS_TO_CODE, N_COLORS, ScreenKind
+from perception.observation import FallingPill, NextPill, Observation
+
+EPS = 1e-7
+
+
+def decode_cells(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 [22, 16, 8] -> (uint8 [16, 8] cell codes, float32 [16, 8] their probability)."""
+    k = probs.argmax(axis=0)
+    conf = np.take_along_axis(probs, k[None], axis=0)[0]
+    return CLASS_TO_CODE[k], conf.astype(np.float32)
+
+
+def decode_falling(probs: np.ndarray) -> FallingPill | None:
+    """float32 [4, 17, 8] sprite probabilities -> the most likely pill, or None."""
+    p0 = np.clip(probs[0].astype(np.float64), EPS, 1.0 - EPS)
+    odds = np.log1p(-p0) - np.log(p0)  # log-odds of "a half is here", per cell
+    horizontal = odds[:, :-1] + odds[:, 1:]  # [17, 7]: left half at (r, c)
+    vertical = odds[1:, :] + odds[:-1, :]  # [16, 8]: bottom half at (r + 1, c)
+    h, v = float(horizontal.max()), float(vertical.max())
+    best = max(h, v)
+    if best <= 0.0:
+        return None
+    if h >= v:
+        r, c = np.unravel_index(int(horizontal.argmax()), horizontal.shape)
+        first, second, rotation = (r, c), (r, c + 1), 0
+    else:
+        r, c = np.unravel_index(int(vertical.argmax()), vertical.shape)
+        first, second, rotation = (r + 1, c), (r, c), 1
+    halves = probs[1 : 1 + N_COLORS]
+    colors = (
+        int(halves[:, first[0], first[1]].argmax()),
+        int(halves[:, second[0], second[1]].argmax()),
+    )
+    # probability of this reading: the two cells hold these colours, the rest hold none
+    p_pair = float(halves[colors[0], first[0], first[1]] * halves[colors[1], second[0], second[1]])
+    rest = float(np.exp(np.log(p0).sum() - np.log(p0[first]) - np.log(p0[second])))
+    return FallingPill(
+        x=int(first[1]),
+        y=16 - int(first[0]),
+        rotation=rotation,
+        colors=colors,
+        confidence=p_pair * rest,
+    )
+
+
+def decode_next(probs: np.ndarray) -> NextPill | None:
+    """float32 [7] (drawn, 1st half colours, 2nd half colours) -> NextPill or None."""
+    drawn = float(probs[0])
+    if drawn < 0.5:
+        return None
+    first = probs[1 : 1 + N_COLORS]
+    second = probs[1 + N_COLORS : 1 + 2 * N_COLORS]
+    colors = (int(first.argmax()), int(second.argmax()))
+    return NextPill(colors=colors, confidence=drawn * float(first.max() * second.max()))
+
+
+def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray) -> Observation:
+    """One frame's model outputs (no batch axis) -> Observation."""
+    field, conf = decode_cells(cells)
+    k = int(kind.argmax())
+    return Observation(
+        field=field,
+        confidence=conf,
+        falling=decode_falling(sprite),
+        next=decode_next(nxt),
+        kind=ScreenKind(k),
+        kind_confidence=float(kind[k]),
+    )

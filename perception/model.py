@@ -1,0 +1,120 @@
+"""BoardNet: a small UNet over the model's crop (perception.layout), in torch (training only).
+
+Input: uint8 [N, 208, 144, 3] RGB, the crop as perception.preprocess builds it (NHWC; the
+graph does the cast, scaling and transpose, so the runtime passes the array as is).
+
+Encoder: a 4x4 stride-4 and a 2x2 stride-2 convolution ("patchify" steps: every NES pixel is
+seen once, the position inside a cell is kept in the channels) give one feature vector per 8x8
+cell (1/8, 26 x 18); three 3x3 convolutions refine them over the bottle only (19 x 10 cells:
+the field, the neck row, one cell of margin), where the exact answers are needed; a 2x2
+stride-2 and a 3x3 convolution give the context at 1/16 over the whole crop (13 x 9).
+Decoder: the 1/16 features upsampled to 1/8 and joined with the bottle's 1/8 features (the
+UNet skip), then a 1x1 and a 3x3 convolution: per-cell features of the bottle. The work goes
+where the answers are: the 3x3 convolutions at cell resolution see 190 cells, not 468.
+
+Heads (outputs of the ONNX graph, all probabilities):
+
+- ``cells`` float32 [N, 22, 16, 8]: softmax over the cell classes of each field cell;
+- ``sprite`` float32 [N, 4, 17, 8]: softmax over the falling-pill sprite classes of each cell
+  of the neck row and the field;
+- ``next`` float32 [N, 7]: sigmoid of "a next pill is drawn", then softmax over the colours of
+  its 1st and 2nd half (game order) - from the 1/16 features of the area of the throw arc,
+  flattened so the head knows where on the arc the pill is (its rotation depends on that);
+- ``kind`` float32 [N, 6]: softmax over perception.layout.ScreenKind, from the 1/16 features
+  pooled over the whole crop (mean and max).
+
+Training uses the logits (``forward(x, logits=True)``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from perception.layout import (
+    FIELD_COL0,
+    FIELD_COLS,
+    FIELD_ROW0,
+    FIELD_ROWS,
+    N_CELL_CLASSES,
+    N_COLORS,
+    N_KINDS,
+    N_SPRITE_CLASSES,
+    SPRITE_ROW0,
+    SPRITE_ROWS,
+)
+
+# the throw arc and the next pill at rest (x 120-205, y 21-91) in 1/16 cells of the crop
+NEXT_ROWS = slice(0, 6)  # y 16-111
+NEXT_COLS = slice(2, 9)  # x 120-231
+# the bottle branch: crop cells around the neck row and the field (one cell of margin)
+BOTTLE_ROWS = slice(SPRITE_ROW0 - 1, FIELD_ROW0 + FIELD_ROWS + 1)  # y 64-215: 19 rows
+BOTTLE_COLS = slice(FIELD_COL0 - 1, FIELD_COL0 + FIELD_COLS + 1)  # x 88-167: 10 columns
+
+
+def _conv(ci: int, co: int, k: int = 3, stride: int = 1) -> nn.Sequential:
+    pad = k // 2 if stride == 1 else 0
+    return nn.Sequential(
+        nn.Conv2d(ci, co, k, stride=stride, padding=pad, bias=False),
+        nn.BatchNorm2d(co),
+        nn.ReLU(inplace=True),
+    )
+
+
+class BoardNet(nn.Module):
+    """See the module docstring. ``width``: channels at 1/4, 1/8, 1/16."""
+
+    def __init__(self, width: tuple[int, int, int] = (32, 80, 96)) -> None:
+        super().__init__()
+        c2, c3, c4 = width
+        self.width = width
+        # no batch norm at 1/4: its backward pass there cost a fifth of a training step
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, c2, 4, stride=4), nn.ReLU(inplace=True), _conv(c2, c3, 2, 2)
+        )
+        self.bottle = nn.Sequential(_conv(c3, c3), _conv(c3, c3), _conv(c3, c3))
+        self.context = nn.Sequential(_conv(c3, c4, 2, 2), _conv(c4, c4))
+        self.up = nn.Sequential(_conv(c3 + c4, c3, 1), _conv(c3, c3))
+        self.cells = nn.Conv2d(c3, N_CELL_CLASSES, 1)
+        self.sprite = nn.Conv2d(c3, N_SPRITE_CLASSES, 1)
+        self.next_reduce = _conv(c4, 16, 1)
+        n_next = 16 * (NEXT_ROWS.stop - NEXT_ROWS.start) * (NEXT_COLS.stop - NEXT_COLS.start)
+        self.next_head = nn.Sequential(
+            nn.Linear(n_next, 64), nn.ReLU(inplace=True), nn.Linear(64, 1 + 2 * N_COLORS)
+        )
+        self.kind_head = nn.Sequential(
+            nn.Linear(2 * c4, 64), nn.ReLU(inplace=True), nn.Linear(64, N_KINDS)
+        )
+
+    def forward(self, x: torch.Tensor, logits: bool = False) -> tuple[torch.Tensor, ...]:
+        x = x.permute(0, 3, 1, 2).float() * (1.0 / 255.0)
+        a = self.stem(x)  # 1/8: [N, c3, 26, 18], one vector per cell from its 8x8 pixels
+        b = self.context(a)  # 1/16: [N, c4, 13, 9]
+        u = F.interpolate(b, size=a.shape[-2:], mode="nearest")[:, :, BOTTLE_ROWS, BOTTLE_COLS]
+        f = self.up(torch.cat([self.bottle(a[:, :, BOTTLE_ROWS, BOTTLE_COLS]), u], dim=1))
+        r0, c0 = BOTTLE_ROWS.start, BOTTLE_COLS.start
+        cells = self.cells(f)[
+            :,
+            :,
+            FIELD_ROW0 - r0 : FIELD_ROW0 - r0 + FIELD_ROWS,
+            FIELD_COL0 - c0 : FIELD_COL0 - c0 + FIELD_COLS,
+        ]
+        sprite = self.sprite(f)[
+            :,
+            :,
+            SPRITE_ROW0 - r0 : SPRITE_ROW0 - r0 + SPRITE_ROWS,
+            FIELD_COL0 - c0 : FIELD_COL0 - c0 + FIELD_COLS,
+        ]
+        nxt = self.next_head(torch.flatten(self.next_reduce(b[:, :, NEXT_ROWS, NEXT_COLS]), 1))
+        pooled = torch.cat([b.mean(dim=(2, 3)), b.amax(dim=(2, 3))], dim=1)
+        kind = self.kind_head(pooled)
+        if logits:
+            return cells, sprite, nxt, kind
+        first = nxt[:, 1 : 1 + N_COLORS].softmax(dim=1)
+        second = nxt[:, 1 + N_COLORS :].softmax(dim=1)
+        next_probs = torch.cat([nxt[:, :1].sigmoid(), first, second], dim=1)
+        return cells.softmax(dim=1), sprite.softmax(dim=1), next_probs, kind.softmax(dim=1)
+
+
+OUTPUT_NAMES = ("cells", "sprite", "next", "kind")

@@ -1,0 +1,109 @@
+"""BoardReader: captured frame + Profile -> Observation, with ONNX Runtime on the CPU.
+
+    reader = BoardReader(Profile.load("mjpeg_720p_q70"))     # the shipped model
+    obs = reader.read(frame)                                  # frame: BGR uint8 [720, 1280, 3]
+    obs.field, obs.confidence, obs.falling, obs.next, obs.kind
+
+Three steps, each its own method (opencv_zoo's pattern): :meth:`preprocess` samples the
+model's crop straight from the frame (perception.preprocess: one remap with maps built once,
+the profile's colour undone), :meth:`infer` runs the ONNX graph (uint8 NHWC in, probabilities
+out), :meth:`postprocess` decodes them (perception.decode). No torch at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from calibration import Profile
+from calibration.forward import check_captured
+from perception.decode import decode
+from perception.layout import CROP_H, CROP_W
+from perception.observation import Observation
+from perception.preprocess import CropSampler
+
+DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "board.onnx"
+OUTPUTS = ("cells", "sprite", "next", "kind")
+
+
+class BoardReader:
+    """Reads Observations from captured frames of one capture chain.
+
+    profile: the chain's calibration.Profile (geometry and colour; see calibration.fit).
+    model: ONNX file (default: the shipped perception/models/board.onnx). threads: ONNX Runtime
+    intra-op threads (1: the reader shares the machine with capture and planning).
+    Raises FileNotFoundError for a missing model file and ValueError for a model whose input is
+    not uint8 [n, 208, 144, 3] or whose outputs are not the board model's.
+    """
+
+    def __init__(
+        self, profile: Profile, model: str | Path = DEFAULT_MODEL, threads: int = 1
+    ) -> None:
+        import onnxruntime as ort
+
+        if not isinstance(profile, Profile):
+            raise ValueError(f"profile must be a calibration.Profile, got {type(profile).__name__}")
+        path = Path(model)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"no perception model at {path}; train one with `python -m perception.train`"
+            )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        inputs = self.session.get_inputs()
+        shape = list(inputs[0].shape) if inputs else []
+        if (
+            len(inputs) != 1
+            or inputs[0].type != "tensor(uint8)"
+            or shape[1:] != [CROP_H, CROP_W, 3]
+        ):
+            found = [(i.name, i.type, i.shape) for i in inputs]
+            raise ValueError(
+                f"{path} is not a board model: its input is {found}, "
+                f"expected one uint8 [n, {CROP_H}, {CROP_W}, 3]"
+            )
+        names = [o.name for o in self.session.get_outputs()]
+        if names != list(OUTPUTS):
+            raise ValueError(
+                f"{path} is not a board model: outputs {names}, expected {list(OUTPUTS)}"
+            )
+        self.input_name = inputs[0].name
+        self.profile = profile
+        self.model_path = path
+        self.sampler = CropSampler(profile)
+
+    def preprocess(self, frame: np.ndarray) -> np.ndarray:
+        """Captured BGR uint8 [height, width, 3] -> the crop, RGB uint8 [208, 144, 3].
+
+        Raises ValueError when the frame's shape or dtype is not the profile's."""
+        return self.sampler(check_captured(self.profile, frame))
+
+    def infer(self, crops: np.ndarray) -> list[np.ndarray]:
+        """uint8 [n, 208, 144, 3] crops -> [cells [n, 22, 16, 8], sprite [n, 4, 17, 8],
+        next [n, 7], kind [n, 6]] float32 probabilities (perception.model)."""
+        return list(self.session.run(list(OUTPUTS), {self.input_name: crops}))
+
+    @staticmethod
+    def postprocess(outputs: Sequence[np.ndarray], index: int = 0) -> Observation:
+        """The Observation of frame ``index`` of a batch of model outputs."""
+        cells, sprite, nxt, kind = outputs
+        return decode(cells[index], sprite[index], nxt[index], kind[index])
+
+    def read(self, frame: np.ndarray) -> Observation:
+        """One captured frame (BGR uint8 [height, width, 3]) -> Observation."""
+        crop = self.preprocess(frame)
+        return self.postprocess(self.infer(crop[None]))
+
+    def read_batch(self, frames: Sequence[np.ndarray]) -> list[Observation]:
+        """Several frames of this chain in one inference call (offline replay, evaluation)."""
+        if len(frames) == 0:
+            return []
+        crops = np.stack([self.preprocess(f) for f in frames])
+        outputs = self.infer(crops)
+        return [self.postprocess(outputs, i) for i in range(len(frames))]

@@ -1,0 +1,318 @@
+"""Train the shipped board model: ``python -m perception.train``.
+
+Renders frames from engine games, degrades them through random capture chains, randomises the
+tiles' appearance (perception.data), trains BoardNet (perception.model) with a rich progress
+bar, exports ONNX (checked against the torch outputs), then evaluates the ONNX model end to end
+(BoardReader on whole captured frames) on a held-out set and writes the accuracy report
+(perception.evaluate).
+
+    python -m perception.train                      # the shipped model (< 30 min on 2 cores)
+    python -m perception.train --rom drmario.nes    # your own ROM's tiles (never stored)
+    python -m perception.train --help
+
+Data generation runs in ``--workers`` processes (torch DataLoader); each sample is used
+``--reuse`` times from a shuffled buffer, so the costly capture simulation is shared by a few
+gradient steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from perception.data import Labels, TrainingSamples
+from perception.layout import N_COLORS
+from perception.model import OUTPUT_NAMES, BoardNet
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_MODEL = HERE / "models" / "board.onnx"
+
+
+def _tiles(rom: str | None) -> Any:
+    import engine
+
+    return engine.TileSet.from_ines(rom) if rom else engine.TileSet.clean_room()
+
+
+class SampleStream(IterableDataset):
+    """Endless batches of training samples; each DataLoader worker has its own seed."""
+
+    def __init__(self, seed: int, batch: int, rom: str | None, reuse: int, buffer: int) -> None:
+        self.seed = seed
+        self.batch = batch
+        self.rom = rom
+        self.reuse = reuse
+        self.buffer = buffer
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = get_worker_info()
+        wid = 0 if info is None else info.id
+        torch.set_num_threads(1)
+        import cv2
+
+        cv2.setNumThreads(1)
+        rng = np.random.default_rng([self.seed, wid, 7])
+        samples = TrainingSamples([self.seed, wid], tiles=_tiles(self.rom))
+        pool: list[tuple[np.ndarray, Labels]] = []
+        uses: list[int] = []
+        while True:
+            while len(pool) < self.buffer:
+                pool.append(next(samples))
+                uses.append(0)
+            picks = rng.choice(len(pool), size=self.batch, replace=False)
+            batch = [pool[i] for i in picks]
+            for i in picks:
+                uses[i] += 1
+            keep = [i for i in range(len(pool)) if uses[i] < self.reuse]
+            pool = [pool[i] for i in keep]
+            uses = [uses[i] for i in keep]
+            yield collate(batch)
+
+
+def collate(batch: list[tuple[np.ndarray, Labels]]) -> dict[str, torch.Tensor]:
+    """Stack samples: image uint8 [B, 208, 144, 3] and the label arrays."""
+    return {
+        "image": torch.from_numpy(np.stack([b[0] for b in batch])),
+        "cells": torch.from_numpy(np.stack([b[1].cells for b in batch])),
+        "sprite": torch.from_numpy(np.stack([b[1].sprite for b in batch])),
+        "next": torch.from_numpy(np.stack([b[1].next_colors for b in batch])),
+        "kind": torch.tensor([b[1].kind for b in batch]),
+        "visible": torch.tensor([b[1].field_visible for b in batch], dtype=torch.bool),
+    }
+
+
+def losses(
+    outputs: tuple[torch.Tensor, ...], b: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Per-head losses (cross-entropy; the cell loss only where the bottle is drawn)."""
+    cells, sprite, nxt, kind = outputs
+    visible = b["visible"]
+    cell_ce = F.cross_entropy(cells, b["cells"], reduction="none").mean(dim=(1, 2))
+    cell_loss = (cell_ce * visible).sum() / visible.sum().clamp(min=1)
+    sprite_loss = F.cross_entropy(sprite, b["sprite"])
+    present = b["next"][:, 0] >= 0
+    presence = F.binary_cross_entropy_with_logits(nxt[:, 0], present.float())
+    if present.any():
+        first = F.cross_entropy(nxt[present, 1 : 1 + N_COLORS], b["next"][present, 0])
+        second = F.cross_entropy(nxt[present, 1 + N_COLORS :], b["next"][present, 1])
+        color = (first + second) / 2
+    else:
+        color = nxt.sum() * 0.0
+    kind_loss = F.cross_entropy(kind, b["kind"])
+    return {
+        "cells": cell_loss,
+        "sprite": sprite_loss,
+        "next": presence + color,
+        "kind": 0.5 * kind_loss,
+    }
+
+
+def batch_errors(outputs: tuple[torch.Tensor, ...], b: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Training-batch error rates (cells, boards, sprite cells) for the progress line."""
+    cells, sprite, _, _ = outputs
+    visible = b["visible"]
+    wrong = (cells.argmax(1) != b["cells"])[visible]
+    return {
+        "cell_err": float(wrong.float().mean()) if wrong.numel() else 0.0,
+        "board_err": float(wrong.flatten(1).any(1).float().mean()) if wrong.numel() else 0.0,
+        "sprite_err": float((sprite.argmax(1) != b["sprite"]).float().mean()),
+    }
+
+
+class _Probabilities(torch.nn.Module):
+    """The exported graph: image in, the four probability outputs out."""
+
+    def __init__(self, model: BoardNet) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.model(image, logits=False)
+
+
+def export_onnx(model: BoardNet, path: Path, check: torch.Tensor) -> float:
+    """Write the ONNX graph (probabilities) and return the largest difference between the
+    ONNX Runtime and torch outputs on ``check`` (uint8 images); raise RuntimeError above 1e-4."""
+    import onnxruntime as ort
+
+    model.eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    example = check[:1]
+    graph = _Probabilities(model).eval()
+    # The TorchScript exporter: the torch.export-based one needs onnxscript, which is not a
+    # dependency of this project; torch warns that the old one is deprecated.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            graph,
+            (example,),
+            str(path),
+            input_names=["image"],
+            output_names=list(OUTPUT_NAMES),
+            dynamic_axes={"image": {0: "n"}, **{k: {0: "n"} for k in OUTPUT_NAMES}},
+            opset_version=17,
+            dynamo=False,
+        )
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    model.eval()
+    with torch.no_grad():
+        want = model(check)
+    got = session.run(list(OUTPUT_NAMES), {"image": check.numpy()})
+    diff = max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want, strict=True))
+    if diff > 1e-4:
+        raise RuntimeError(f"ONNX export differs from torch by {diff:g} (limit 1e-4)")
+    return diff
+
+
+def train(args: argparse.Namespace) -> dict[str, Any]:
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    model = BoardNet(tuple(args.width))
+    stream = SampleStream(args.seed, args.batch, args.rom, args.reuse, args.buffer)
+    loader = DataLoader(
+        stream,
+        batch_size=None,
+        num_workers=args.workers,
+        persistent_workers=args.workers > 0,
+        prefetch_factor=4 if args.workers > 0 else None,
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
+    warm = max(1, args.steps // 20)
+
+    def lr_at(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        t = (step - warm) / max(1, args.steps - warm)
+        return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * t))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
+    history: list[dict[str, float]] = []
+    running: dict[str, float] = {}
+    start = time.time()
+    columns = (
+        TextColumn("[bold]training"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} steps"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+    )
+    model.train()
+    with Progress(*columns, disable=args.quiet) as progress:
+        task = progress.add_task("train", total=args.steps, status="")
+        for step, b in zip(range(args.steps), loader, strict=False):
+            out = model(b["image"], logits=True)
+            parts = losses(out, b)
+            loss = torch.stack(list(parts.values())).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            with torch.no_grad():
+                errs = batch_errors(out, b)
+            now = {
+                "loss": float(loss.detach()),
+                **{k: float(v.detach()) for k, v in parts.items()},
+                **errs,
+            }
+            for k, v in now.items():
+                running[k] = v if k not in running else 0.98 * running[k] + 0.02 * v
+            if step % 50 == 0 or step == args.steps - 1:
+                history.append({"step": step, "time_s": time.time() - start, **running})
+                status = (
+                    f"loss {running['loss']:.4f} cell err {running['cell_err']:.2e} "
+                    f"board err {running['board_err']:.3f}"
+                )
+                progress.update(task, status=status)
+                if step % 500 == 0 and not args.quiet:  # a line that survives in a log file
+                    progress.console.print(f"step {step} ({time.time() - start:.0f} s): {status}")
+            progress.update(task, advance=1)
+    return {"model": model, "history": history, "train_s": time.time() - start}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m perception.train", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--steps", type=int, default=2200, help="optimizer steps (2200)")
+    p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (3e-3)")
+    p.add_argument(
+        "--width", type=int, nargs=3, default=[32, 80, 96], help="channels at 1/4, 1/8, 1/16"
+    )
+    p.add_argument("--workers", type=int, default=2, help="data processes (2)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for training (1)")
+    p.add_argument("--reuse", type=int, default=4, help="steps each sample is used in (4)")
+    p.add_argument("--buffer", type=int, default=256, help="shuffle buffer per worker (256)")
+    p.add_argument("--seed", type=int, default=0, help="training seed (0)")
+    p.add_argument("--rom", help="train on the tiles of this Dr. Mario iNES ROM (not stored)")
+    p.add_argument("--out", type=Path, default=DEFAULT_MODEL, help="ONNX file to write")
+    p.add_argument("--report", type=Path, help="accuracy report (.json and .md beside it)")
+    p.add_argument("--checkpoint", type=Path, help="also save the torch state dict here")
+    p.add_argument("--eval-frames", type=int, default=600, help="held-out frames per profile")
+    p.add_argument("--eval-random", type=int, default=3, help="held-out random profiles (3)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.steps < 1 or args.batch < 1:
+        raise SystemExit("--steps and --batch must be at least 1")
+    if args.rom and not os.path.exists(args.rom):
+        raise SystemExit(f"--rom: no such file {args.rom}")
+    result = train(args)
+    model = result["model"]
+    if args.checkpoint:
+        torch.save(model.state_dict(), args.checkpoint)
+    check = next(iter(SampleStream(args.seed + 1000, 8, args.rom, 1, 8)))["image"]
+    diff = export_onnx(model, args.out, check)
+    size = args.out.stat().st_size
+    print(f"wrote {args.out} ({size / 1e6:.2f} MB), ONNX vs torch max difference {diff:.2e}")
+    if args.report is None:
+        args.report = args.out.with_suffix(".report.json")
+    from perception.evaluate import evaluate, write_report
+
+    start = time.time()
+    evaluation = evaluate(
+        args.out, frames=args.eval_frames, random_profiles=args.eval_random, rom=args.rom
+    )
+    meta = {
+        "command": "python -m perception.train " + " ".join(sys.argv[1:] if argv is None else argv),
+        "train_s": result["train_s"],
+        "eval_s": time.time() - start,
+        "steps": args.steps,
+        "batch": args.batch,
+        "onnx_bytes": size,
+        "onnx_vs_torch_max_diff": diff,
+        "history": result["history"],
+    }
+    paths = write_report(evaluation, meta, args.report)
+    print(json.dumps(evaluation["summary"], indent=1))
+    print("report:", ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Training data for perception: labels from the engine's screen facts, the crop sampling the
+reader shares with training, the windowed capture, tile randomisation, seeded samples."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import engine
+from calibration import Artifacts, Geometry, Profile, forward
+from calibration.window import aligned_window, forward_window
+from perception.appearance import randomize
+from perception.data import (
+    GameStream,
+    TrainingSamples,
+    crop_of,
+    falling_cells,
+    labels_from_facts,
+)
+from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, ScreenKind
+from perception.preprocess import CropSampler, Placement
+
+
+def played_game(frames: int, seed: int = 3) -> list[engine.Game]:
+    """States of a game played with random presses (clones, one per frame)."""
+    rng = np.random.default_rng(seed)
+    g = engine.Game(9, 2, 0x2468)
+    out = []
+    for f in range(frames):
+        g.step(int(rng.choice([0, 0, 1, 2, 4, 0x80, 0x40])) if f % 2 == 0 else 0)
+        out.append(g.clone())
+    return out
+
+
+def test_sprite_labels_sit_where_the_pill_sprites_are_drawn():
+    seen = set()
+    for g in played_game(1500):
+        facts = engine.screen_facts(g)
+        if facts.falling is None:
+            continue
+        left, top, w, h = facts.falling.box
+        seen.add(facts.falling.rotation)
+        for r, c, _ in falling_cells(facts.falling):
+            # sprite row r = field row r - 1; the sprite is one line below the grid
+            x, y = BOTTLE_X + 8 * c, BOTTLE_Y + 8 * (r - 1) + 1
+            assert left <= x < left + w and top <= y < top + h
+        labels = labels_from_facts(facts, int(g.phase))
+        assert (labels.sprite > 0).sum() == 2
+        assert sorted(labels.sprite[labels.sprite > 0] - 1) == sorted(facts.falling.colors)
+    assert seen == {0, 1, 2, 3}  # every rotation was checked
+
+
+def test_labels_kinds_intro_pause():
+    g = engine.Game(5, 0, 0x1234)
+    g.step(0)
+    assert labels_from_facts(engine.screen_facts(g), int(g.phase)).kind == ScreenKind.LEVEL_INTRO
+    while int(g.phase) != engine.Phase.PLAYING:
+        g.step(0)
+    for _ in range(40):
+        g.step(0)
+    g.step(engine.Button.START)
+    g.step(0)
+    g.step(0)
+    labels = labels_from_facts(engine.screen_facts(g), int(g.phase))
+    assert labels.kind == ScreenKind.PAUSED and not labels.field_visible
+
+
+def test_crop_sampler_reads_the_nes_crop_exactly_through_an_ideal_chain():
+    picture = engine.render_frame(played_game(300)[-1])
+    for g in (Geometry(), Geometry.centered(1920, 1080, pixel_aspect=1.0, interpolation="area")):
+        profile = Profile(geometry=g)
+        crop = CropSampler(profile)(forward(profile, picture))
+        assert crop.shape == (CROP_H, CROP_W, 3)
+        assert (crop == crop_of(picture)).all()
+
+
+def test_crop_sampler_takes_the_current_frame_from_combed_captures():
+    pictures = [engine.render_frame(s) for s in played_game(400)[200:]]
+    k = next(
+        i
+        for i in range(1, len(pictures))
+        if (crop_of(pictures[i - 1]) != crop_of(pictures[i])).any()
+    )
+    previous, picture = pictures[k - 1], pictures[k]
+    profile = Profile(
+        geometry=Geometry.centered(720, 480, crop=(8, 8, 4, 4)),
+        artifacts=Artifacts(combing=True),
+    )
+    captured = forward(profile, picture, previous=previous)
+    assert (CropSampler(profile)(captured) == crop_of(picture)).all()
+
+
+@pytest.mark.parametrize("name", ["mjpeg_720p_q70", "composite_480p_combing"])
+def test_forward_window_equals_the_full_frame_away_from_its_edges(name):
+    states = played_game(200)
+    previous, picture = (engine.render_frame(s) for s in states[-2:])
+    profile = Profile.load(name)
+    profile = profile.replace(artifacts=dataclasses.replace(profile.artifacts, noise=0.0))
+    window = aligned_window(profile, *Placement.of(profile.geometry).crop_bounds(20.0))
+    x0, y0, x1, y1 = window
+    assert x0 % 16 == 0 and y0 % 16 == 0
+    full = forward(profile, picture, previous)[y0:y1, x0:x1]
+    part = forward_window(profile, picture, window, previous)
+    assert part.shape == full.shape
+    assert (part[16:-16, 16:-16] == full[16:-16, 16:-16]).all()
+    with pytest.raises(ValueError, match="window"):
+        forward_window(profile, picture, (0, 0, profile.geometry.width + 16, 32))
+
+
+def test_randomized_tiles_keep_what_the_game_fixes():
+    base = engine.TileSet.clean_room()
+    a = randomize(base, np.random.default_rng(5))
+    b = randomize(base, np.random.default_rng(5))
+    assert (a.patterns == b.patterns).all() and (a.rgb == b.rgb).all()  # seeded
+    assert (a.patterns != base.patterns).any() or (a.rgb != base.rgb).any()
+    for tile in (0x40, 0x50, 0x60, 0x70, 0x80, 0xD0, 0xF0):  # one shape, three colours
+        masks = [a.patterns[0, tile + k] != 0 for k in range(3)]
+        assert (masks[0] == masks[1]).all() and (masks[1] == masks[2]).all()
+        assert set(np.unique(a.patterns[0, tile + 2])) <= {0, 3}
+    assert (a.palettes[8:12] == base.palettes[8:12]).all()  # the field's palette
+
+
+def test_training_samples_are_seeded_and_labelled():
+    a, b = TrainingSamples(11, streams=2), TrainingSamples(11, streams=2)
+    for _ in range(3):
+        (ia, la), (ib, lb) = next(a), next(b)
+        assert ia.shape == (CROP_H, CROP_W, 3) and ia.dtype == np.uint8
+        assert (ia == ib).all() and (la.cells == lb.cells).all() and la.kind == lb.kind
+        assert la.cells.shape == (16, 8) and la.sprite.shape == (17, 8)
+
+
+def test_eval_games_use_odd_seeds_and_no_tile_changes():
+    rng = np.random.default_rng(0)
+    stream = GameStream(rng, "eval", engine.TileSet.clean_room(), randomize_tiles=False)
+    shown = next(iter(stream))
+    assert shown.picture.shape == (240, 256, 3)
+    with pytest.raises(ValueError, match="split"):
+        GameStream(rng, "test", engine.TileSet.clean_room(), False)

@@ -1,0 +1,100 @@
+"""perception.decode: model probabilities -> Observation (pill placement, cell codes, next)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perception.decode import decode, decode_cells, decode_falling, decode_next
+from perception.layout import (
+    CLASS_TO_CODE,
+    N_CELL_CLASSES,
+    N_KINDS,
+    ScreenKind,
+    cell_classes,
+)
+from perception.observation import FallingPill, canonical_pill
+
+
+def sprite_probs(halves: dict[tuple[int, int], int], p: float = 0.97) -> np.ndarray:
+    """[4, 17, 8] probabilities: ``halves`` {(sprite row, col): colour} with probability p."""
+    probs = np.zeros((4, 17, 8), np.float32)
+    probs[0] = 0.9999
+    probs[1:] = 0.0001 / 3
+    for (r, c), color in halves.items():
+        probs[:, r, c] = (1 - p) / 3
+        probs[1 + color, r, c] = p
+    return probs
+
+
+def test_cell_codes_round_trip_and_clearing_tiles():
+    codes = CLASS_TO_CODE
+    assert (CLASS_TO_CODE[cell_classes(codes)] == codes).all()
+    # the screen draws a clearing cell ($Bx in RAM) as tile $Fx: both read as clearing
+    assert (
+        cell_classes(np.array([0xF0, 0xF1, 0xF2])) == cell_classes(np.array([0xB0, 0xB1, 0xB2]))
+    ).all()
+    with pytest.raises(ValueError, match=r"\$D3"):
+        cell_classes(np.array([0xD3]))
+
+
+def test_decode_cells_gives_codes_and_their_probability():
+    probs = np.full((N_CELL_CLASSES, 16, 8), 0.01, np.float32)
+    probs[0] = 0.79
+    probs[0, 3, 4] = 0.01
+    k = int(cell_classes(np.array([0xD2]))[0])
+    probs[k, 3, 4] = 0.79
+    field, conf = decode_cells(probs)
+    assert field[3, 4] == 0xD2 and field[0, 0] == 0xFF
+    assert conf.dtype == np.float32 and conf[3, 4] == pytest.approx(0.79)
+
+
+@pytest.mark.parametrize(
+    ("halves", "want"),
+    [
+        # horizontal at field row 15 (sprite row 16): y = 0, left yellow, right blue
+        ({(16, 2): 0, (16, 3): 2}, (2, 0, 0, (0, 2))),
+        # vertical: bottom half at field row 0 (sprite row 1), top half in the neck row
+        ({(1, 5): 1, (0, 5): 2}, (5, 15, 1, (1, 2))),
+        # vertical in the middle: bottom red at field row 9, top yellow at row 8
+        ({(10, 7): 1, (9, 7): 0}, (7, 6, 1, (1, 0))),
+    ],
+)
+def test_decode_falling_reads_place_orientation_and_colours(halves, want):
+    pill = decode_falling(sprite_probs(halves))
+    assert pill is not None
+    assert (pill.x, pill.y, pill.rotation, pill.colors) == want
+    assert 0.5 < pill.confidence <= 1.0
+
+
+def test_decode_falling_none_and_always_two_adjacent_halves():
+    assert decode_falling(sprite_probs({})) is None
+    # three doubtful cells: the decoder still returns one two-cell pill, the likeliest pair
+    probs = sprite_probs({(5, 1): 0, (5, 2): 1, (5, 4): 2})
+    probs[:, 5, 4] = [0.4, 0.0, 0.0, 0.6]  # weaker than the pair
+    pill = decode_falling(probs)
+    assert pill is not None and pill.cells == ((4, 1), (4, 2))  # sprite row 5 = field row 4
+    assert (pill.rotation, pill.colors) == (0, (0, 1))
+
+
+def test_canonical_pill_matches_what_rotation_2_and_3_draw():
+    # rotation 2 draws the 1st half on the right: the picture equals rotation 0 swapped
+    assert canonical_pill(3, 7, 2, (0, 1)) == canonical_pill(3, 7, 0, (1, 0))
+    assert canonical_pill(3, 7, 3, (2, 1)) == (3, 7, 1, (1, 2))
+    assert FallingPill(3, 7, 1, (1, 2), 1.0).cells == ((8, 3), (7, 3))
+
+
+def test_decode_next_and_kind():
+    nxt = np.array([0.9, 0.1, 0.8, 0.1, 0.05, 0.05, 0.9], np.float32)
+    pill = decode_next(nxt)
+    assert pill is not None and pill.colors == (1, 2)
+    assert decode_next(np.array([0.2, 1, 0, 0, 1, 0, 0], np.float32)) is None
+    kind = np.zeros(N_KINDS, np.float32)
+    kind[ScreenKind.PAUSED] = 1.0
+    obs = decode(
+        np.full((N_CELL_CLASSES, 16, 8), 1 / N_CELL_CLASSES, np.float32),
+        sprite_probs({}),
+        nxt,
+        kind,
+    )
+    assert obs.kind == ScreenKind.PAUSED and not obs.board_visible and obs.falling is None

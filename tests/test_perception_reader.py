@@ -1,0 +1,75 @@
+"""BoardReader with the shipped model: a small held-out check end to end (whole captured frames
+through shipped capture profiles, odd-seed games), and clear errors for bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from calibration import CaptureModel, Profile
+from perception.evaluate import evaluate_profile
+from perception.layout import ScreenKind
+from perception.reader import DEFAULT_MODEL, BoardReader
+
+SMALL_CHECK = {  # profile: frames (the full report uses 600 per profile)
+    "mjpeg_720p_q70": 48,
+    "hdmi_1080p_bilinear": 32,
+    "composite_480p_combing": 48,
+}
+
+
+def test_the_shipped_model_is_small():
+    assert DEFAULT_MODEL.is_file() and DEFAULT_MODEL.stat().st_size < 2_000_000
+
+
+@pytest.mark.parametrize(("name", "frames"), list(SMALL_CHECK.items()))
+def test_shipped_model_reads_held_out_frames(name, frames):
+    reader = BoardReader(Profile.load(name))
+    r = evaluate_profile(reader, frames, seed=77, tiles=engine.TileSet.clean_room())
+    assert r["board_frames"] >= frames // 2
+    # a small sample: the thresholds leave room for one or two misread frames
+    assert r["cell_accuracy"] >= 0.999, r["first_errors"]
+    assert r["falling_exact"] >= 0.95
+    assert r["next_exact"] >= 0.95
+    assert r["kind_accuracy"] >= 0.9
+
+
+def test_read_and_read_batch_agree_and_shapes():
+    profile = Profile.load("ideal_720p_nearest")
+    game = engine.Game(12, 1, 0x1357)
+    for _ in range(400):
+        game.step(0)
+    frame = CaptureModel(profile)(engine.render_frame(game))
+    reader = BoardReader(profile)
+    one = reader.read(frame)
+    (batch,) = reader.read_batch([frame])
+    assert (one.field == batch.field).all() and one.kind == batch.kind
+    assert one.field.dtype == np.uint8 and one.field.shape == (16, 8)
+    assert one.kind == ScreenKind.GAMEPLAY and one.board_visible
+    truth = engine.screen_facts(game).bottle
+    assert (one.field == truth).all()
+    assert reader.read_batch([]) == []
+
+
+def test_reader_errors_are_clear(tmp_path):
+    profile = Profile.load("ideal_720p_nearest")
+    reader = BoardReader(profile)
+    with pytest.raises(ValueError, match=r"expects a captured frame uint8 \[720, 1280, 3\]"):
+        reader.read(np.zeros((480, 640, 3), np.uint8))
+    with pytest.raises(FileNotFoundError, match="perception.train"):
+        BoardReader(profile, tmp_path / "missing.onnx")
+    with pytest.raises(ValueError, match="calibration.Profile"):
+        BoardReader("ideal_720p_nearest")  # type: ignore[arg-type]
+    onnx = pytest.importorskip("onnx")
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "not_a_board_model",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])],
+    )
+    path = tmp_path / "other.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(ValueError, match="not a board model"):
+        BoardReader(profile, path)
