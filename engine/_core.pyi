@@ -90,3 +90,21 @@ class Plan:
 def plan(
     game: Game | bytes, prefix: U8 | None = None, min_press_interval: int = 0, **options: Any
 ) -> Plan: ...
+
+# search.h / bind_search.cpp (policy teacher helpers)
+class Expansion:
+    plan: Plan
+    placements: npt.NDArray[np.int16]
+    lock_frames: npt.NDArray[np.int32]
+    settle_frames: npt.NDArray[np.int32]
+    clear_rounds: npt.NDArray[np.int32]
+    viruses: npt.NDArray[np.int32]
+    phases: U8
+    fields: U8
+    def __len__(self) -> int: ...
+    def child(self, k: int) -> Game: ...
+
+def settle(game: Game, max_frames: int = 10000) -> tuple[int, int]: ...
+def expand(
+    game: Game, taps_only: bool = False, min_press_interval: int = 0, max_settle: int = 10000
+) -> Expansion: ...
