@@ -93,7 +93,8 @@ def plan(
 
 # search.h / bind_search.cpp (policy teacher helpers)
 class Expansion:
-    plan: Plan
+    status: int
+    reachable: npt.NDArray[np.bool_]
     placements: npt.NDArray[np.int16]
     lock_frames: npt.NDArray[np.int32]
     settle_frames: npt.NDArray[np.int32]

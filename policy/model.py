@@ -37,6 +37,15 @@ class Block(nn.Module):
         return torch.relu(x + self.conv2(h))
 
 
+def relative_planes(board: torch.Tensor, extras: torch.Tensor) -> torch.Tensor:
+    """float32[B, 4, 16, 8]: 1 where a cell (virus or piece) has the colour of the current
+    pill's 1st / 2nd half and of the next pill's 1st / 2nd half (features.py layout). Computed
+    in the graph so that the input stays the bridge's tensors."""
+    colour = board[:, 1:4] + board[:, 4:7]  # [B, 3, 16, 8] one-hot colour of occupied cells
+    pills = extras[:, 0:12].reshape(-1, 4, 3)  # [B, 4, 3]
+    return torch.einsum("bkc,bcyx->bkyx", pills, colour)
+
+
 class PlacementNet(nn.Module):
     """board float32[B, 11, 16, 8], extras float32[B, 18], mask bool[B, 512] ->
     logits float32[B, 512] (MASKED where mask is False)."""
@@ -47,7 +56,7 @@ class PlacementNet(nn.Module):
             raise ValueError(f"channels and blocks must be >= 1, got {channels}, {blocks}")
         self.channels = channels
         self.num_blocks = blocks
-        self.stem = nn.Conv2d(BOARD_PLANES, channels, 3, padding=1)
+        self.stem = nn.Conv2d(BOARD_PLANES + 4, channels, 3, padding=1)
         self.stem_film = nn.Linear(EXTRAS, channels)
         self.blocks = nn.ModuleList(Block(channels) for _ in range(blocks))
         self.head = nn.Conv2d(channels, 4, 1)
@@ -55,7 +64,8 @@ class PlacementNet(nn.Module):
     def forward(
         self, board: torch.Tensor, extras: torch.Tensor, mask: torch.Tensor
     ) -> torch.Tensor:
-        x = torch.relu(self.stem(board) + self.stem_film(extras)[:, :, None, None])
+        x = torch.cat([board, relative_planes(board, extras)], dim=1)
+        x = torch.relu(self.stem(x) + self.stem_film(extras)[:, :, None, None])
         for block in self.blocks:
             x = block(x, extras)
         logits = self.head(x).reshape(x.shape[0], NUM_PLACEMENTS)

@@ -45,6 +45,8 @@ class Weights:
     vsame: float = 0.0  # per cell resting on a cell of its colour
     on_virus: float = 0.0  # per pill piece resting on a virus of another colour
     hsame: float = 0.0  # per same-colour horizontal neighbour pair
+    bury: float = 20.0  # per half needed to dig down to a virus (shared by its line)
+    bump: float = 0.0  # per row of height difference between neighbouring columns
     # Occupied cells near the spawn (row 0, columns 3-4) shrink the next pills' reachable sets
     # and end the game when the spawn cells fill (action_sendPill: pillMoveValidation fails):
     # a cell at (row, col) costs danger_rows[row] * danger_cols[col] frames.
@@ -134,7 +136,9 @@ def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F6
     lh = left + right - 1
     supported = np.ones_like(occ)
     supported[:, :-1] = occ[:, 1:]
-    e_fwd, e_bwd = _empty_runs(~occ & supported, axis=2)  # cells a half can rest in
+    covered = np.logical_or.accumulate(occ, axis=1)
+    # cells a half can be dropped into and rest in: empty, supported, nothing above
+    e_fwd, e_bwd = _empty_runs(~covered & supported, axis=2)
     lcol = cols - left  # the cell left of the run
     rcol = cols + right  # the cell right of the run
     room_l = np.where(
@@ -151,16 +155,20 @@ def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F6
 
     share = np.minimum(need_v / np.maximum(nv_v, 1), need_h / np.maximum(nv_h, 1))
     halves = np.where(virus, share, 0.0).sum(axis=(1, 2))
+    bury = np.where(virus, dig_top / np.maximum(nv_v, 1), 0.0).sum(axis=(1, 2))
+    heights = 16 - np.argmax(np.concatenate([occ, np.ones_like(occ[:, :1])], axis=1), axis=1)
+    bump = np.abs(np.diff(heights, axis=1)).sum(axis=1).astype(np.float64)
     piece = (occ & ~virus).sum(axis=(1, 2)).astype(np.float64)
     vsame = (occ[:, :-1] & occ[:, 1:] & (col[:, :-1] == col[:, 1:])).sum(axis=(1, 2))
     on_virus = (occ[:, :-1] & ~virus[:, :-1] & virus[:, 1:] & (col[:, :-1] != col[:, 1:])).sum(
         axis=(1, 2)
     )
     hsame = (occ[:, :, :-1] & occ[:, :, 1:] & (col[:, :, :-1] == col[:, :, 1:])).sum(axis=(1, 2))
-    covered = np.logical_or.accumulate(occ, axis=1)
     holes = (covered & ~occ).sum(axis=(1, 2)).astype(np.float64)
     return {
         "holes": holes,
+        "bury": bury,
+        "bump": bump,
         "vsame": vsame.astype(np.float64),
         "on_virus": on_virus.astype(np.float64),
         "hsame": hsame.astype(np.float64),
@@ -191,6 +199,8 @@ def leaf_values(
         + w.vsame * terms["vsame"]
         - w.on_virus * terms["on_virus"]
         + w.hsame * terms["hsame"]
+        - w.bury * terms["bury"]
+        - w.bump * terms["bump"]
         - terms["occupied"] @ w.danger()
     )
     v = np.where(ph == STAGE_CLEAR, CLEAR - t, v)
@@ -229,7 +239,7 @@ class Teacher:
         """
         e = self._expand(game)
         if len(e) == 0:
-            raise ValueError(f"no placement to choose: plan status {e.plan.status}")
+            raise ValueError(f"no placement to choose: plan status {e.status}")
         t1 = e.lock_frames + e.settle_frames
         v1 = leaf_values(e.fields, e.viruses, e.phases, t1, self.weights)
         searched = np.zeros(len(e), dtype=bool)
@@ -255,9 +265,9 @@ class Teacher:
 
     def act(self, game: engine.Game) -> Decision:
         e, values, _ = self.search(game)
-        k = int(np.argmax(values))
-        idx = int(e.placements[k])
-        return Decision(idx, e.plan.masks(idx))
+        idx = int(e.placements[int(np.argmax(values))])
+        # expand() locks placements without stepping masks; the one played uses the planner's.
+        return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
 
 
 PLAYING_PHASE = int(engine.Phase.PLAYING)

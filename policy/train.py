@@ -120,6 +120,7 @@ class LabelJob:
 
 def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
     import engine
+    from engine import _core
     from policy.features import Observation
     from policy.play import Decision
     from policy.teacher import Teacher
@@ -151,15 +152,15 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
             rows["speed"].append(obs.speed)
             rows["speed_ups"].append(obs.speed_ups)
             rows["viruses"].append(obs.virus_count)
-            rows["mask"].append(np.packbits(e.plan.reachable))
+            rows["mask"].append(np.packbits(e.reachable))
             rows["cand"].append(cand)
             rows["value"].append(val)
             best = int(cand[0])
             rows["choice"].append(best)
             idx = best
             if net is not None:
-                idx = net.choose(obs, e.plan.reachable)
-            return Decision(idx, e.plan.masks(idx))
+                idx = net.choose(obs, e.reachable)
+            return Decision(idx, _core.plan(game, taps_only=job.taps_only).masks(idx))
 
     result = play(Labeller(), job.episode, max_frames=job.max_frames)
     dtypes = {"cand": np.int16, "choice": np.int16, "value": np.float32}

@@ -4,6 +4,7 @@ play-outs it relies on (engine._core.expand / settle) agree with stepping the ga
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import engine
 from engine import _core
@@ -39,15 +40,32 @@ def test_teacher_picks_the_clearing_move() -> None:
 def test_expand_matches_stepping_the_game() -> None:
     g = engine.Game(12, engine.Speed.MED, 0x1357)
     to_spawn(g)
+    for _ in range(6):  # a few pills in, so that placements clear and cascade
+        g.run(Teacher(depth=1, taps_only=True).act(g).masks)
+        to_spawn(g)
     e = _core.expand(g, taps_only=True)
-    assert len(e) == len(e.plan) > 0
-    for k in range(0, len(e), 5):
+    plan = _core.plan(g, taps_only=True)
+    assert np.array_equal(e.placements, plan.placements) and len(e) > 0
+    assert np.array_equal(e.reachable, plan.reachable)
+    assert (e.viruses < g.virus_count).any(), "no placement clears: the test covers no clear"
+    for k in range(len(e)):
         idx = int(e.placements[k])
         h = g.clone()
-        h.run(e.plan.masks(idx))
+        h.run(plan.masks(idx))
         assert int(h.lock_event) == 1
         frames = to_spawn(h)
         assert frames == e.settle_frames[k]
         assert np.array_equal(h.field, e.fields[k])
         assert h.virus_count == e.viruses[k] and int(h.phase) == e.phases[k]
-        assert h == e.child(k) and (at_spawn(h) or int(h.phase) != engine.Phase.PLAYING)
+        assert at_spawn(h) or int(h.phase) != engine.Phase.PLAYING
+        # lock_at leaves the held buttons released and the DAS counter as it was: the rest of
+        # the state is the stepped one
+        c = e.child(k)
+        assert int(c.frame) == int(h.frame) and int(c.frame_counter) == int(h.frame_counter)
+        assert np.array_equal(c.pill_colors, h.pill_colors) and int(c.status) == int(h.status)
+
+
+def test_expand_needs_a_spawn_state() -> None:
+    g = engine.Game(3, engine.Speed.LOW, 0x0BEE)  # in levelIntro_delay: no pill yet
+    with pytest.raises(ValueError, match="spawn state"):
+        _core.expand(g)

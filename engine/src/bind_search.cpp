@@ -35,15 +35,23 @@ py::array_t<T> per_child(const drm::Expansion& e, F f) {
 void register_search(py::module_& m) {
   py::class_<drm::Expansion>(m, "Expansion", R"doc(Every reachable placement played out.
 
-plan: the Plan of the expanded state. Per child k (same order as plan.placements):
+status: the plan status (0 ok, 2 no pill to plan); reachable bool[512]. Per child k
+(placements ascending):
 placements int16[P]; lock_frames int32[P] (frames from the expanded state to the lock);
 settle_frames int32[P] (frames from the lock to the next spawn state, or to the terminal
 phase); clear_rounds int32[P] (match rounds in the clean-up, 2+ is a chain); viruses int32[P]
 (viruses on the field after settling); phases uint8[P] (engine.Phase after settling);
 fields uint8[P, 128] (the board after settling); child(k) -> Game (a copy of that state).)doc")
-      .def_property_readonly(
-          "plan", [](const drm::Expansion& e) -> const drm::Plan& { return e.plan; },
-          py::return_value_policy::reference_internal)
+      .def_property_readonly("status", [](const drm::Expansion& e) { return e.status; })
+      .def_property_readonly("reachable",
+                             [](const drm::Expansion& e) {
+                               py::array_t<bool> a(drm::kNumPlacements);
+                               bool* d = a.mutable_data();
+                               for (int i = 0; i < drm::kNumPlacements; ++i)
+                                 d[i] = e.reachable[i] != 0;
+                               return a;
+                             })
+
       .def("__len__", [](const drm::Expansion& e) { return e.children.size(); })
       .def_property_readonly("placements",
                              [](const drm::Expansion& e) {
@@ -119,15 +127,23 @@ action_sendPillFinished) or a terminal phase, at most max_frames steps. Returns
         const int settle_max = static_cast<int>(
             pa::in_range(max_settle, "max_settle", 0, 1 << 20, "frames to settle at most"));
         drm::Expansion out;
+        bool ok;
         {
           py::gil_scoped_release release;
-          drm::expand(s, opt, settle_max, out);
+          ok = drm::expand(s, opt, settle_max, out);
+        }
+        if (!ok) {
+          throw py::value_error(
+              "game must be at a spawn state (playing, nextAction action_sendPillFinished); "
+              "use engine._core.settle(game) first");
         }
         return out;
       },
       py::arg("game"), py::arg("taps_only") = false, py::arg("min_press_interval") = 0,
       py::arg("max_settle") = 10000,
-      R"doc(Plan from `game` (engine.plan) and play every reachable placement: its masks to the
-lock, then no buttons until the next spawn state or a terminal phase. Returns an Expansion.
-Raises TypeError/ValueError on bad arguments.)doc");
+      R"doc(From a spawn state: plan (engine.plan) and lock every reachable placement on the
+planner's lock frame (search.h lock_at: the board, frame counters and redraw row the masks
+would leave; held buttons released, DAS counter unchanged), then step with no buttons until
+the next spawn state or a terminal phase. Returns an Expansion. Raises ValueError when `game`
+is not at a spawn state, TypeError/ValueError on bad arguments.)doc");
 }

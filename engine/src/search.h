@@ -1,10 +1,11 @@
-// Search helpers for the placement policy's teacher (policy/teacher.py): play every reachable
-// placement of the pill at a spawn state through drm::step and let the game resolve the lock
-// clean-up, clears and cascades (toPillPlacedStep $8C83) and the next throw (action_sendPill)
-// itself. Nothing here models the rules: it only replays planner masks and steps the engine.
+// Search helpers for the placement policy's teacher (policy/teacher.py): lock every reachable
+// placement of the pill at a spawn state where the planner says it locks, and let drm::step
+// resolve the lock clean-up, clears and cascades (toPillPlacedStep $8C83) and the next throw
+// (action_sendPill) itself.
 // Plain C++17: never includes pybind11.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -44,12 +45,21 @@ struct Child {
 };
 
 struct Expansion {
-  Plan plan;                    // the parent's plan (status, reachable, masks)
-  std::vector<Child> children;  // one per plan.placements entry, same order
+  uint8_t status = kPlanOk;                         // the parent's plan status (PlanStatus)
+  std::array<uint8_t, kNumPlacements> reachable{};  // the parent's plan.reachable
+  std::vector<Child> children;                      // one per reachable placement, ascending
 };
 
-// Plans from `s` (a spawn state, mid-fall or between pills; see Planner::plan) and plays every
-// reachable placement. `max_settle` bounds settle() per child.
-void expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out);
+// The state the planner's masks for placement `index` (locking on step `lock_frame`) leave
+// behind, from a spawn state `s`, without stepping them: the lock frame's writes made directly.
+// Field, frame counters, redraw row and pill pose are exactly the stepped ones; the held
+// buttons are left released and the DAS counter unchanged. Used for look-ahead only: a
+// placement that is played goes through the planner's real masks.
+void lock_at(State& s, int index, int lock_frame);
+
+// From a spawn state `s`: plans (drm::plan) and, for every reachable placement, lock_at() and
+// then settle() (bounded by `max_settle` frames). Returns false (no children, status
+// kPlanNoPill) when `s` is not a spawn state.
+bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out);
 
 }  // namespace drm
