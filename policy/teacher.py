@@ -37,16 +37,20 @@ class Weights:
     """Leaf evaluation weights, all in frames (docs/POLICY.md)."""
 
     virus: float = 40.0  # per virus left
-    half: float = 35.0  # per pill half still needed to clear the viruses (estimate)
+    half: float = 39.0  # per pill half still needed to clear the viruses (estimate)
     blocker: float = 1.0  # per half needed to clear the runs stacked above a vertical line
     no_room: float = 2.0  # halves charged per missing cell of room for a line of 4
     piece: float = 20.0  # per pill piece on the board (junk to clear later)
-    hole: float = 40.0  # per empty cell with an occupied cell somewhere above it
+    hole: float = 15.0  # per empty cell with an occupied cell somewhere above it
     vsame: float = 0.0  # per cell resting on a cell of its colour
     on_virus: float = 0.0  # per pill piece resting on a virus of another colour
     hsame: float = 0.0  # per same-colour horizontal neighbour pair
-    bury: float = 20.0  # per half needed to dig down to a virus (shared by its line)
-    bump: float = 0.0  # per row of height difference between neighbouring columns
+    bury: float = 40.0  # per half needed to dig down to a virus (shared by its line)
+    bump: float = 5.0  # per row of height difference between neighbouring columns
+    access: float = 0.0  # per empty cell short of `access_target` reachable from the spawn
+    access_target: float = 24.0  # cells: rows 0-2 of an empty bottle
+    mobility: float = 10.0  # x (placements short of `mobility_target`)^2 for the next pill (2-ply)
+    mobility_target: float = 20.0  # reachable placements (about 30 on an open top)
     # Occupied cells near the spawn (row 0, columns 3-4) shrink the next pills' reachable sets
     # and end the game when the spawn cells fill (action_sendPill: pillMoveValidation fails):
     # a cell at (row, col) costs danger_rows[row] * danger_cols[col] frames.
@@ -122,8 +126,11 @@ def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F6
     topc = np.clip(top, 0, 15).astype(np.int64)
     # Digging: a run above must be cleared (4 - its length halves) before a line below can
     # grow up through it; dig[r] sums that over the runs wholly above row r.
-    run_cost = np.where(occ & (down == 1), np.maximum(4 - lv, 0), 0).astype(np.int16)
-    dig = np.cumsum(run_cost, axis=1, dtype=np.int16) - run_cost
+    run_need = np.maximum(4 - lv, 0)
+    run_cost = np.where(
+        occ & (down == 1), run_need + w.no_room * np.maximum(0, run_need - top), 0
+    ).astype(np.float64)
+    dig = np.cumsum(run_cost, axis=1) - run_cost
     dig_top = np.take_along_axis(dig, topc, axis=1)
     room_v = top  # rows above the run: the line needs 4 - lv of them once dug free
     need_v = (4 - lv) + w.blocker * dig_top + w.no_room * np.maximum(0, (4 - lv) - room_v)
@@ -165,10 +172,26 @@ def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F6
     )
     hsame = (occ[:, :, :-1] & occ[:, :, 1:] & (col[:, :, :-1] == col[:, :, 1:])).sum(axis=(1, 2))
     holes = (covered & ~occ).sum(axis=(1, 2)).astype(np.float64)
+    # Empty cells a falling half could reach from the spawn cells (row 0, columns 3-4) moving
+    # sideways and down: how much room the next pills have.
+    empty = ~occ
+    reach = np.zeros_like(empty)
+    reach[:, 0, 3:5] = empty[:, 0, 3:5]
+    for _ in range(24):
+        grown = reach.copy()
+        grown[:, :, 1:] |= reach[:, :, :-1]
+        grown[:, :, :-1] |= reach[:, :, 1:]
+        grown[:, 1:, :] |= reach[:, :-1, :]
+        grown &= empty
+        if np.array_equal(grown, reach):
+            break
+        reach = grown
+    access = reach.sum(axis=(1, 2)).astype(np.float64)
     return {
         "holes": holes,
         "bury": bury,
         "bump": bump,
+        "access": access,
         "vsame": vsame.astype(np.float64),
         "on_virus": on_virus.astype(np.float64),
         "hsame": hsame.astype(np.float64),
@@ -201,6 +224,7 @@ def leaf_values(
         + w.hsame * terms["hsame"]
         - w.bury * terms["bury"]
         - w.bump * terms["bump"]
+        - w.access * np.maximum(0.0, w.access_target - terms["access"])
         - terms["occupied"] @ w.danger()
     )
     v = np.where(ph == STAGE_CLEAR, CLEAR - t, v)
@@ -254,7 +278,10 @@ class Teacher:
             if len(e2) == 0:  # cannot happen at a spawn state that did not top out
                 continue
             t2 = t1[k] + e2.lock_frames + e2.settle_frames
-            values[k] = leaf_values(e2.fields, e2.viruses, e2.phases, t2, self.weights).max()
+            w = self.weights
+            short = max(0.0, w.mobility_target - len(e2))
+            values[k] = leaf_values(e2.fields, e2.viruses, e2.phases, t2, w).max()
+            values[k] -= w.mobility * short * short
             searched[k] = True
         terminal = e.phases != PLAYING_PHASE
         searched |= terminal

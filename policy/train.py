@@ -317,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     ap.add_argument("--data", nargs="*", default=[], help="extra .npz datasets to pool")
+    ap.add_argument("--label-only", action="store_true", help="stop after the teacher games")
     args = ap.parse_args(argv)
 
     import torch
@@ -352,6 +353,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         d.save(out / "teacher.npz")
         parts.append(d)
         log["teacher"] = summary(res)
+        (out / "teacher_games.json").write_text(json.dumps([r.as_dict() for r in res]))
+        if args.label_only:
+            (out / "train_log.json").write_text(json.dumps(log, indent=1, default=str))
+            print(json.dumps(log["teacher"]))
+            return 0
     data = Dataset.concat(parts)
     if len(data) == 0:
         raise SystemExit("no training data: give --games > 0 or --data")
