@@ -98,7 +98,7 @@ def _empty_runs(empty: npt.NDArray[np.bool_], axis: int):
     return np.moveaxis(fwd, -1, axis), np.moveaxis(bwd, -1, axis)
 
 
-def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F64]:
+def board_terms_numpy(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F64]:
     """Board estimates used by the evaluation, vectorised: fields uint8[N, 128] ->
     float64[N] each (occupied: float64[N, 128]).
 
@@ -177,7 +177,7 @@ def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F6
     empty = ~occ
     reach = np.zeros_like(empty)
     reach[:, 0, 3:5] = empty[:, 0, 3:5]
-    for _ in range(24):
+    for _ in range(128):
         grown = reach.copy()
         grown[:, :, 1:] |= reach[:, :, :-1]
         grown[:, :, :-1] |= reach[:, :, 1:]
@@ -197,8 +197,31 @@ def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F6
         "hsame": hsame.astype(np.float64),
         "halves": halves,
         "piece": piece,
-        "occupied": occ.reshape(n, -1).astype(np.float64),
+        "danger": occ.reshape(n, -1).astype(np.float64) @ w.danger(),
     }
+
+
+TERMS = (
+    "halves",
+    "bury",
+    "piece",
+    "holes",
+    "bump",
+    "access",
+    "vsame",
+    "on_virus",
+    "hsame",
+    "danger",
+)
+
+
+def board_terms(fields: npt.ArrayLike, w: Weights | None = None) -> dict[str, F64]:
+    """board_terms_numpy computed in C++ (engine._core.board_terms, search_eval.cpp): the same
+    float64[N] counts per key (tests/test_policy_teacher.py compares the two)."""
+    w = w or Weights()
+    f = np.ascontiguousarray(fields, dtype=np.uint8).reshape(-1, 128)
+    out = _core.board_terms(f, w.blocker, w.no_room, w.danger())
+    return {k: out[:, i] for i, k in enumerate(TERMS)}
 
 
 def leaf_values(
@@ -225,7 +248,7 @@ def leaf_values(
         - w.bury * terms["bury"]
         - w.bump * terms["bump"]
         - w.access * np.maximum(0.0, w.access_target - terms["access"])
-        - terms["occupied"] @ w.danger()
+        - terms["danger"]
     )
     v = np.where(ph == STAGE_CLEAR, CLEAR - t, v)
     v = np.where(ph == TOP_OUT, TOPPED + t, v)

@@ -9,7 +9,7 @@ import pytest
 import engine
 from engine import _core
 from policy.play import at_spawn, to_spawn
-from policy.teacher import Teacher
+from policy.teacher import Teacher, Weights, board_terms, board_terms_numpy
 
 
 def constructed(level: int = 0) -> engine.Game:
@@ -69,3 +69,16 @@ def test_expand_needs_a_spawn_state() -> None:
     g = engine.Game(3, engine.Speed.LOW, 0x0BEE)  # in levelIntro_delay: no pill yet
     with pytest.raises(ValueError, match="spawn state"):
         _core.expand(g)
+
+
+def test_board_terms_cpp_matches_numpy() -> None:
+    """The C++ evaluation (search_eval.cpp) is the numpy reference, term for term."""
+    rng = np.random.default_rng(5)
+    codes = np.array([0xFF, 0xFF, 0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2])
+    fields = rng.choice(codes, size=(300, 128)).astype(np.uint8)
+    fields[:100, :48] = 0xFF  # open tops, as in play
+    w = Weights()
+    fast, ref = board_terms(fields, w), board_terms_numpy(fields, w)
+    assert set(fast) == set(ref)
+    for key in ref:
+        np.testing.assert_allclose(fast[key], ref[key], rtol=1e-12, atol=1e-9, err_msg=key)

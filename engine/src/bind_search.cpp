@@ -11,6 +11,7 @@
 #include "py_args.h"
 #include "py_game.h"
 #include "search.h"
+#include "search_eval.h"
 
 namespace py = pybind11;
 namespace pa = drm::py_args;
@@ -100,6 +101,42 @@ fields uint8[P, 128] (the board after settling); child(k) -> Game (a copy of tha
             return drm::PyGame{e.children[static_cast<size_t>(i)].state};
           },
           py::arg("k"), "A copy of child k's state as an engine.Game.");
+
+  m.def(
+      "board_terms",
+      [](const py::handle& fields, double blocker, double no_room, const py::handle& danger) {
+        if (!py::isinstance<py::array>(fields)) {
+          throw py::type_error("fields must be a numpy.ndarray uint8[N, 128]");
+        }
+        const auto arr = py::reinterpret_borrow<py::array>(fields);
+        if (arr.size() % drm::kFieldSize != 0) {
+          throw py::value_error("fields must hold N boards of 128 cells, got " +
+                                std::to_string(arr.size()) + " cells");
+        }
+        auto f = pa::uint8_vector(fields, "fields", arr.size());
+        auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(danger);
+        if (!d || d.size() != drm::kFieldSize) {
+          throw py::value_error("danger must be 128 numbers (frames per occupied cell)");
+        }
+        const py::ssize_t n = arr.size() / drm::kFieldSize;
+        py::array_t<double> out({n, static_cast<py::ssize_t>(drm::kNumBoardTerms)});
+        drm::TermParams p;
+        p.blocker = blocker;
+        p.no_room = no_room;
+        p.danger = d.data();
+        const uint8_t* src = f.data();
+        double* dst = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t i = 0; i < n; ++i)
+            drm::board_terms(src + i * drm::kFieldSize, p, dst + i * drm::kNumBoardTerms);
+        }
+        return out;
+      },
+      py::arg("fields"), py::arg("blocker"), py::arg("no_room"), py::arg("danger"),
+      R"doc(Teacher board counts float64[N, 10] for fields uint8[N, 128] (search_eval.h): halves,
+bury, piece, holes, bump, access, vsame, on_virus, hsame, danger. blocker, no_room: halves
+(policy.teacher.Weights); danger: float64[128] frames per occupied cell.)doc");
 
   m.def(
       "settle",
