@@ -21,6 +21,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -201,28 +202,54 @@ def training_episodes(count: int, rng: np.random.Generator, levels: Sequence[int
     return out
 
 
-def label(jobs: Sequence[LabelJob], workers: int, desc: str) -> tuple[Dataset, list[Result]]:
-    """Runs the labelling jobs (in `workers` processes) with a rich progress bar."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+class Bar:
+    """A rich progress bar on a terminal; one log line per 5% on stderr otherwise (nohup runs)."""
 
+    def __init__(self, desc: str, total: int) -> None:
+        from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.desc, self.total, self.done, self.t0 = desc, max(total, 1), 0, time.time()
+        self.tty = sys.stderr.isatty()
+        columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
+        self.progress = Progress(*columns, disable=not self.tty)
+        self.task = self.progress.add_task(desc, total=total)
+
+    def __enter__(self) -> Bar:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def advance(self, n: int = 1, note: str = "") -> None:
+        self.progress.advance(self.task, n)
+        before, self.done = self.done, self.done + n
+        if not self.tty and (before * 20 // self.total != self.done * 20 // self.total):
+            dt = time.time() - self.t0
+            print(
+                f"{self.desc}: {self.done}/{self.total} {dt:.0f} s {note}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def label(jobs: Sequence[LabelJob], workers: int, desc: str) -> tuple[Dataset, list[Result]]:
+    """Runs the labelling jobs (in `workers` processes, results in job order) with a progress
+    bar."""
     parts: list[Dataset] = []
     results: list[Result] = []
-    columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns) as bar:
-        task = bar.add_task(desc, total=len(jobs))
+    with Bar(desc, len(jobs)) as bar:
         if workers <= 1:
-            it = map(_label_game, jobs)
-            for d, r in it:
+            for d, r in map(_label_game, jobs):
                 parts.append(d)
                 results.append(r)
-                bar.advance(task)
+                bar.advance()
         else:
             with mp.get_context("spawn").Pool(workers) as pool:
-                for d, r in pool.imap_unordered(_label_game, jobs, chunksize=1):
+                for d, r in pool.imap(_label_game, jobs, chunksize=1):
                     parts.append(d)
                     results.append(r)
-                    bar.advance(task)
-    del BarColumn
+                    bar.advance()
     return Dataset.concat(parts), results
 
 
@@ -238,17 +265,20 @@ def train_network(
     temperature: float,
     seed: int,
     desc: str = "train",
+    val_frac: float = 0.05,
 ) -> dict[str, float]:
     """Cross-entropy of the masked logits against the teacher's soft targets (AdamW, cosine
-    learning rate). Returns the final epoch's loss and top-1 agreement with the teacher."""
+    learning rate). The last `val_frac` of the states is held out. Returns the final epoch's
+    loss and top-1 agreement with the teacher's pick (and val_loss / val_agree)."""
     import torch
-    from rich.progress import Progress
 
     torch.manual_seed(seed)
     board, extras, mask = data.tensors()
     target = data.targets(temperature)
     choice = data.arrays["choice"].astype(np.int64)
-    n = len(data)
+    n_all = len(data)
+    n_val = int(n_all * val_frac)
+    n = n_all - n_val  # the last states (whole games, labelled last) are held out
     tb, te, tm = torch.from_numpy(board), torch.from_numpy(extras), torch.from_numpy(mask)
     tt, tc = torch.from_numpy(target), torch.from_numpy(choice)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
@@ -256,10 +286,9 @@ def train_network(
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(steps, 1))
     gen = torch.Generator().manual_seed(seed)
     stats = {"loss": float("nan"), "agree": float("nan")}
-    model.train()
-    with Progress() as bar:
-        task = bar.add_task(desc, total=steps)
-        for _ in range(epochs):
+    with Bar(desc, steps) as bar:
+        for epoch in range(epochs):
+            model.train()
             perm = torch.randperm(n, generator=gen)
             tot_loss, tot_agree = 0.0, 0
             for i in range(0, n, batch):
@@ -273,8 +302,20 @@ def train_network(
                 sched.step()
                 tot_loss += float(loss) * len(idx)
                 tot_agree += int((logits.argmax(dim=1) == tc[idx]).sum())
-                bar.advance(task)
+                bar.advance(1, f"epoch {epoch} loss {tot_loss / max(i + len(idx), 1):.3f}")
             stats = {"loss": tot_loss / n, "agree": tot_agree / n}
+            model.eval()
+            if n_val:
+                with torch.no_grad():
+                    v_loss, v_agree = 0.0, 0
+                    for i in range(n, n_all, 1024):
+                        sl = slice(i, min(i + 1024, n_all))
+                        logits = model(tb[sl], te[sl], tm[sl])
+                        logp = torch.log_softmax(logits, dim=1)
+                        v_loss += float(-(tt[sl] * logp).sum())
+                        v_agree += int((logits.argmax(dim=1) == tc[sl]).sum())
+                stats.update(val_loss=v_loss / n_val, val_agree=v_agree / n_val)
+            print(f"{desc} epoch {epoch}: {json.dumps(stats)}", file=sys.stderr, flush=True)
     model.eval()
     return stats
 
@@ -318,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     ap.add_argument("--data", nargs="*", default=[], help="extra .npz datasets to pool")
     ap.add_argument("--label-only", action="store_true", help="stop after the teacher games")
+    ap.add_argument("--init", default=None, help="start from this policy.pt")
+    ap.add_argument("--first-round", type=int, default=1, help="number of the first DAgger round")
     args = ap.parse_args(argv)
 
     import torch
@@ -330,10 +373,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     model_out = Path(args.model_out) if args.model_out else out / "policy.onnx"
     levels = parse_levels(args.levels)
-    rng = np.random.default_rng(args.seed)
     log: dict[str, Any] = {"args": vars(args), "rounds": []}
 
-    def jobs(count: int, model: str | None) -> list[LabelJob]:
+    def jobs(count: int, model: str | None, stage: int) -> list[LabelJob]:
+        # teacher games draw from default_rng(seed), DAgger round r from default_rng([seed, r])
+        rng = np.random.default_rng(args.seed if stage == 0 else [args.seed, stage])
         return [
             LabelJob(ep, model, args.taps_only, args.beam, args.max_frames)
             for ep in training_episodes(count, rng, levels)
@@ -349,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = [Dataset.load(Path(p)) for p in args.data]
     t0 = time.time()
     if args.games > 0:
-        d, res = label(jobs(args.games, None), args.workers, "teacher games")
+        d, res = label(jobs(args.games, None, 0), args.workers, "teacher games")
         d.save(out / "teacher.npz")
         parts.append(d)
         log["teacher"] = summary(res)
@@ -362,13 +406,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(data) == 0:
         raise SystemExit("no training data: give --games > 0 or --data")
     model = PlacementNet(args.channels, args.blocks)
-    stats = train_network(
-        data, model, args.epochs, args.lr, args.batch, args.temperature, args.seed, "imitation"
-    )
-    log["rounds"].append({"round": 0, "states": len(data), **stats, "s": time.time() - t0})
+    if args.init:
+        model.load_state_dict(torch.load(args.init))
+    if args.epochs > 0:
+        stats = train_network(
+            data, model, args.epochs, args.lr, args.batch, args.temperature, args.seed, "imitation"
+        )
+        log["rounds"].append({"round": 0, "states": len(data), **stats, "s": time.time() - t0})
+        torch.save(model.state_dict(), out / "policy.pt")
     export_onnx(model, model_out)
-    for r in range(1, args.dagger_rounds + 1):
-        d, res = label(jobs(args.dagger_games, str(model_out)), args.workers, f"DAgger {r}")
+    for r in range(args.first_round, args.first_round + args.dagger_rounds):
+        d, res = label(jobs(args.dagger_games, str(model_out), r), args.workers, f"DAgger {r}")
+        (out / f"dagger{r}_games.json").write_text(json.dumps([x.as_dict() for x in res]))
         d.save(out / f"dagger{r}.npz")
         data = Dataset.concat([data, d])
         stats = train_network(
