@@ -132,3 +132,25 @@ def replay_locks(
 def exhaustive_locks(
     game: Game | bytes, alphabet: U8, max_states: int = 2000000, min_press_interval: int = 0
 ) -> tuple[U8, npt.NDArray[np.int32], npt.NDArray[np.int32]]: ...
+
+# search.h / bind_search.cpp (policy teacher helpers)
+class Expansion:
+    status: int
+    reachable: npt.NDArray[np.bool_]
+    placements: npt.NDArray[np.int16]
+    lock_frames: npt.NDArray[np.int32]
+    settle_frames: npt.NDArray[np.int32]
+    clear_rounds: npt.NDArray[np.int32]
+    viruses: npt.NDArray[np.int32]
+    phases: U8
+    fields: U8
+    def __len__(self) -> int: ...
+    def child(self, k: int) -> Game: ...
+
+def settle(game: Game, max_frames: int = 10000) -> tuple[int, int]: ...
+def expand(
+    game: Game, taps_only: bool = False, min_press_interval: int = 0, max_settle: int = 10000
+) -> Expansion: ...
+def board_terms(
+    fields: U8, blocker: float, no_room: float, danger: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]: ...
