@@ -300,7 +300,7 @@ def train_network(
                 loss.backward()
                 opt.step()
                 sched.step()
-                tot_loss += float(loss) * len(idx)
+                tot_loss += float(loss.detach()) * len(idx)
                 tot_agree += int((logits.argmax(dim=1) == tc[idx]).sum())
                 bar.advance(1, f"epoch {epoch} loss {tot_loss / max(i + len(idx), 1):.3f}")
             stats = {"loss": tot_loss / n, "agree": tot_agree / n}
