@@ -129,13 +129,15 @@ def onnx_policy_available() -> bool:
 
 
 def pick_reader(name: str, sim: bool) -> str:
-    """``auto``: the ONNX reader when installed, else (simulated console only) the oracle.
-    Raises ValueError for a real capture without the ONNX reader or the oracle on a rig."""
+    """``auto``: on the simulated console the oracle (ground truth) for now: the tracker still
+    desyncs on every pill with the ONNX reader's falling-pill readings (issue 8, docs/RUN.md);
+    ``--reader onnx`` selects it. On a real capture the ONNX reader. Raises ValueError for a real
+    capture without the ONNX reader or the oracle on a rig."""
     if name == "auto":
-        if onnx_reader_available():
-            return "onnx"
         if sim:
             return "oracle"
+        if onnx_reader_available():
+            return "onnx"
         raise ValueError("a real capture needs the ONNX board reader (perception), not installed")
     if name == "oracle" and not sim:
         raise ValueError("--reader oracle reads the simulated console's ground truth: sim only")
