@@ -326,11 +326,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from hil.runtime import make_reader, pick_reader
 
     sim = args.port is None
+    profile = _load_profile(args.profile)
     try:
-        reader = make_reader(pick_reader(args.reader, sim=sim))
+        reader = make_reader(pick_reader(args.reader, sim=sim), profile)
     except ValueError as e:
         raise SystemExit(f"hil calibrate latency: {e}") from None
-    profile = _load_profile(args.profile)
     if sim:
         from hil.console_sim import SimConsole, SimLevel
 

@@ -38,6 +38,8 @@ import engine
 from engine import ScreenKind
 from engine.constants import Phase
 from hil.observation import (
+    COLS,
+    ROWS,
     Observation,
     PillSeen,
     canonical_cells,
@@ -162,13 +164,40 @@ class MatchConfig:
     compare_virus_frame: bool = True
 
 
+def _pill_hidden(pill: PillSeen, field: npt.NDArray[np.uint8]) -> bool:
+    """True when the bottle already shows ``pill`` in the cells its sprites cover: the lock
+    frame, whose picture has the locked pill's tiles under the last sprite (the sprite one
+    line lower, fallingPill_spriteUpdate $872F), which a pixel reader cannot reliably tell
+    from the tiles alone. Pill halves only ($4x-$8x), in the sprite's colours."""
+    p = canonical_pill(pill)
+    row = 15 - p.y
+    if p.rotation == 0:
+        cells = ((row, p.x), (row, p.x + 1))
+    else:
+        cells = ((row, p.x), (row - 1, p.x))
+    for (r, c), color in zip(cells, p.colors, strict=True):
+        if not (0 <= r < ROWS and 0 <= c < COLS):
+            return False
+        code = int(field[r, c])
+        if not (0x40 <= code < 0x90) or (code & 0x0F) != color:
+            return False
+    return True
+
+
+def _same_picture(pred: ScreenKind, seen: ScreenKind) -> bool:
+    """A predicted stage clear or top-out seen as a LEVEL picture: the console draws the bottle
+    as in play for the first frames of those phases (the STAGE CLEAR / GAME OVER boxes come
+    later, docs/RENDER.md "Terminal phases"), so a pixel reader cannot tell them yet."""
+    return seen == ScreenKind.LEVEL and pred in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT)
+
+
 def mismatches(
     pred: Observation, obs: Observation, cfg: MatchConfig, next_known: bool = True
 ) -> list[str]:
     """What differs between a predicted and an observed screen: a subset of "kind", "board",
     "pill", "next", "throw", "virus_frame" (empty: they agree)."""
     out = []
-    if pred.kind != obs.kind:
+    if pred.kind != obs.kind and not _same_picture(pred.kind, obs.kind):
         out.append("kind")
     if pred.kind == ScreenKind.PAUSED or obs.kind == ScreenKind.PAUSED:
         return out
@@ -176,7 +205,9 @@ def mismatches(
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
-    if (pred.falling is None) != (obs.falling is None) or (
+    if pred.falling is not None and obs.falling is None and _pill_hidden(pred.falling, obs.field):
+        pass  # the lock frame: the sprite over the same pill drawn in the bottle
+    elif (pred.falling is None) != (obs.falling is None) or (
         pred.falling is not None
         and obs.falling is not None
         and canonical_pill(pred.falling) != canonical_pill(obs.falling)
@@ -234,7 +265,9 @@ class TrackerConfig:
     the Profile's ``latency_frames``). jitter_ns: the most extra delay expected. mismatch_frames:
     consecutive disagreeing captures before a divergence is declared (one repeated or stale
     capture is not a divergence). align_window: base-frame hypotheses either side of the
-    prior. intro_frames: zero-input frames tabulated for the alignment."""
+    prior. intro_frames: zero-input frames tabulated for the alignment. align_wait: frames of
+    the first pill's fall watched before an ambiguous alignment is settled, when the reader
+    gives no throw frame (the pill is then decided on that much later)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -243,6 +276,7 @@ class TrackerConfig:
     mismatch_frames: int = 2
     align_window: int = 3
     intro_frames: int = 260
+    align_wait: int = 60
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -271,6 +305,7 @@ class _Level:
         self.board: npt.NDArray[np.uint8] | None = None
         self.next0: tuple[int, int] | None = None
         self.tables: dict[int, list[Observation]] = {}
+        self.table_throw: dict[int, int] = {}  # first e whose preview is not next0
         self.misses: dict[tuple[int, int], int] = {}
         # Tracking:
         self.history: dict[int, engine.Game] = {}  # e -> confirmed state
@@ -287,6 +322,10 @@ class _Level:
         self.slip_run = 0
         self.last_seen: Observation | None = None
         self.result: str | None = None  # "stage_clear" / "top_out" once seen
+        # The previous level's last picture: the simulated console shows it until the new level
+        # starts, and a pixel reader calls it LEVEL (a stage clear looks like play at first).
+        self.stale: npt.NDArray[np.uint8] | None = None
+        self.pill_seen: int | None = None  # frame of the first capture with the first pill
 
 
 class Tracker:
@@ -350,7 +389,10 @@ class Tracker:
 
     def begin_level(self, level: int, speed: int, base_prior: int) -> None:
         """A Start press was scheduled: the level's state 0 is expected in frame base_prior."""
+        last = self.lv.last_seen if self.lv is not None else None
         self.lv = _Level(level, speed, base_prior)
+        if last is not None:
+            self.lv.stale = np.array(last.field, dtype=np.uint8)
         self.state = LevelState.ALIGNING
         self.levels_started += 1
         self.log(Event("level_expected", base_prior, {"level": level, "speed": speed}))
@@ -382,6 +424,11 @@ class Tracker:
                 table.append(predicted_observation(g))
                 g.step(0)
             lv.tables[c] = table
+            # From the first throw on the preview shows a pill of the reserve, unknown here.
+            lv.table_throw[c] = next(
+                (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
+                len(table),
+            )
         w = self.cfg.align_window
         lv.misses = {
             (b, c): 0 for b in range(lv.base_prior - w, lv.base_prior + w + 1) for c in range(16)
@@ -403,7 +450,8 @@ class Tracker:
                     ok |= not (obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board))
                 elif e < len(table):
                     informative = True
-                    ok |= not mismatches(table[e], obs, self.cfg.match)
+                    known = e < lv.table_throw[c]
+                    ok |= not mismatches(table[e], obs, self.cfg.match, next_known=known)
                 if ok:
                     break
             if informative and not ok:
@@ -562,15 +610,29 @@ class Tracker:
         assert lv is not None
         lv.observations.append((frames, obs))
         if lv.board is None:
-            if obs.kind == ScreenKind.LEVEL and obs.virus_count > 0 and obs.falling is None:
+            fresh = lv.stale is None or int((obs.field != lv.stale).sum()) > STALE_CELLS
+            if (
+                obs.kind == ScreenKind.LEVEL
+                and obs.virus_count > 0
+                and obs.falling is None
+                and fresh
+            ):
                 lv.board = np.array(obs.field, dtype=np.uint8)
                 lv.next0 = obs.next_colors
                 self._build_tables()
         else:
             self._score(frames, obs)
         if lv.board is not None:
-            # A pill in sight: its decision is due, so settle on the best hypothesis now.
-            self._try_align(force=obs.falling is not None)
+            # The first pill in sight: its decision is due. Its fall (no input yet, so still in
+            # the tables) pins the base frame when the intro could not (a pixel reader sees no
+            # throw frame), so watch it for align_wait frames before settling on the best
+            # hypothesis.
+            if obs.falling is not None and lv.pill_seen is None:
+                lv.pill_seen = frames.stop - 1
+            waited = lv.pill_seen is not None and frames.stop - 1 - lv.pill_seen >= (
+                self.cfg.align_wait if obs.next_throw_frame is None else 0
+            )
+            self._try_align(force=waited)
 
     def force_alignment(self) -> bool:
         """Start tracking on the best hypothesis now (a decision is due). False if the board
@@ -617,6 +679,10 @@ class Tracker:
         lv.run_obs = []
         g, pred, spawns = match
         self.last_matched = self.frame_match = g
+        if pred.kind in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT):
+            # The predicted end, confirmed by a picture of its board (see _same_picture).
+            name = "stage_clear" if pred.kind == ScreenKind.STAGE_CLEAR else "top_out"
+            return events + [self._end(name, g)]
         if spawns > lv.reported_spawn and pred.falling is not None:
             lv.reported_spawn = spawns
             if spawns not in lv.next_by_spawn and obs.next_colors is not None:
@@ -858,6 +924,9 @@ def _usable_seed(level: int) -> int:
         except ValueError:
             continue
     raise ValueError(f"no usable RNG seed for level {level}")
+
+
+STALE_CELLS = 2  # a picture within this many cells of the last level's is still that level
 
 
 def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
