@@ -153,15 +153,26 @@ class FrameClock:
 class MatchConfig:
     """How strictly a prediction must agree with an observation.
 
-    min_confidence: cells read with less are not compared. cell_tolerance: confident cells
+    min_confidence: cells read with less are not compared, nor written into the shadow state
+    on a re-sync (the prediction is exact; an unsure reading is perception's doubt, e.g. a
+    virus colour misread on one animation frame). cell_tolerance: confident cells
     allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
     use those facts when both sides know them."""
 
-    min_confidence: float = 0.5
+    min_confidence: float = 0.9
     cell_tolerance: int = 0
     compare_next: bool = True
     compare_throw: bool = True
     compare_virus_frame: bool = True
+
+
+def _pill_cells(pill: PillSeen) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(row from the top, column) of the cells a pill's sprites cover, in drawn order (left
+    then right, bottom then top); rows may be -1 (the neck) for a vertical pill at the top."""
+    row = 15 - pill.y
+    if pill.rotation % 2 == 0:
+        return (row, pill.x), (row, pill.x + 1)
+    return (row, pill.x), (row - 1, pill.x)
 
 
 def _pill_hidden(pill: PillSeen, field: npt.NDArray[np.uint8]) -> bool:
@@ -170,12 +181,7 @@ def _pill_hidden(pill: PillSeen, field: npt.NDArray[np.uint8]) -> bool:
     line lower, fallingPill_spriteUpdate $872F), which a pixel reader cannot reliably tell
     from the tiles alone. Pill halves only ($4x-$8x), in the sprite's colours."""
     p = canonical_pill(pill)
-    row = 15 - p.y
-    if p.rotation == 0:
-        cells = ((row, p.x), (row, p.x + 1))
-    else:
-        cells = ((row, p.x), (row - 1, p.x))
-    for (r, c), color in zip(cells, p.colors, strict=True):
+    for (r, c), color in zip(_pill_cells(p), p.colors, strict=True):
         if not (0 <= r < ROWS and 0 <= c < COLS):
             return False
         code = int(field[r, c])
@@ -202,6 +208,12 @@ def mismatches(
     if pred.kind == ScreenKind.PAUSED or obs.kind == ScreenKind.PAUSED:
         return out
     sure = np.asarray(obs.confidence) >= cfg.min_confidence
+    for pill in (pred.falling, obs.falling):
+        if pill is not None:  # the tiles under a falling pill's sprites are hidden
+            sure = sure.copy()
+            for r, c in _pill_cells(pill):
+                if 0 <= r < ROWS and 0 <= c < COLS:
+                    sure[r, c] = False
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
@@ -779,7 +791,7 @@ class Tracker:
                 before, spawns = got
                 for variant in _MICROSTATE_GUESSES:
                     game = before.clone()
-                    _write_board(game, obs)
+                    _write_board(game, obs, self.cfg.match.min_confidence)
                     if obs.falling is not None and falling(game):
                         _write_pill(game, obs.falling)
                         for name, value in variant:
@@ -839,7 +851,7 @@ class Tracker:
         if template is None:
             return []
         game, spawns = template
-        _write_board(game, obs)
+        _write_board(game, obs, self.cfg.match.min_confidence)
         game.pill_colors[:] = f.colors
         if obs.next_colors is not None:
             game.next_colors[:] = obs.next_colors
@@ -933,10 +945,10 @@ def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
     return bool(np.array_equal(obs.field, board))
 
 
-def _write_board(game: engine.Game, obs: Observation) -> None:
+def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> None:
     """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
     as tile $Fx)."""
-    sure = (np.asarray(obs.confidence) >= 0.5).reshape(-1)
+    sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
     shown = np.asarray(game.shown)
