@@ -180,9 +180,10 @@ class VirusAnimation:
     and a combed frame do not pull a reference away). A label is consistent within a level, so
     the tracker's alignment finds the frameCounter phase mod 16 up to a shift of 8, which keeps
     its parity (the only frameCounter bit gameplay reads: fast drop $8A0A and the LOW throw).
-    Viruses only ever disappear during a level: a board with two (or more than half of its)
-    viruses that the references do not hold, by cell and colour, is a new level and starts
-    afresh; a single misread cell does not.
+    Viruses only ever disappear during a level: a board with at least two viruses that the
+    references do not hold, by cell and colour, and those more than half of its viruses, is a
+    new level and starts afresh (every level has at least 4); a misread cell does not, even
+    with one virus left (a restart there would flip every later label).
 
     ``looks``: float32 [16, 8, D] per-cell pixels; ``field``: uint8 [16, 8] the cell codes read
     (viruses are $Dx). Returns 0, 1, or None when no virus is readable. Raises ValueError for
@@ -211,7 +212,7 @@ class VirusAnimation:
             return None
         if self.codes is not None:
             new = int((v & (f != self.codes)).sum())
-            if new >= min(2, n) or 2 * new > n:
+            if new >= 2 and 2 * new > n:
                 self.reset()
         if self.codes is None:
             self.codes = np.where(v, f, 0xFF).astype(np.uint8)
@@ -225,6 +226,8 @@ class VirusAnimation:
                 dists.append(np.inf)
                 continue
             dists.append(float(np.abs(x[m] - total[m] / count[m][:, None]).mean()))
+        if not np.isfinite(min(dists)):
+            return None  # no virus read as the references hold it (misread colours, say)
         label = int(np.argmin(dists))
         if len(self.refs) == 1 and dists[0] > self.threshold:
             self.refs.append((x * known[..., None], known.astype(np.float32)))

@@ -190,7 +190,8 @@ def make_reader(name: str, profile: Any = None) -> Reader:
                 looks = looks.transpose(0, 2, 1, 3, 4).reshape(16, 8, -1)
                 if obs.kind != ScreenKind.LEVEL:
                     return obs
-                label = self.virus_anim(looks, obs.field)
+                sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
+                label = self.virus_anim(looks, sure)
                 return replace(obs, virus_frame=label)
 
         return OnnxReader()

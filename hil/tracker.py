@@ -279,7 +279,8 @@ class TrackerConfig:
     capture is not a divergence). align_window: base-frame hypotheses either side of the
     prior. intro_frames: zero-input frames tabulated for the alignment. align_wait: frames of
     the first pill's fall watched before an ambiguous alignment is settled, when the reader
-    gives no throw frame (the pill is then decided on that much later)."""
+    gives no throw frame (the pill is then decided on that much later), and at most until
+    lock_reserve frames before the pill would lock without input."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -289,6 +290,7 @@ class TrackerConfig:
     align_window: int = 3
     intro_frames: int = 260
     align_wait: int = 60
+    lock_reserve: int = 30
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -318,6 +320,7 @@ class _Level:
         self.next0: tuple[int, int] | None = None
         self.tables: dict[int, list[Observation]] = {}
         self.table_throw: dict[int, int] = {}  # first e whose preview is not next0
+        self.table_lock: dict[int, int] = {}  # first e after the first spawn without a pill
         self.misses: dict[tuple[int, int], int] = {}
         # Tracking:
         self.history: dict[int, engine.Game] = {}  # e -> confirmed state
@@ -441,6 +444,14 @@ class Tracker:
                 (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
                 len(table),
             )
+            spawn = next((e for e in range(len(table)) if table[e].falling is not None), None)
+            lv.table_lock[c] = (
+                len(table)
+                if spawn is None
+                else next(
+                    (e for e in range(spawn, len(table)) if table[e].falling is None), len(table)
+                )
+            )
         w = self.cfg.align_window
         lv.misses = {
             (b, c): 0 for b in range(lv.base_prior - w, lv.base_prior + w + 1) for c in range(16)
@@ -469,7 +480,7 @@ class Tracker:
             if informative and not ok:
                 lv.misses[(b, c)] = miss + 1
 
-    def _try_align(self, force: bool = False) -> None:
+    def _try_align(self, force: bool = False, now: int | None = None) -> None:
         lv = self.lv
         assert lv is not None
         if not lv.misses:
@@ -479,8 +490,14 @@ class Tracker:
         runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
         # b is pinned once the first pill is thrown (intro + throw frames tabulated).
         seen_enough = any(g - b >= 150 for frames, _ in lv.observations for g in frames)
-        if force or (runner_up >= best + 2 and seen_enough):
-            self._start_tracking(b, c, ambiguous=runner_up < best + 2)
+        # While the first pill falls its decision is due: one contradicting capture decides.
+        margin = 1 if lv.pill_seen is not None else 2
+        # ... and the wait ends while the pill can still be steered (the no-input table says
+        # when it would lock).
+        if now is not None and lv.pill_seen is not None:
+            force |= lv.table_lock[c] - (now - b) <= self.cfg.lock_reserve
+        if force or (runner_up >= best + margin and seen_enough):
+            self._start_tracking(b, c, ambiguous=runner_up < best + margin)
 
     def _start_tracking(self, b: int, c: int, ambiguous: bool) -> None:
         lv = self.lv
@@ -644,7 +661,7 @@ class Tracker:
             waited = lv.pill_seen is not None and frames.stop - 1 - lv.pill_seen >= (
                 self.cfg.align_wait if obs.next_throw_frame is None else 0
             )
-            self._try_align(force=waited)
+            self._try_align(force=waited, now=frames.stop - 1)
 
     def force_alignment(self) -> bool:
         """Start tracking on the best hypothesis now (a decision is due). False if the board

@@ -382,13 +382,21 @@ def test_virus_animation_labels_two_looks_consistently_and_restarts_on_a_new_boa
     fewer[14, 6] = 0x52
     fewer[3, 3] = 0xD1
     assert anim(_looks(b, fewer, rng), fewer) == 1 and anim(_looks(a, fewer, rng), fewer) == 0
+    # the last virus misread in another colour for a frame: no restart, the labels go on
+    last = np.full((16, 8), 0xFF, np.uint8)
+    last[15, 6] = 0xD2
+    misread = last.copy()
+    misread[15, 6] = 0xD0
+    assert anim(_looks(a, misread, rng), misread) is None
+    assert anim(_looks(b, last, rng), last) == 1 and anim(_looks(a, last, rng), last) == 0
     # nothing to read
     assert anim(_looks(a, fewer, rng), np.full((16, 8), 0xFF, np.uint8)) is None
-    # a new level's board (two viruses not there before, one of them a colour change): the
-    # first look seen is label 0 again
+    # a new level's board (three of its four viruses not there before, one of them a colour
+    # change): the first look seen is label 0 again
     other = field.copy()
+    other[9, 1] = 0xFF
     other[12, 4] = 0xD2
-    other[5, 0] = 0xD0
+    other[[5, 6], [0, 7]] = 0xD0
     assert anim(_looks(b, other, rng), other) == 0
     assert anim(_looks(a, other, rng), other) == 1
     with pytest.raises(ValueError, match="looks must be"):
