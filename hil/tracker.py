@@ -280,7 +280,8 @@ class TrackerConfig:
     prior. intro_frames: zero-input frames tabulated for the alignment. align_wait: frames of
     the first pill's fall watched before an ambiguous alignment is settled, when the reader
     gives no throw frame (the pill is then decided on that much later), and at most until
-    lock_reserve frames before the pill would lock without input."""
+    lock_reserve frames before the pill would lock without input. board_frames: intro pictures
+    the level's board is voted over (two virus animation periods)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -291,6 +292,7 @@ class TrackerConfig:
     intro_frames: int = 260
     align_wait: int = 60
     lock_reserve: int = 30
+    board_frames: int = 16
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -341,6 +343,8 @@ class _Level:
         # starts, and a pixel reader calls it LEVEL (a stage clear looks like play at first).
         self.stale: npt.NDArray[np.uint8] | None = None
         self.pill_seen: int | None = None  # frame of the first capture with the first pill
+        self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
+        self.voted = 0
 
 
 class Tracker:
@@ -646,8 +650,19 @@ class Tracker:
                 and obs.falling is None
                 and fresh
             ):
-                lv.board = np.array(obs.field, dtype=np.uint8)
-                lv.next0 = obs.next_colors
+                # The board is voted over board_frames pictures (the sum of confidence per cell
+                # and code): a reader unsure of a virus on one animation frame is sure on the
+                # other, and a board read wrong at the start stays wrong in the shadow.
+                if lv.votes is None:
+                    lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
+                    lv.next0 = obs.next_colors
+                rows, cols = np.indices((ROWS, COLS))
+                lv.votes[rows, cols, obs.field] += np.asarray(obs.confidence, np.float32)
+                lv.voted += 1
+            if lv.votes is not None and (
+                lv.voted >= self.cfg.board_frames or obs.falling is not None
+            ):
+                lv.board = lv.votes.argmax(axis=-1).astype(np.uint8)
                 self._build_tables()
         else:
             self._score(frames, obs)
