@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -281,7 +281,8 @@ class TrackerConfig:
     the first pill's fall watched before an ambiguous alignment is settled, when the reader
     gives no throw frame (the pill is then decided on that much later), and at most until
     lock_reserve frames before the pill would lock without input. board_frames: intro pictures
-    the level's board is voted over (two virus animation periods)."""
+    the level's board is voted over (two virus animation periods). track_virus_frame: compare
+    the virus animation frame after the alignment too."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -293,6 +294,7 @@ class TrackerConfig:
     align_wait: int = 60
     lock_reserve: int = 30
     board_frames: int = 16
+    track_virus_frame: bool = False
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -352,6 +354,13 @@ class Tracker:
 
     def __init__(self, config: TrackerConfig, log: Callable[[Event], None] | None = None) -> None:
         self.cfg = config
+        # While tracking, the virus animation frame is compared only when asked: it fixed the
+        # frameCounter phase at alignment, and a pixel reader's relative label that slips on a
+        # frame would be a false desync.
+        self._track_match = replace(
+            config.match,
+            compare_virus_frame=config.match.compare_virus_frame and config.track_virus_frame,
+        )
         self.clock = FrameClock(config.hz, config.window_us)
         self.log = log or (lambda _e: None)
         self.latched: dict[int, int] = {}  # frame -> mask the console read (STATUS)
@@ -707,7 +716,7 @@ class Tracker:
         match = None
         worst: list[str] = []
         for g, pred, spawns, known in reversed(self._candidates(frames)):
-            diff = mismatches(pred, obs, self.cfg.match, known)
+            diff = mismatches(pred, obs, self._track_match, known)
             if not diff:
                 match = (g, pred, spawns)
                 break
@@ -779,7 +788,7 @@ class Tracker:
         # timing slip, not a different game: look a frame or two further either side.
         wide = range(frames.start - 2, frames.stop + 1)
         for g, pred, _s, known in reversed(self._candidates(wide)):
-            if g not in frames and not mismatches(pred, obs, self.cfg.match, known):
+            if g not in frames and not mismatches(pred, obs, self._track_match, known):
                 lv.mismatch_run = 0
                 lv.run_obs = []
                 lv.slip_run += 1
@@ -854,7 +863,7 @@ class Tracker:
             cands = [f - lv.base for f in frames if f - lv.base > e0]
             if not cands:
                 continue
-            if all(mismatches(preds[e], obs, self.cfg.match) for e in cands):
+            if all(mismatches(preds[e], obs, self._track_match) for e in cands):
                 return False
         return True
 
