@@ -159,7 +159,7 @@ class MatchConfig:
     allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
     use those facts when both sides know them."""
 
-    min_confidence: float = 0.9
+    min_confidence: float = 0.97
     cell_tolerance: int = 0
     compare_next: bool = True
     compare_throw: bool = True
@@ -282,7 +282,9 @@ class TrackerConfig:
     gives no throw frame (the pill is then decided on that much later), and at most until
     lock_reserve frames before the pill would lock without input. board_frames: intro pictures
     the level's board is voted over (two virus animation periods). track_virus_frame: compare
-    the virus animation frame after the alignment too."""
+    the virus animation frame after the alignment too. board_mismatch_frames: consecutive
+    disagreeing captures before a divergence is declared when only board cells differ (a
+    reader's misread cell lasts a frame or two; a real difference stays)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -295,6 +297,7 @@ class TrackerConfig:
     lock_reserve: int = 30
     board_frames: int = 16
     track_virus_frame: bool = False
+    board_mismatch_frames: int = 6
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -346,6 +349,7 @@ class _Level:
         self.stale: npt.NDArray[np.uint8] | None = None
         self.pill_seen: int | None = None  # frame of the first capture with the first pill
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
+        self.board_only = False  # the current disagreeing run differs in board cells only
         self.voted = 0
 
 
@@ -725,7 +729,9 @@ class Tracker:
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
-            if lv.mismatch_run >= self.cfg.mismatch_frames:
+            lv.board_only = (lv.board_only if lv.mismatch_run > 1 else True) and worst == ["board"]
+            needed = self.cfg.board_mismatch_frames if lv.board_only else self.cfg.mismatch_frames
+            if lv.mismatch_run >= needed:
                 events += self._diverged(frames, obs, worst)
             return events
         lv.mismatch_run = 0
