@@ -109,6 +109,42 @@ def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
     return Labels(cell_classes(facts.bottle), sprite, next_colors, int(kind), visible)
 
 
+def random_board(rng: np.random.Generator, top: int) -> np.ndarray:
+    """A random field (uint8 [128] RAM codes) filled from row ``top`` down: viruses, whole
+    pills (top/bottom or left/right pairs), singles and clearing cells ($Bx) of random colours.
+    Random play rarely clears, so singles and clearing cells are rare in played games; boards
+    like these put every cell code in front of the model often."""
+    field = np.full((16, 8), 0xFF, np.uint8)
+    fill = rng.uniform(0.25, 0.9)
+    kinds = ("virus", "horizontal", "vertical", "single", "clearing")
+    weights = np.array([0.25, 0.2, 0.2, 0.2, 0.15])
+    for r in range(top, 16):
+        for c in range(8):
+            if field[r, c] != 0xFF or rng.random() > fill:
+                continue
+            kind = kinds[int(rng.choice(len(kinds), p=weights))]
+            a, b = (int(v) for v in rng.integers(0, 3, size=2))
+            if kind == "horizontal" and c < 7 and field[r, c + 1] == 0xFF:
+                field[r, c], field[r, c + 1] = 0x60 | a, 0x70 | b
+            elif kind == "vertical" and r < 15:
+                field[r, c], field[r + 1, c] = 0x40 | a, 0x50 | b
+            elif kind == "clearing":
+                field[r, c] = 0xB0 | a
+            elif kind == "virus":
+                field[r, c] = 0xD0 | a
+            else:
+                field[r, c] = 0x80 | a
+    return field.ravel()
+
+
+def inject_board(game: engine.Game, field: np.ndarray) -> None:
+    """Write ``field`` into the game's field and into the nametable it shows (clearing cells
+    are drawn as $Fx, as render_fieldRow writes them)."""
+    game.field[:] = field
+    shown = np.where((field & 0xF0) == 0xB0, (field & 0x0F) | 0xF0, field)
+    game.shown[:] = shown.astype(np.uint8)
+
+
 class Player:
     """Plays a game with scripted inputs: for each pill a random target (rotations, columns to
     move) played as button presses on alternate frames, then the pill is dropped (Down held, or
@@ -123,6 +159,7 @@ class Player:
         self.pause_rate = pause_rate
         self.queue: list[int] = []
         self.falling = False
+        self.fresh = False
         self.drop = 1.0
 
     def _script(self) -> list[int]:
@@ -154,7 +191,8 @@ class Player:
     def mask(self, game: engine.Game) -> int:
         playing = int(game.phase) == Phase.PLAYING
         falling = playing and int(game.next_action) == 0
-        if falling and not self.falling:  # a new pill is in play
+        self.fresh = falling and not self.falling
+        if self.fresh:  # a new pill is in play
             self.queue = self._pick(game)
             self.drop = float(self.rng.choice([1.0, 0.7, 0.3]))
         self.falling = falling
@@ -185,6 +223,8 @@ class GameStream:
     ``emit``: probability that a frame is sampled. ``hard``: sample hard frames more (lock
     frames, clearing tiles, pauses) and yield a stage clear / top-out picture several times
     (training); without, frames are sampled uniformly (evaluation: the natural mix).
+    ``board_rate``: share of games whose pills now and then (35 % of the new pills) get a
+    random board (:func:`random_board`) below them (training: every cell code, often).
     """
 
     def __init__(
@@ -195,6 +235,7 @@ class GameStream:
         randomize_tiles: bool,
         emit: float = 0.08,
         hard: bool = True,
+        board_rate: float = 0.0,
     ) -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
@@ -204,6 +245,7 @@ class GameStream:
         self.randomize_tiles = randomize_tiles
         self.emit = emit
         self.hard = hard
+        self.board_rate = board_rate
         self._games: Iterator[Shown] | None = None
 
     def _new_game(self) -> Iterator[Shown]:
@@ -227,9 +269,13 @@ class GameStream:
         tiles = randomize(self.base_tiles, rng) if vary else self.base_tiles
         greedy = 0.9 if endgame else float(rng.choice([0.0, 0.3, 0.8]))
         player = Player(rng, greedy=greedy, pause_rate=1 / 1500)
+        boards = not endgame and rng.random() < self.board_rate
         prev = game.clone()
         for _ in range(MAX_GAME_FRAMES):
             mask = player.mask(game)
+            if boards and player.fresh and rng.random() < 0.35:
+                # a new pill is in play (top rows free): give it a random board below
+                inject_board(game, random_board(rng, int(rng.integers(4, 14))))
             prev = game.clone()
             game.step(mask)
             facts = engine.screen_facts(game)
@@ -240,7 +286,7 @@ class GameStream:
             if not self.hard:
                 pass
             elif facts.kind == engine.ScreenKind.LEVEL and int(game.phase) == Phase.INTRO:
-                p = self.emit * 0.3
+                p = self.emit  # as often as in play: the intro looks like play
             elif facts.kind == engine.ScreenKind.PAUSED:
                 p = 0.2
             elif facts.falling is not None and _sprite_over_pill(facts):
@@ -398,7 +444,8 @@ class TrainingSamples:
         self.noise.sample((3 << 20,))  # the bank, sized once for any window (1080p crops)
         self.other_rate = other_rate
         self.streams = [
-            iter(GameStream(self.rng, "train", self.tiles, randomize_tiles)) for _ in range(streams)
+            iter(GameStream(self.rng, "train", self.tiles, randomize_tiles, board_rate=0.5))
+            for _ in range(streams)
         ]
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Labels]]:

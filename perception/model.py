@@ -3,9 +3,9 @@
 Input: uint8 [N, 208, 144, 3] RGB, the crop as perception.preprocess builds it (NHWC; the
 graph does the cast, scaling and transpose, so the runtime passes the array as is).
 
-Encoder: a 4x4 stride-4 and a 2x2 stride-2 convolution ("patchify" steps: every NES pixel is
-seen once, the position inside a cell is kept in the channels) give one feature vector per 8x8
-cell (1/8, 26 x 18); three 3x3 convolutions refine them over the bottle only (19 x 10 cells:
+Encoder: three 2x2 stride-2 convolutions ("patchify" steps: every NES pixel is seen once, the
+position inside a cell is kept in the channels) give one feature vector per 8x8 cell (1/8,
+26 x 18); three 3x3 convolutions refine them over the bottle only (19 x 10 cells:
 the field, the neck row, one cell of margin), where the exact answers are needed; a 2x2
 stride-2 and a 3x3 convolution give the context at 1/16 over the whole crop (13 x 9).
 Decoder: the 1/16 features upsampled to 1/8 and joined with the bottle's 1/8 features (the
@@ -18,8 +18,9 @@ Heads (outputs of the ONNX graph, all probabilities):
 - ``sprite`` float32 [N, 4, 17, 8]: softmax over the falling-pill sprite classes of each cell
   of the neck row and the field;
 - ``next`` float32 [N, 7]: sigmoid of "a next pill is drawn", then softmax over the colours of
-  its 1st and 2nd half (game order) - from the 1/16 features of the area of the throw arc,
-  flattened so the head knows where on the arc the pill is (its rotation depends on that);
+  its 1st and 2nd half (game order) - from the cell (1/8) features of the area of the throw
+  arc (10 x 11 cells, reduced to 8 channels), flattened so the head knows where on the arc the
+  pill is (its rotation depends on that);
 - ``kind`` float32 [N, 6]: softmax over perception.layout.ScreenKind, from the 1/16 features
   pooled over the whole crop (mean and max).
 
@@ -45,9 +46,10 @@ from perception.layout import (
     SPRITE_ROWS,
 )
 
-# the throw arc and the next pill at rest (x 120-205, y 21-91) in 1/16 cells of the crop
-NEXT_ROWS = slice(0, 6)  # y 16-111
-NEXT_COLS = slice(2, 9)  # x 120-231
+# the throw arc and the next pill at rest (x 120-205, y 21-91) in 1/8 cells of the crop
+NEXT_ROWS = slice(0, 10)  # y 16-95
+NEXT_COLS = slice(4, 15)  # x 120-207
+NEXT_CHANNELS = 8
 # the bottle branch: crop cells around the neck row and the field (one cell of margin)
 BOTTLE_ROWS = slice(SPRITE_ROW0 - 1, FIELD_ROW0 + FIELD_ROWS + 1)  # y 64-215: 19 rows
 BOTTLE_COLS = slice(FIELD_COL0 - 1, FIELD_COL0 + FIELD_COLS + 1)  # x 88-167: 10 columns
@@ -63,23 +65,22 @@ def _conv(ci: int, co: int, k: int = 3, stride: int = 1) -> nn.Sequential:
 
 
 class BoardNet(nn.Module):
-    """See the module docstring. ``width``: channels at 1/4, 1/8, 1/16."""
+    """See the module docstring. ``width``: channels at 1/2, 1/4, 1/8, 1/16."""
 
-    def __init__(self, width: tuple[int, int, int] = (32, 80, 96)) -> None:
+    def __init__(self, width: tuple[int, int, int, int] = (16, 32, 80, 96)) -> None:
         super().__init__()
-        c2, c3, c4 = width
+        c1, c2, c3, c4 = width
         self.width = width
-        # no batch norm at 1/4: its backward pass there cost a fifth of a training step
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, c2, 4, stride=4), nn.ReLU(inplace=True), _conv(c2, c3, 2, 2)
-        )
+        self.stem = nn.Sequential(_conv(3, c1, 2, 2), _conv(c1, c2, 2, 2), _conv(c2, c3, 2, 2))
         self.bottle = nn.Sequential(_conv(c3, c3), _conv(c3, c3), _conv(c3, c3))
         self.context = nn.Sequential(_conv(c3, c4, 2, 2), _conv(c4, c4))
         self.up = nn.Sequential(_conv(c3 + c4, c3, 1), _conv(c3, c3))
         self.cells = nn.Conv2d(c3, N_CELL_CLASSES, 1)
         self.sprite = nn.Conv2d(c3, N_SPRITE_CLASSES, 1)
-        self.next_reduce = _conv(c4, 16, 1)
-        n_next = 16 * (NEXT_ROWS.stop - NEXT_ROWS.start) * (NEXT_COLS.stop - NEXT_COLS.start)
+        self.next_reduce = _conv(c3, NEXT_CHANNELS, 1)
+        n_next = (
+            NEXT_CHANNELS * (NEXT_ROWS.stop - NEXT_ROWS.start) * (NEXT_COLS.stop - NEXT_COLS.start)
+        )
         self.next_head = nn.Sequential(
             nn.Linear(n_next, 64), nn.ReLU(inplace=True), nn.Linear(64, 1 + 2 * N_COLORS)
         )
@@ -106,7 +107,7 @@ class BoardNet(nn.Module):
             SPRITE_ROW0 - r0 : SPRITE_ROW0 - r0 + SPRITE_ROWS,
             FIELD_COL0 - c0 : FIELD_COL0 - c0 + FIELD_COLS,
         ]
-        nxt = self.next_head(torch.flatten(self.next_reduce(b[:, :, NEXT_ROWS, NEXT_COLS]), 1))
+        nxt = self.next_head(torch.flatten(self.next_reduce(a[:, :, NEXT_ROWS, NEXT_COLS]), 1))
         pooled = torch.cat([b.mean(dim=(2, 3)), b.amax(dim=(2, 3))], dim=1)
         kind = self.kind_head(pooled)
         if logits:

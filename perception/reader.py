@@ -34,8 +34,9 @@ class BoardReader:
     profile: the chain's calibration.Profile (geometry and colour; see calibration.fit).
     model: ONNX file (default: the shipped perception/models/board.onnx). threads: ONNX Runtime
     intra-op threads (1: the reader shares the machine with capture and planning).
-    Raises FileNotFoundError for a missing model file and ValueError for a model whose input is
-    not uint8 [n, 208, 144, 3] or whose outputs are not the board model's.
+    Raises FileNotFoundError for a missing model file and ValueError for a file ONNX Runtime
+    cannot load or a model whose input is not uint8 [n, 208, 144, 3] or whose outputs are not
+    the board model's.
     """
 
     def __init__(
@@ -55,7 +56,12 @@ class BoardReader:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise ValueError(f"{path}: ONNX Runtime cannot load this model: {e}") from None
         inputs = self.session.get_inputs()
         shape = list(inputs[0].shape) if inputs else []
         if (

@@ -255,11 +255,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m perception.train", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--steps", type=int, default=2200, help="optimizer steps (2200)")
+    p.add_argument("--steps", type=int, default=3000, help="optimizer steps (3000)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (3e-3)")
     p.add_argument(
-        "--width", type=int, nargs=3, default=[32, 80, 96], help="channels at 1/4, 1/8, 1/16"
+        "--width",
+        type=int,
+        nargs=4,
+        default=[16, 32, 80, 96],
+        help="channels at 1/2, 1/4, 1/8, 1/16 (16 32 80 96)",
     )
     p.add_argument("--workers", type=int, default=2, help="data processes (2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (1)")

@@ -68,13 +68,6 @@ def test_fit_recovers_a_colour_section():
     assert result.color_residual < 1.5
 
 
-def test_fit_of_an_exact_chain_has_no_colour_change():
-    profile = Profile(geometry=Geometry.centered(1280, 720))
-    result = fit_profile([forward(profile, p) for p in gameplay(3, 5)])
-    assert result.profile.color == Color()
-    assert result.color_residual == pytest.approx(0.0, abs=0.01)
-
-
 def test_fit_rejects_frames_it_cannot_use():
     with pytest.raises(FitError, match="at least one"):
         fit_profile([])
@@ -91,7 +84,7 @@ def test_hil_calibrate_writes_profile_and_grid_png(tmp_path):
     video = tmp_path / "capture.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (1280, 720))
     noise = NoiseSource(0)
-    for p in gameplay(4, 9):
+    for p in gameplay(3, 9):
         writer.write(forward(profile, p, None, noise))
     writer.release()
     out = tmp_path / "rig.json"
@@ -106,7 +99,7 @@ def test_hil_calibrate_writes_profile_and_grid_png(tmp_path):
             "--out",
             str(out),
             "--frames",
-            "4",
+            "3",
         ],
         capture_output=True,
         text=True,

@@ -69,7 +69,13 @@ def test_reader_errors_are_clear(tmp_path):
         [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3])],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])],
     )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # what onnxruntime reads
     path = tmp_path / "other.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    onnx.save(model, path)
     with pytest.raises(ValueError, match="not a board model"):
         BoardReader(profile, path)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(ValueError, match="cannot load"):
+        BoardReader(profile, junk)

@@ -29,6 +29,7 @@ def test_tiny_training_exports_an_onnx_model_the_reader_runs(tmp_path):
             "--quiet",
             "--width",
             "8",
+            "8",
             "16",
             "16",
         ]
@@ -53,3 +54,25 @@ def test_train_rejects_bad_arguments():
         main(["--steps", "0"])
     with pytest.raises(SystemExit, match="no such file"):
         main(["--rom", "/nonexistent/drmario.nes"])
+
+
+def test_rom_option_trains_on_the_roms_tiles(tmp_path, monkeypatch):
+    import zlib
+
+    from test_ines import build_rom  # the synthetic iNES image of tests/test_ines.py
+
+    import engine
+    from engine import ines
+    from perception.train import _tiles
+
+    clean = engine.TileSet.clean_room()
+    patterns = clean.patterns.copy()
+    patterns[:, 0x40:0x43] = 3 - patterns[:, 0x40:0x43]  # a ROM that draws pill tops its way
+    data = build_rom(clean.replace(patterns=patterns))
+    path = tmp_path / "drmario.nes"
+    path.write_bytes(data)
+    monkeypatch.setitem(ines.KNOWN_GOOD_CRC32, zlib.crc32(data[16:]), "Dr. Mario (test)")
+    tiles = _tiles(str(path))
+    assert (tiles.patterns[:, 0x40] == patterns[:, 0x40]).all()
+    batch = next(iter(SampleStream(3, 4, str(path), 1, 4)))
+    assert batch["image"].shape == (4, 208, 144, 3)
