@@ -75,6 +75,7 @@ class Batch:
     def set(self, index: int, game: Game) -> None: ...
     field: U8
     reserve: U8
+    shown: U8
     pill_x: U8
     pill_y: U8
     pill_rotation: U8
@@ -86,17 +87,22 @@ def rng_step(seed: int) -> int: ...
 def pill_colors(pill_id: int) -> tuple[int, int]: ...
 
 class Plan:
-    placements: npt.NDArray[np.int32]
+    placements: npt.NDArray[np.int16]
     lock_frames: npt.NDArray[np.int32]
     reachable: npt.NDArray[np.bool_]
     presses: npt.NDArray[np.int32]
     status: int
     nodes: int
     def __len__(self) -> int: ...
+    def lock_frame(self, index: int) -> int: ...
     def masks(self, index: int) -> U8: ...
+    def all_masks(self) -> list[U8]: ...
 
 def plan(
-    game: Game | bytes, prefix: U8 | None = None, min_press_interval: int = 0, **options: Any
+    game: Game | bytes,
+    prefix: U8 | None = None,
+    min_press_interval: int = 0,
+    taps_only: bool = False,
 ) -> Plan: ...
 
 class TileData:
@@ -120,3 +126,31 @@ def frame_layout(
     game: Game, tiles: TileData | None = None, top_score: int = 10000
 ) -> dict[str, Any]: ...
 def screen_facts(game: Game) -> dict[str, Any]: ...
+def replay_locks(
+    game: Game | bytes, masks_list: list[U8]
+) -> tuple[npt.NDArray[np.int32], U8, npt.NDArray[np.int32]]: ...
+def exhaustive_locks(
+    game: Game | bytes, alphabet: U8, max_states: int = 2000000, min_press_interval: int = 0
+) -> tuple[U8, npt.NDArray[np.int32], npt.NDArray[np.int32]]: ...
+
+# search.h / bind_search.cpp (policy teacher helpers)
+class Expansion:
+    status: int
+    reachable: npt.NDArray[np.bool_]
+    placements: npt.NDArray[np.int16]
+    lock_frames: npt.NDArray[np.int32]
+    settle_frames: npt.NDArray[np.int32]
+    clear_rounds: npt.NDArray[np.int32]
+    viruses: npt.NDArray[np.int32]
+    phases: U8
+    fields: U8
+    def __len__(self) -> int: ...
+    def child(self, k: int) -> Game: ...
+
+def settle(game: Game, max_frames: int = 10000) -> tuple[int, int]: ...
+def expand(
+    game: Game, taps_only: bool = False, min_press_interval: int = 0, max_settle: int = 10000
+) -> Expansion: ...
+def board_terms(
+    fields: U8, blocker: float, no_room: float, danger: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]: ...

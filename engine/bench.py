@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print(json.dumps({"error": "the planner is not built yet"}))
             return 1
-        result = bench_planner()
+        result = bench_planner(repeats=args.repeats)
     else:
         result = bench_engine(args.batch_size, args.frames, args.repeats)
     result["cpu"] = cpu

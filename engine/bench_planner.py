@@ -1,8 +1,14 @@
-"""Planner benchmark: microseconds per full plan (every reachable placement with its masks) on
-one core, median and p99, over a fixed set of mid-game states at levels 0, 10 and 20 on LOW,
-MED and HI, and over empty boards. Prints JSON.
+"""Planner benchmark: microseconds per full plan on one core, median and p99, over a fixed set of
+mid-game states at levels 0, 10 and 20 on LOW, MED and HI, and over empty boards. Prints JSON.
 
     python -m engine.bench_planner [--states N] [--repeats R]
+    python -m engine.bench planner          (the same, pinned to one CPU)
+
+A full plan is engine.plan(): every reachable placement with its lock frame and the 512-entry
+reachable mask. Masks are rebuilt on demand, so they are timed apart: masks(i) for one placement
+(what the bridge asks for), and plan() followed by all_masks() (every placement's masks and
+presses, what a teacher search asks for). Each state is timed `repeats` times and its fastest
+time kept (the machine is shared).
 
 A mid-game state: the level's board after a seeded number of pills (0..11) placed at seeded
 random reachable placements, speed-ups as the game counts them (one per 10 pills).
@@ -21,6 +27,7 @@ from engine import _core
 
 LEVELS = (0, 10, 20)
 SPEEDS = ("LOW", "MED", "HI")
+GOAL = {"median_us": 200, "p99_us": 2000}
 
 
 def _to_falling(g: engine.Game) -> bool:
@@ -64,16 +71,31 @@ def empty_board_states(speed: int, n: int, seed: int) -> list[engine.Game]:
     return out
 
 
-def _time_us(states: list[engine.Game], repeats: int, taps_only: bool = False) -> list[float]:
-    times = []
+def _best_us(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        fn()
+        best = min(best, (time.perf_counter_ns() - t0) / 1e3)
+    return best
+
+
+def _time_plan(states: list[engine.Game], repeats: int, **kw) -> list[float]:
+    return [_best_us(lambda g=g: _core.plan(g, **kw), repeats) for g in states]
+
+
+def _time_masks_one(states: list[engine.Game], repeats: int, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    out = []
     for g in states:
-        best = float("inf")
-        for _ in range(repeats):
-            t0 = time.perf_counter_ns()
-            _core.plan(g, taps_only=taps_only)
-            best = min(best, (time.perf_counter_ns() - t0) / 1e3)
-        times.append(best)
-    return times
+        p = _core.plan(g)
+        idx = int(rng.choice(p.placements))
+        out.append(_best_us(lambda p=p, idx=idx: p.masks(idx), repeats))
+    return out
+
+
+def _time_plan_all_masks(states: list[engine.Game], repeats: int) -> list[float]:
+    return [_best_us(lambda g=g: _core.plan(g).all_masks(), repeats) for g in states]
 
 
 def _summary(times: list[float]) -> dict:
@@ -87,30 +109,40 @@ def _summary(times: list[float]) -> dict:
     }
 
 
-def bench_planner(states_per_cell: int = 6, repeats: int = 1) -> dict:
-    """Runs the benchmark in this process (one core: the planner is single-threaded)."""
-    result: dict = {"unit": "us per full plan", "cells": {}}
-    mid: list[float] = []
-    mid_taps: list[float] = []
-    all_states: list[engine.Game] = []
+def bench_planner(states_per_cell: int = 20, repeats: int = 5) -> dict:
+    """Runs the benchmark in this process (the planner is single-threaded)."""
+    result: dict = {"unit": "us per call, fastest of `repeats` per state", "goal": GOAL}
+    cells: dict = {}
+    mid: list[engine.Game] = []
+    mid_times: list[float] = []
     for level in LEVELS:
         for speed, name in enumerate(SPEEDS):
             states = mid_game_states(level, speed, states_per_cell, seed=level * 10 + speed)
-            all_states += states
-            t = _time_us(states, repeats)
-            mid += t
-            mid_taps += _time_us(states, repeats, taps_only=True)
-            result["cells"][f"L{level:02d}_{name}"] = _summary(t)
-    empty_states: list[engine.Game] = []
+            t = _time_plan(states, repeats)
+            cells[f"L{level:02d}_{name}"] = _summary(t)
+            mid += states
+            mid_times += t
+    empty: list[engine.Game] = []
     for speed in range(3):
-        empty_states += empty_board_states(speed, max(2, states_per_cell // 2), 99 + speed)
-    result["mid_game"] = _summary(mid)
-    result["empty_boards"] = _summary(_time_us(empty_states, repeats))
-    result["mid_game_taps_only"] = _summary(mid_taps)
-    result["empty_boards_taps_only"] = _summary(_time_us(empty_states, repeats, taps_only=True))
-    # what taps_only gives up: placements it misses, and frames it loses on the ones it finds
+        empty += empty_board_states(speed, max(2, states_per_cell // 2), 99 + speed)
+    empty_times = _time_plan(empty, repeats)
+    result["plan"] = {
+        "mid_game": _summary(mid_times),
+        "empty_boards": _summary(empty_times),
+        "all": _summary(mid_times + empty_times),
+        "cells": cells,
+    }
+    everything = mid + empty
+    result["masks_one_placement"] = _summary(_time_masks_one(everything, repeats, seed=7))
+    result["plan_then_all_masks"] = _summary(_time_plan_all_masks(everything, repeats))
+    result["placements_per_plan"] = round(
+        float(np.mean([len(_core.plan(g)) for g in everything])), 1
+    )
+    nodes = np.array([_core.plan(g).nodes for g in everything])
+    result["search_nodes_per_plan"] = {"median": int(np.median(nodes)), "max": int(nodes.max())}
+    # What taps_only (no DAS, Left/Right on press frames only) gives up against the full search.
     missed = later = total = 0
-    for g in all_states:
+    for g in everything:
         full, taps = _core.plan(g), _core.plan(g, taps_only=True)
         fl = dict(zip(full.placements.tolist(), full.lock_frames.tolist(), strict=True))
         tl = dict(zip(taps.placements.tolist(), taps.lock_frames.tolist(), strict=True))
@@ -123,8 +155,8 @@ def bench_planner(states_per_cell: int = 6, repeats: int = 1) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--states", type=int, default=6, help="states per (level, speed) cell")
-    ap.add_argument("--repeats", type=int, default=1, help="timed plans per state (min kept)")
+    ap.add_argument("--states", type=int, default=20, help="states per (level, speed) cell")
+    ap.add_argument("--repeats", type=int, default=5, help="timed calls per state (min kept)")
     args = ap.parse_args()
     print(json.dumps(bench_planner(args.states, args.repeats), indent=2))
 

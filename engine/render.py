@@ -187,6 +187,12 @@ def _speed_colors() -> U8:
     return np.frombuffer(_core.render_constants()["speed_colors"], np.uint8).copy()
 
 
+def _game(game: _core.Game) -> _core.Game:
+    if not isinstance(game, _core.Game):
+        raise TypeError(f"game must be an engine.Game, got {type(game).__name__}")
+    return game
+
+
 def _tiles(tiles: TileSet | None) -> TileSet:
     if tiles is None:
         return _clean_room()
@@ -209,13 +215,13 @@ def render_frame(
     top_score: points shown as TOP (not part of the engine state; 10000 after power-on).
     Raises TypeError for a wrong argument type, ValueError for a wrong out shape or top_score.
     """
-    return _core.render_frame(game, _tiles(tiles)._data, out, top_score)
+    return _core.render_frame(_game(game), _tiles(tiles)._data, out, top_score)
 
 
 def render_indices(game: _core.Game, tiles: TileSet | None = None, *, top_score: int = 10000) -> U8:
     """The same picture as palette RAM indices: uint8 [240, 256], 0 = backdrop, 1-15
     background palettes (4 * palette + colour), 17-31 sprite palettes."""
-    return _core.render_indices(game, _tiles(tiles)._data, top_score)
+    return _core.render_indices(_game(game), _tiles(tiles)._data, top_score)
 
 
 def palette_ram(speed: int, tiles: TileSet | None = None) -> U8:
@@ -230,7 +236,7 @@ def frame_layout(
     """The picture before rasterising: vram uint8 [1024] ($2000-$23FF after the NMI), oam
     uint8 [n, 4] (Y, tile, attribute, X in OAM order; a sprite's first line is Y + 1),
     bg_bank (0/1), bg_visible, kind (ScreenKind)."""
-    d = _core.frame_layout(game, _tiles(tiles)._data, top_score)
+    d = _core.frame_layout(_game(game), _tiles(tiles)._data, top_score)
     d["kind"] = ScreenKind(d["kind"])
     return d
 
@@ -282,7 +288,7 @@ class ScreenFacts:
 
 def screen_facts(game: _core.Game) -> ScreenFacts:
     """Ground truth of render_frame(game) (independent of the tile set)."""
-    d = _core.screen_facts(game)
+    d = _core.screen_facts(_game(game))
     falling = d["falling"]
     nxt = d["next"]
     return ScreenFacts(

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
     from calibration import Profile
-    from hil.sim import SimSettings
+    from hil.sim import Renderer, SimSettings
+
+# `hil sim show`'s default sheet: from the ideal chain to the most degraded.
+SHEET_ORDER = (
+    "ideal_720p_nearest",
+    "square_1080p_area",
+    "hdmi_1080p_bilinear",
+    "mjpeg_720p_q70",
+    "composite_480p_combing",
+)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -28,6 +37,21 @@ def _sim_settings(args: argparse.Namespace) -> SimSettings:
         player_seed=args.player_seed,
         taps_only=args.taps_only,
     )
+
+
+def _renderer(args: argparse.Namespace) -> Renderer | None:
+    """None (clean-room tiles) or the tiles of the user's own ROM file (--rom)."""
+    if not args.rom:
+        return None
+    import functools
+
+    import engine
+
+    try:
+        tiles = engine.TileSet.from_ines(args.rom)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"hil sim: {e}") from None
+    return functools.partial(engine.render_frame, tiles=tiles)
 
 
 def _load_profile(name: str) -> Profile:
@@ -53,6 +77,7 @@ def _cmd_sim_record(args: argparse.Namespace) -> int:
             out=args.out,
             codec=args.codec,
             capture_seed=args.capture_seed,
+            render=_renderer(args),
             overwrite=args.overwrite,
             progress=not args.quiet,
         )
@@ -67,27 +92,335 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     from calibration import builtin_profiles
     from hil.sim import contact_sheet, has_display, play_to, show_live
 
-    names = args.profile or builtin_profiles()
-    profiles = [_load_profile(n) for n in names]
+    shipped = builtin_profiles()
+    default = [n for n in SHEET_ORDER if n in shipped] + [
+        n for n in shipped if n not in SHEET_ORDER
+    ]
+    profiles = [_load_profile(n) for n in args.profile or default]
     settings = _sim_settings(args)
+    render = _renderer(args)
     if args.png is None and has_display():
-        show_live(settings, profiles[0], args.frames, render=None)
+        show_live(settings, profiles[0], args.frames, render=render)
         return 0
     png = args.png or "capture_contact_sheet.png"
     try:
-        frame, previous = play_to(settings, args.frame)
+        frame, previous = play_to(settings, args.frame, render=render)
     except ValueError as e:
         raise SystemExit(f"hil sim show: {e}") from None
     title = (
         f"hil sim show: level {settings.level}, speed {settings.speed}, seed "
-        f"0x{settings.seed:04X}, console frame {args.frame}, clean-room tiles"
+        f"0x{settings.seed:04X}, console frame {args.frame}, "
+        + ("tiles from the user's ROM file" if args.rom else "clean-room tiles")
     )
     path = contact_sheet(profiles, [frame, previous], png, title=title)
     print(f"contact sheet of {len(profiles)} profiles written to {path}")
     return 0
 
 
+def _levels(args: argparse.Namespace) -> list[tuple[int, int]]:
+    """--levels "L[:S],..." or --level/--speed chained --max-levels times."""
+    if args.levels:
+        out = []
+        for item in args.levels.split(","):
+            lv, _, sp = item.strip().partition(":")
+            try:
+                out.append((int(lv), int(sp) if sp else args.speed))
+            except ValueError:
+                raise SystemExit(
+                    f"hil run: --levels item {item!r} is not LEVEL or LEVEL:SPEED"
+                ) from None
+        return out
+    return [(min(args.level + i, 24), args.speed) for i in range(args.max_levels)]
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        return [int(x, 0) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"hil run: --seed {text!r} is not a list of integers") from None
+
+
+def _faults(items: list[str]) -> list[object]:
+    from hil.console_sim import Fault
+
+    out: list[object] = []
+    for item in items:
+        frame, _, kind = item.partition(":")
+        try:
+            out.append(Fault(int(frame), kind or "drop_input"))
+        except ValueError:
+            raise SystemExit(
+                f"hil run: --fault {item!r} is not FRAME[:drop_input|garbage]"
+            ) from None
+    return out
+
+
+def _recorder(args: argparse.Namespace, profile: Profile):
+    """An on_frame hook writing the raw capture (MJPEG) with the observation per frame."""
+    if not args.record:
+        return None, lambda: None
+    from hil.recording import RecordingWriter
+
+    writer = RecordingWriter(
+        args.record, profile, codec="mjpeg", meta={"producer": "hil run"}, overwrite=True
+    )
+
+    def hook(rt, frame):
+        obs = rt.last_obs
+        writer.write(
+            frame.image,
+            frame.time_ns,
+            {
+                "console_frame": rt.tracker.frame_match,
+                "observation": None if obs is None else obs.to_json(),
+            },
+        )
+
+    return hook, writer.close
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """Play: the closed loop against the simulated console (default) or the real rig."""
+    import json
+
+    from hil.runtime import (
+        LevelPlan,
+        RunSettings,
+        SimOptions,
+        pick_policy,
+        pick_reader,
+        run_sim,
+    )
+    from hil.view import make_view
+
+    sim = args.sim or args.port is None
+    if args.fast and not sim:
+        raise SystemExit("hil run: --fast is for the simulated console (lockstep)")
+    try:
+        reader = pick_reader(args.reader, sim=sim)
+        policy = pick_policy(args.policy)
+    except ValueError as e:
+        raise SystemExit(f"hil run: {e}") from None
+    settings = RunSettings(
+        levels=[LevelPlan(lv, sp) for lv, sp in _levels(args)],
+        fast=args.fast,
+        max_frames=args.frames,
+    )
+    if reader == "oracle":
+        print(
+            "hil run: --reader oracle: the simulated console's ground truth stands in for "
+            "perception",
+            file=sys.stderr,
+        )
+    view_kind = args.view
+    if view_kind == "auto":
+        view_kind = "none" if args.fast else "window"
+    view, close_view = make_view(view_kind)
+    profile = _load_profile(args.profile)
+    hook, close_rec = _recorder(args, profile)
+    try:
+        if sim:
+            summary, _ = run_sim(
+                settings,
+                SimOptions(
+                    profile=args.profile,
+                    seeds=_seeds(args.seed),
+                    capture_seed=args.capture_seed,
+                    console_seed=args.console_seed,
+                    faults=_faults(args.fault),
+                ),
+                reader=reader,
+                policy=policy,
+                taps_only=args.planner == "taps",
+                log_path=args.log,
+                view=view,
+                on_frame=hook,
+            )
+        else:
+            summary = _run_rig(args, settings, profile, reader, policy, view, hook)
+    except ValueError as e:
+        raise SystemExit(f"hil run: {e}") from None
+    finally:
+        close_view()
+        close_rec()
+    summary.pop("capture", None)
+    print(
+        f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "
+        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"{summary['late_schedules']} late schedules, peak RSS {summary['peak_rss_mb']} MB",
+        file=sys.stderr,
+    )
+    print(json.dumps(summary, indent=1))
+    return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
+
+
+def _run_rig(args, settings, profile, reader, policy, view, hook):
+    """The real rig: a capture device (or video file) and the controller on a serial port."""
+    import time
+    from pathlib import Path
+
+    from hil.capture import CaptureError, CaptureSource, DeviceCapture, FileCapture
+    from hil.runtime import EnginePlanner, EventLog, Runtime, make_policy, make_reader
+
+    if args.capture is None:
+        raise ValueError("the real rig needs --capture (a capture device such as /dev/video0)")
+    log = EventLog(args.log)
+    settings.latency_frames = (
+        args.latency_frames if args.latency_frames is not None else profile.timing.latency_frames
+    )
+    settings.jitter_ms = profile.timing.jitter_ms
+    settings.stop_on_top_out = True
+    source: CaptureSource
+    try:
+        if Path(args.capture).is_file():
+            source = FileCapture(args.capture, realtime=True)
+        else:
+            dev: str | int = int(args.capture) if args.capture.isdigit() else args.capture
+            source = DeviceCapture(
+                dev,
+                width=profile.geometry.width,
+                height=profile.geometry.height,
+                fps=profile.timing.capture_hz,
+                on_event=lambda e: log.write(e.pop("event"), **e),
+            )
+    except CaptureError as e:
+        raise ValueError(str(e)) from None
+    try:
+        rt = Runtime(
+            settings,
+            source,
+            args.port,
+            make_reader(reader, profile),
+            make_policy(policy),
+            EnginePlanner(args.planner == "taps"),
+            clock=time.monotonic_ns,
+            log=log,
+            view=view,
+            on_frame=hook,
+        )
+        return rt.run()
+    finally:
+        source.close()
+        log.close()
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from hil.bench import run_from_args
+
+    return run_from_args(args)
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    """`hil calibrate latency`: press, watch the pill move, report the capture latency."""
+    import json
+
+    if args.what != "latency":
+        if args.input is None or args.out is None:
+            raise SystemExit(
+                "hil calibrate: say what to calibrate: `hil calibrate --input VIDEO_OR_DEVICE "
+                "--out profile.json` fits a capture profile; `hil calibrate latency` measures "
+                "the capture chain's latency"
+            )
+        return _cmd_calibrate_fit(args)
+    from hil.latency import calibrate_latency
+    from hil.runtime import make_reader, pick_reader
+
+    sim = args.port is None
+    try:
+        reader = make_reader(pick_reader(args.reader, sim=sim))
+    except ValueError as e:
+        raise SystemExit(f"hil calibrate latency: {e}") from None
+    profile = _load_profile(args.profile)
+    if sim:
+        from hil.console_sim import SimConsole, SimLevel
+
+        console = SimConsole(
+            [SimLevel(args.level, args.speed, 0x8988)],
+            profile,
+            realtime=not args.fast,
+            capture_seed=args.capture_seed,
+            max_frames=60_000,
+        )
+        console.start()
+        try:
+            result = calibrate_latency(
+                console.capture,
+                console.port,
+                reader,
+                clock=console.now_ns,
+                presses=args.presses,
+                capture_hz=profile.timing.capture_hz,
+                say=lambda m: print(m, file=sys.stderr),
+            )
+        finally:
+            console.close()
+        result["profile_latency_frames"] = profile.timing.latency_frames
+    else:
+        from hil.capture import DeviceCapture
+
+        if args.capture is None:
+            raise SystemExit("hil calibrate latency: the real rig needs --capture and --port")
+        dev: str | int = int(args.capture) if args.capture.isdigit() else args.capture
+        source = DeviceCapture(dev, width=profile.geometry.width, height=profile.geometry.height)
+        try:
+            result = calibrate_latency(source, args.port, reader, presses=args.presses, say=print)
+        finally:
+            source.close()
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a recording or video: readings, events, decisions, an annotated video."""
+    from hil.replay import main_replay
+
+    return main_replay(
+        args.video,
+        out=args.out,
+        profile_name=args.profile,
+        reader_name=args.reader,
+        level=args.level,
+        speed=args.speed,
+        taps_only=args.taps_only,
+        max_frames=args.frames,
+        quiet=args.quiet,
+    )
+
+
+def _cmd_emu_selftest(args: argparse.Namespace) -> int:
+    """Prove the emulator path with the project's test ROM; print JSON."""
+    from hil.emu import print_json, selftest
+    from hil.testrom import RomBuildError
+
+    try:
+        report = selftest(frames=args.frames, seed=args.seed, out_dir=args.build_dir)
+    except (RomBuildError, ValueError) as e:
+        raise SystemExit(f"hil emu selftest: {e}") from None
+    print_json(report)
+    bad = report["ram_mismatches"] + report["pixel_mismatches"] + report["late_schedules"]
+    return 1 if bad else 0
+
+
+def _cmd_emu_start(args: argparse.Namespace) -> int:
+    """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
+    from hil.emu import MUSIC, EmuError, print_json, start_game
+
+    try:
+        report = start_game(
+            args.rom,
+            args.level,
+            args.speed,
+            MUSIC[args.music] if args.music else None,
+            png=args.png,
+            verify_crc=not args.no_crc,
+        )
+    except (EmuError, ValueError) as e:  # RomError is a ValueError
+        raise SystemExit(f"hil emu start: {e}") from None
+    print_json(report)
+    return 0
+
+
+def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
     """Fit a capture Profile (geometry and colour) from gameplay frames of a video or device."""
     from calibration.fit import FitError
     from hil.calibrate import calibrate
@@ -139,6 +472,11 @@ def _add_game_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--taps-only", action="store_true", help="faster taps-only planning (docs/PLANNER.md)"
     )
+    p.add_argument(
+        "--rom",
+        help="draw with the tiles of your own Dr. Mario ROM (iNES) instead of the clean-room "
+        "tiles; never commit or share such pictures",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,21 +519,80 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--frames", type=int, default=3600, help="captured frames to show live")
     show.set_defaults(func=_cmd_sim_show)
 
-    cal = sub.add_parser(
-        "calibrate",
-        help="fit a capture profile (geometry, colour) from gameplay frames",
+    run = sub.add_parser(
+        "run",
+        help="play: the closed loop (the simulated console unless --port is given)",
         description=(
-            "Fit the capture chain's geometry (NES picture and bottle grid: scale, offset, "
-            "aspect, overscan crop) and colour from a few frames of a level being played; "
-            "write the profile and a PNG with the fitted grid over a frame."
+            "Play Dr. Mario: capture -> perception -> tracker -> policy -> planner -> "
+            "controller. Without --port it plays the simulated console (real time; --fast: "
+            "lockstep). docs/RUN.md explains everything."
         ),
     )
+    run.add_argument("--port", help="controller serial port (/dev/ttyACM0): the real rig")
+    run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
+    run.add_argument("--sim", action="store_true", help="the simulated console (default)")
+    run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
+    run.add_argument("--level", type=int, default=0, help="first level 0..24 (default 0)")
+    run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')
+    run.add_argument("--max-levels", type=int, default=1, help="levels from --level (1)")
+    run.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (name/file)")
+    run.add_argument("--seed", default="0x8988", help="sim: level RNG seeds, comma separated")
+    run.add_argument("--capture-seed", type=int, default=0, help="sim: capture noise/timing")
+    run.add_argument("--console-seed", type=int, default=0, help="sim: frameCounter phase")
+    run.add_argument("--frames", type=int, default=200_000, help="console frames at most")
+    run.add_argument("--log", help="JSONL event log to write")
+    run.add_argument("--record", help="directory to record the raw capture into (MJPEG)")
+    run.add_argument(
+        "--view",
+        choices=["auto", "window", "terminal", "none"],
+        default="auto",
+        help="live view (auto: window, or terminal without a display; none with --fast)",
+    )
+    run.add_argument("--reader", default="auto", help="auto, onnx, or oracle (sim only)")
+    run.add_argument("--policy", default="auto", help="auto, onnx or heuristic")
+    run.add_argument(
+        "--planner",
+        choices=["taps", "exact"],
+        default="exact",
+        help="exact: engine.plan, every reachable placement (default); taps: taps_only",
+    )
+    run.add_argument("--fault", action="append", default=[], help="sim: FRAME[:drop_input|garbage]")
+    run.add_argument("--latency-frames", type=float, help="rig: capture latency (calibrated)")
+    run.set_defaults(func=_cmd_run)
+
+    from hil.bench import add_arguments as bench_arguments
+
+    bench = sub.add_parser("bench", help="runtime latencies as JSON (lockstep sim)")
+    bench_arguments(bench)
+    bench.set_defaults(func=_cmd_bench)
+
+    cal = sub.add_parser(
+        "calibrate",
+        help="fit a capture profile (--input, --out) or measure latency (`calibrate latency`)",
+        description=(
+            "`hil calibrate --input VIDEO_OR_DEVICE --out profile.json`: fit the capture chain's "
+            "geometry (NES picture and bottle grid: scale, offset, aspect, overscan crop) and "
+            "colour from a few frames of a level being played; write the profile and a PNG with "
+            "the fitted grid over a frame. `hil calibrate latency`: press a button, see the pill "
+            "move, report the capture latency in frames."
+        ),
+    )
+    cal.add_argument("what", nargs="?", choices=["latency"], help="latency: measure the latency")
+    cal.add_argument("--port", help="controller port (the rig; without it: the simulated console)")
+    cal.add_argument("--capture", help="capture device (the rig)")
+    cal.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile")
+    cal.add_argument("--presses", type=int, default=20, help="button presses to time (20)")
+    cal.add_argument("--level", type=int, default=0)
+    cal.add_argument("--speed", type=int, default=0, choices=[0, 1, 2])
+    cal.add_argument("--reader", default="auto")
+    cal.add_argument("--fast", action="store_true", help="sim: lockstep")
+    cal.add_argument("--capture-seed", type=int, default=0)
     cal.add_argument(
         "--input",
-        required=True,
         help="video file, `hil sim record` directory, or capture device (0, /dev/video0)",
     )
-    cal.add_argument("--out", required=True, help="profile JSON to write")
+    cal.add_argument("--out", help="profile JSON to write")
     cal.add_argument("--png", help="grid picture to write (default: --out with .png)")
     cal.add_argument("--frames", type=int, default=8, help="frames to fit from (8)")
     cal.add_argument("--every", type=int, default=30, help="device: keep one frame in N (30)")
@@ -203,6 +600,49 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--base", help="profile whose artifacts and timing to keep")
     cal.add_argument("--rom", help="your Dr. Mario ROM: align with its level screen")
     cal.set_defaults(func=_cmd_calibrate)
+
+    rp = sub.add_parser(
+        "replay",
+        help="replay a recording or video: board readings, events, decisions, annotated video",
+    )
+    rp.add_argument("video", help="recording directory (hil sim record) or video file")
+    rp.add_argument(
+        "--profile", help="capture profile name or JSON file (default: the recording's)"
+    )
+    rp.add_argument("--out", help="output directory (default: VIDEO_replay beside it)")
+    rp.add_argument(
+        "--reader",
+        choices=["truth", "perception"],
+        default="truth",
+        help="truth: the recording's ground-truth sidecar (stand-in until perception lands)",
+    )
+    rp.add_argument("--level", type=int, help="level 0..24 (default: the recording's)")
+    rp.add_argument("--speed", type=int, choices=[0, 1, 2], help="default: the recording's")
+    rp.add_argument("--taps-only", action="store_true", help="faster taps-only planning")
+    rp.add_argument("--frames", type=int, help="replay at most this many frames")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(func=_cmd_replay)
+
+    emu = sub.add_parser("emu", help="the emulator console (cynes): self-test, start a level")
+    emu_sub = emu.add_subparsers(dest="emu_command", metavar="EMU_COMMAND")
+    emu.set_defaults(func=lambda _args: _print_help(emu))
+    st = emu_sub.add_parser(
+        "selftest", help="the project's test ROM proves every scheduled mask arrives (JSON)"
+    )
+    st.add_argument("--frames", type=int, default=600, help="console frames to check (600)")
+    st.add_argument("--seed", type=int, default=0, help="seed of the random masks")
+    st.add_argument("--build-dir", help="where to build the test ROM (default build/testrom)")
+    st.set_defaults(func=_cmd_emu_selftest)
+    es = emu_sub.add_parser(
+        "start", help="your Dr. Mario ROM: menus to a level, engine parity of its board (JSON)"
+    )
+    es.add_argument("rom", help="your own Dr. Mario iNES file")
+    es.add_argument("--level", type=int, default=10, help="level 0..20 (default 10)")
+    es.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    es.add_argument("--music", choices=["fever", "chill", "off"], help="default: leave it")
+    es.add_argument("--png", help="write the first frame of play here")
+    es.add_argument("--no-crc", action="store_true", help="accept an unverified dump")
+    es.set_defaults(func=_cmd_emu_start)
     return parser
 
 

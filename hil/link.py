@@ -71,7 +71,8 @@ class Link:
         self.timeout_s = timeout_s
         self.retries = retries
         self.stats = LinkStats()
-        self.statuses: deque[p.Status] = deque(maxlen=4096)
+        self.statuses: deque[p.Status] = deque(maxlen=4096)  # recent history, for wait_status
+        self._unpolled: deque[p.Status] = deque(maxlen=1 << 16)  # not yet returned by poll()
         self.hello: p.HelloAck | None = None
         self._deframer = p.Deframer()
         self._seq = 0
@@ -174,9 +175,9 @@ class Link:
     # ---- statuses ----------------------------------------------------------------------
 
     def poll(self, timeout_s: float = 0.0) -> list[p.Status]:
-        """Reads what the device sent within ``timeout_s``; returns the new statuses (also
-        appended to ``self.statuses``)."""
-        before = len(self.statuses)
+        """Reads what the device sent within ``timeout_s``; returns every status not returned
+        by an earlier call, in arrival order, including those read while a request waited for
+        its reply (they are also kept in ``self.statuses``, the last 4096)."""
         deadline = time.monotonic() + timeout_s
         while True:
             got = self._read_some()
@@ -184,8 +185,9 @@ class Link:
                 break
             if not got:
                 time.sleep(0.001)
-        new = len(self.statuses) - before
-        return list(self.statuses)[-new:] if new > 0 else []
+        new = list(self._unpolled)
+        self._unpolled.clear()
+        return new
 
     def wait_status(self, frame: int, timeout_s: float = 1.0) -> p.Status:
         """Waits for the STATUS of console frame ``frame``. Raises LinkTimeout."""
@@ -259,6 +261,7 @@ class Link:
             self._rx_seq = seq
             if isinstance(msg, p.Status):
                 self.statuses.append(msg)
+                self._unpolled.append(msg)
             else:
                 self._replies.append((seq, msg))
         return True

@@ -30,11 +30,8 @@ DETAIL_Y = (144, 208)
 
 
 def default_renderer() -> Renderer:
-    """The engine's NES renderer with its clean-room tiles (engine.render_frame)."""
-    render = getattr(engine, "render_frame", None)
-    if render is None:
-        raise SystemExit("the NES renderer (engine.render_frame) is not built in this engine")
-    return render
+    """The engine's NES renderer with the clean-room tiles (engine.render_frame)."""
+    return engine.render_frame
 
 
 class RandomPlayer:
@@ -72,12 +69,32 @@ def _hex_rows(field: np.ndarray) -> list[str]:
     return [bytes(row).hex() for row in np.asarray(field, dtype=np.uint8).reshape(16, 8)]
 
 
-def game_truth(game: engine.Game) -> dict[str, Any]:
-    """JSON-ready ground truth of the game state (the RAM, not what the screen lags behind).
+def _pill_on_screen(p: engine.render.PillOnScreen | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    out: dict[str, Any] = {
+        "colors": [int(c) for c in p.colors],
+        "rotation": int(p.rotation),
+        "box": [int(v) for v in p.box],
+    }
+    for key in ("x", "y", "throw_frame"):
+        if hasattr(p, key):
+            out[key] = int(getattr(p, key))
+    return out
 
-    ``field``: 16 rows of 16 hex digits (RAM $0400-$047F, row 0 at the top, DESIGN.md cell
-    codes). ``pill``: the falling pill (RAM $85 x, $86 y counted from the bottom, $A5 rotation,
-    colours) or None between pills. ``next``: the next pill's colours and rotation.
+
+def game_truth(game: engine.Game) -> dict[str, Any]:
+    """JSON-ready ground truth of a game state and of its picture (``render_frame(game)``).
+
+    The state (RAM): ``state_frame`` (engine ``frame``), ``phase``, ``field`` (16 rows of 16 hex
+    digits, RAM $0400-$047F, row 0 at the top, DESIGN.md cell codes), ``pill`` (the falling pill:
+    RAM $85 x, $86 y counted from the bottom, $A5 rotation, colours; None between pills),
+    ``next`` (colours, rotation), ``virus_left``, ``score``, ``buttons`` (RAM btns_held $F7: the
+    mask latched by the step that made the state). The picture
+    (``engine.screen_facts``): ``screen.kind``, ``screen.bottle`` (the bottle as the nametable
+    shows it, hex rows; lags ``field`` by up to 16 frames), ``screen.falling`` and
+    ``screen.next`` (pills as drawn: colours, rotation, box (left, top, width, height) in NES
+    pixels; x, y or throw_frame), ``screen.virus_frame``.
     """
     phase = Phase(int(game.phase))
     falling = phase in (Phase.PLAYING, Phase.PAUSED) and int(game.next_action) == 0
@@ -89,8 +106,9 @@ def game_truth(game: engine.Game) -> dict[str, Any]:
             "rotation": int(game.pill_rotation),
             "colors": [int(c) for c in game.pill_colors],
         }
+    facts = engine.screen_facts(game)
     return {
-        "frame": int(game.frame),
+        "state_frame": int(game.frame),
         "phase": phase.name,
         "field": _hex_rows(game.field),
         "pill": pill,
@@ -100,6 +118,14 @@ def game_truth(game: engine.Game) -> dict[str, Any]:
         },
         "virus_left": int(game.virus_left),
         "score": int(game.score),
+        "buttons": int(game.btns_held),
+        "screen": {
+            "kind": facts.kind.name,
+            "bottle": _hex_rows(facts.bottle),
+            "falling": _pill_on_screen(facts.falling),
+            "next": _pill_on_screen(facts.next),
+            "virus_frame": int(facts.virus_frame),
+        },
     }
 
 
@@ -119,9 +145,15 @@ class SimCapture:
 
     The game is stepped one console frame at a time with :class:`RandomPlayer`'s masks; the
     timing model (``profile.timing``, seeded by ``capture_seed``) says which console frame each
-    captured frame shows; that frame is rendered (``render``, default engine.render_frame) and
-    put through the forward model (``profile``). Stops after ``max_frames`` captured frames or
-    when the game reaches stage clear or top-out (the last captured frame shows that state).
+    captured frame shows; that frame is rendered (``render``, default engine.render_frame with
+    the clean-room tiles) and put through the forward model (``profile``). Stops after
+    ``max_frames`` captured frames or when the game reaches stage clear or top-out (the last
+    captured frame shows that state).
+
+    Frame convention (docs/CAPTURE.md): console frame n is the frame period that begins with
+    NMI n (the n-th controller latch, the engine's n-th ``step``); the picture scanned out in
+    it is ``render_frame`` of the state after n - 1 steps (the renderer draws what the console
+    shows after the state's next NMI). Console frame 0 shows the initial state.
     """
 
     def __init__(
@@ -140,36 +172,48 @@ class SimCapture:
         self.timing = TimingModel(
             profile.timing, seed=capture_seed, combing=profile.artifacts.combing
         )
-        self.masks: list[int] = []  # mask held during each console frame (index = frame - 1)
+        self.masks: list[int] = []  # masks[n - 1]: the mask latched in console frame n
         self._prev_picture: np.ndarray | None = None
 
-    def _ended(self) -> bool:
+    def ended(self) -> bool:
+        """The game reached stage clear or top-out (the engine steps no further)."""
         return Phase(int(self.game.phase)) in TERMINAL_PHASES
 
-    def _advance_to(self, frame: int) -> None:
-        combing = self.profile.artifacts.combing
-        while int(self.game.frame) < frame and not self._ended():
-            if combing and int(self.game.frame) == frame - 1:
+    def _step_to(self, state_frame: int, keep_previous: bool = False) -> bool:
+        """Step until ``game.frame == state_frame``; False if the game ended before.
+
+        ``keep_previous``: keep the picture of the state one frame before (for combing).
+        """
+        while int(self.game.frame) < state_frame and not self.ended():
+            if keep_previous and int(self.game.frame) == state_frame - 1:
                 self._prev_picture = self.render(self.game)
             mask = self.player.mask(self.game)
             self.game.step(mask)
             self.masks.append(mask)
+        return int(self.game.frame) >= state_frame
+
+    def picture(self, console_frame: int, keep_previous: bool = False) -> np.ndarray | None:
+        """RGB [240, 256, 3] of ``console_frame`` (the state after ``console_frame - 1`` steps),
+        stepping the game forward to it; None if the game ended before."""
+        if not self._step_to(max(0, console_frame - 1), keep_previous):
+            return None
+        return self.render(self.game)
 
     def frames(self, max_frames: int) -> Iterator[tuple[Frame, dict[str, Any]]]:
         """Up to ``max_frames`` captured frames (BGR, profile's size) and their ground truth."""
         if max_frames < 1:
             raise ValueError(f"max_frames must be at least 1, got {max_frames}")
+        combing = self.profile.artifacts.combing
         sched = self.timing.schedule(max_frames)
         picture: np.ndarray | None = None
         shown = -1
         for i in range(len(sched)):
             want = int(sched.console_frame[i])
             if want != shown:
-                self._prev_picture = None  # set by _advance_to when combing
-                self._advance_to(want)
-                if int(self.game.frame) < want:  # the game ended before this frame
+                self._prev_picture = None  # set by _step_to when combing needs it
+                picture = self.picture(want, keep_previous=combing and want >= 2)
+                if picture is None:  # the game ended before this frame
                     return
-                picture = self.render(self.game)
                 shown = want
             assert picture is not None
             image = self.model(picture, previous=self._prev_picture)
@@ -177,11 +221,10 @@ class SimCapture:
                 "device_index": int(sched.device_index[i]),
                 "console_frame": shown,
                 "odd_frame": int(sched.odd_frame[i]),
-                "buttons": self.masks[shown - 1] if shown >= 1 else 0,
                 **game_truth(self.game),
             }
             yield Frame(image=image, time_ns=int(sched.time_ns[i]), index=i), truth
-            if self._ended():
+            if self.ended():
                 return
 
 
@@ -238,15 +281,18 @@ def has_display() -> bool:
 def play_to(
     settings: SimSettings, frame: int, render: Renderer | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rendered console frames ``frame`` and ``frame - 1`` (RGB [240, 256, 3]) of a RandomPlayer
-    game (fewer if the game ended first: then both show its last frame)."""
-    if frame < 1:
-        raise ValueError(f"frame must be at least 1, got {frame}")
+    """Pictures (RGB [240, 256, 3]) of console frames ``frame`` and ``frame - 1`` of a
+    RandomPlayer game (both the last picture if the game ended first)."""
+    if frame < 2:
+        raise ValueError(f"frame must be at least 2, got {frame}")
     sim = SimCapture(settings, Profile(), render=render)
-    sim._advance_to(frame - 1)
-    previous = sim.render(sim.game)
-    sim._advance_to(frame)
-    return sim.render(sim.game), previous
+    previous = sim.picture(frame - 1)
+    current = sim.picture(frame)
+    last = sim.render(sim.game)
+    return (
+        current if current is not None else last,
+        previous if previous is not None else last,
+    )
 
 
 def _describe(p: Profile) -> str:
@@ -292,7 +338,8 @@ def contact_sheet(
 
     frame, previous = nes_frames[0], nes_frames[-1]
     rows = len(profiles)
-    fig = Figure(figsize=(13, 2.9 * rows))
+    # Wide enough that the NES-pixel and detail panels are drawn at 1:1 or larger.
+    fig = Figure(figsize=(16, 3.55 * rows))
     axes = fig.subplots(rows, 3, gridspec_kw={"width_ratios": [1.6, 1.0, 1.0]})
     axes = np.atleast_2d(axes)
     for r, p in enumerate(profiles):
@@ -312,7 +359,7 @@ def contact_sheet(
         ]
         for c, (img, label) in enumerate(panels):
             ax = axes[r, c]
-            ax.imshow(img, interpolation="nearest" if c else "antialiased")
+            ax.imshow(img, interpolation="antialiased", interpolation_stage="rgba")
             ax.set_title(label, fontsize=9, loc="left")
             ax.set_xticks([])
             ax.set_yticks([])

@@ -1,152 +1,52 @@
-"""Reachability planner (engine._core.plan): soundness against engine.step, completeness against an
-independent exhaustive search over whole engine states, dedupe and the placement index mapping.
+"""Reachability planner (engine._core.plan): what a caller sees. The placement index mapping and
+dedupe, plans from between pills, the demo, committed prefixes (also one that locks the pill),
+the rate profile, taps_only, masks() against all_masks(), and argument errors.
 
-docs/PLANNER.md defines the placement index: rotation*128 + row*8 + col with the pill's own
-coordinates at lock (row = 15 - pill_y); identical colours report rotations 2/3 as 0/1.
+Soundness over many states: tests/test_planner_soundness.py. Completeness and optimality against
+exhaustive searches over whole engine states: tests/test_planner_completeness.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from planner_helpers import FALLING, check_plan, pill_cells, to_falling
 
 import engine
 from engine import _core
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(_core, "plan"), reason="planner not registered in engine._core yet"
-)
 
-PLAYING, FALLING = 1, 0
-USED = (0x80, 0x40, 0x04, 0x02, 0x01)  # A, B, Down, Left, Right
-
-
-def to_falling(g: engine.Game, limit: int = 2000) -> bool:
-    for _ in range(limit):
-        if int(g.phase) == PLAYING and int(g.next_action) == FALLING:
-            return True
-        if int(g.phase) != PLAYING and int(g.phase) != 0:
-            return False
-        g.step(0)
-    return False
+def spawned(level: int = 10, speed: int = 1, seed: int = 0x1234) -> engine.Game:
+    g = engine.Game(level, speed, seed)
+    assert to_falling(g)
+    return g
 
 
-def pill_cells(index: int, colors) -> dict[int, int]:
-    """Field index -> cell code that confirmPlacement $8F62 writes for a placement index."""
-    rot, row, col = index // 128, (index % 128) // 8, index % 8
-    c0, c1 = int(colors[0]), int(colors[1])
-    cells = {
-        0: {(row, col): 0x60 | c0, (row, col + 1): 0x70 | c1},
-        1: {(row, col): 0x50 | c0, (row - 1, col): 0x40 | c1},
-        2: {(row, col + 1): 0x70 | c0, (row, col): 0x60 | c1},
-        3: {(row - 1, col): 0x40 | c0, (row, col): 0x50 | c1},
-    }[rot]
-    return {r * 8 + c: v for (r, c), v in cells.items() if r >= 0}
+def test_placement_index_is_rotation_row_col_of_the_lock_pose() -> None:
+    g = spawned()
+    p = _core.plan(g)
+    assert check_plan(g) == len(p)
+    # The pose one frame before the lock (the drop that fails comes first in a frame).
+    idx = int(p.placements[np.argmax(p.lock_frames == p.lock_frames.max())])
+    masks = p.masks(idx)
+    g2 = g.clone()
+    g2.run(masks[:-1].copy())
+    rot, y, x = int(g2.pill_rotation), int(g2.pill_y), int(g2.pill_x)
+    same = int(g2.pill_colors[0]) == int(g2.pill_colors[1])
+    assert idx == (rot & (1 if same else 3)) * 128 + (15 - y) * 8 + x
+    assert set(pill_cells(idx, g2.pill_colors)) <= set(range(128))
 
 
-def replay(g: engine.Game, masks: np.ndarray):
-    """Steps a clone; returns (1-based lock frame or None, field before and after that frame)."""
-    h = g.clone()
-    for i, m in enumerate(masks):
-        before = h.field.copy()
-        colors = h.pill_colors.copy()
-        h.step(int(m))
-        if int(h.lock_event):
-            return i + 1, before, h.field.copy(), colors
-    return None, None, None, None
-
-
-def rising_edges(held: int, masks: np.ndarray) -> int:
-    n = 0
-    for m in masks:
-        n += bin(int(m) & ~held & 0xFF).count("1")
-        held = int(m)
-    return n
-
-
-def check_plan(g: engine.Game, prefix: np.ndarray | None, **kw) -> int:
-    p = _core.plan(g, prefix, **kw)
-    placements = p.placements
-    assert p.reachable.dtype == np.bool_ and p.reachable.shape == (512,)
-    assert np.array_equal(np.flatnonzero(p.reachable), placements)
-    assert len(placements) == len(set(placements.tolist()))
-    if p.status == 2:
-        assert len(placements) == 0
-        return 0
-    assert len(placements) > 0
-    for idx, lock_frame, presses in zip(placements, p.lock_frames, p.presses, strict=True):
-        masks = p.masks(int(idx))
-        assert masks.dtype == np.uint8 and len(masks) == lock_frame
-        if prefix is not None and p.status == 0:
-            assert np.array_equal(masks[: len(prefix)], prefix)
-        assert rising_edges(int(g.btns_held), masks) == presses
-        frame, before, after, colors = replay(g, masks)
-        assert frame == lock_frame, (int(idx), frame, int(lock_frame))
-        expected = before.copy()
-        for pos, code in pill_cells(int(idx), colors).items():
-            expected[pos] = code
-        assert np.array_equal(after, expected), int(idx)
-        if colors[0] == colors[1]:
-            assert idx // 128 < 2  # identical colours: rotations 2/3 are reported as 0/1
-    return len(placements)
-
-
-def random_state(rng: np.random.Generator, level: int, speed: int) -> engine.Game | None:
-    """A mid-game state: a few pills placed by the planner's own random placements."""
-    g = engine.Game(level, speed, int(rng.integers(0, 0x10000)), int(rng.integers(0, 256)))
-    g.speed_ups[...] = int(rng.integers(10, 50))  # mid-game speed-ups (one per 10 pills)
-    for _ in range(int(rng.integers(0, 4))):
-        if not to_falling(g):
-            return None
-        p = _core.plan(g, min_press_interval=0)
-        if len(p) == 0:
-            return None
-        g.run(p.masks(int(rng.choice(p.placements))))
-    return g if to_falling(g) else None
-
-
-@pytest.mark.parametrize("speed", [0, 1, 2])
-def test_plans_replay_to_their_lock_exactly(speed: int) -> None:
-    rng = np.random.default_rng(1000 + speed)
-    checked = 0
-    for level in (0, 5, 10, 15, 20):
-        for _ in range(3):
-            g = random_state(rng, level, speed)
-            if g is None:
-                continue
-            checked += check_plan(g, None)  # at spawn
-            # mid-fall: step a random prefix of one plan, then plan from there
-            p = _core.plan(g)
-            masks = p.masks(int(rng.choice(p.placements)))
-            k = int(rng.integers(1, max(2, len(masks))))
-            h = g.clone()
-            h.run(masks[: k - 1].copy())
-            checked += check_plan(h, None)
-            # with a committed prefix of random inputs (inputs in flight)
-            prefix = rng.choice(np.array([0, 1, 2, 4, 0x80, 0x40, 5, 6], np.uint8), size=k % 6)
-            checked += check_plan(h, prefix)
-            # late mid-fall: cut every placement's masks a few frames before its lock
-            for idx in p.placements[::2]:
-                masks = p.masks(int(idx))
-                cut = len(masks) - int(rng.integers(1, min(len(masks), 10) + 1))
-                h = g.clone()
-                h.run(masks[:cut].copy())
-                tail = masks[cut : cut + int(rng.integers(0, 3))].copy()
-                checked += check_plan(h, tail if len(tail) else None)
-    assert checked > 0
-
-
-def test_taps_only_plans_are_sound_and_never_beat_the_full_search() -> None:
-    rng = np.random.default_rng(7)
-    for level, speed in ((3, 0), (11, 1), (19, 2)):
-        g = random_state(rng, level, speed)
-        if g is None:
-            continue
-        check_plan(g, None, taps_only=True)
-        full, taps = _core.plan(g), _core.plan(g, taps_only=True)
-        assert set(taps.placements.tolist()) <= set(full.placements.tolist())
-        for idx in taps.placements:
-            assert taps.lock_frame(int(idx)) >= full.lock_frame(int(idx))
+def test_identical_colours_report_rotations_two_and_three_as_zero_and_one() -> None:
+    for seed in range(2, 400, 2):
+        g = spawned(seed=seed)
+        if int(g.pill_colors[0]) == int(g.pill_colors[1]):
+            break
+    else:
+        pytest.fail("no single-colour pill in the seeds tried")
+    p = _core.plan(g)
+    assert np.all(p.placements < 256)
+    check_plan(g)
 
 
 def test_between_pills_the_plan_starts_from_the_throw() -> None:
@@ -159,119 +59,122 @@ def test_between_pills_the_plan_starts_from_the_throw() -> None:
     p = _core.plan(g)
     g.run(p.masks(int(p.placements[0])))
     assert int(g.next_action) != FALLING  # lock clean-up and throw: the plan waits for the spawn
-    check_plan(g, None)
+    assert check_plan(g) > 0
+    wait = 0  # frames of clean-up and throw before the frame whose held buttons the plan picks
+    h = g.clone()
+    while int(h.next_action) != 3:  # action_sendPillFinished
+        h.step(0)
+        wait += 1
+    for m in _core.plan(g).all_masks():
+        assert wait > 0 and not m[:wait].any()
+
+
+def test_a_prefix_that_locks_the_pill_is_the_only_placement() -> None:
+    g = spawned(20, 2)
+    g.speed_ups[...] = 49  # gravity every frame
+    prefix = np.full(40, 4, np.uint8)  # hold Down: the pill lands straight below
+    p = _core.plan(g, prefix)
+    assert p.status == 1 and len(p) == 1
+    lock = int(p.lock_frames[0])
+    assert lock < len(prefix)
+    assert np.array_equal(p.masks(int(p.placements[0])), prefix[:lock])
+    check_plan(g, prefix)
+
+
+def test_plans_from_mid_fall_with_a_prefix_keep_the_prefix() -> None:
+    g = spawned(5, 0)
+    p = _core.plan(g)
+    masks = p.masks(int(p.placements[-1]))
+    g.run(masks[:5].copy())  # mid-fall, holding whatever the plan held
+    prefix = np.array([2, 2, 0x82, 0], np.uint8)
+    assert check_plan(g, prefix) > 0
 
 
 def test_rate_profile_spaces_presses() -> None:
-    g = engine.Game(12, 2, 0x0BAD)
-    to_falling(g)
+    g = spawned(12, 2, 0x0BAD)
     g.speed_ups[...] = 30
+    free = _core.plan(g)
     for n in (2, 4, 8):
         check_plan(g, None, min_press_interval=n)
         p = _core.plan(g, min_press_interval=n)
-        held = int(g.btns_held)
-        for idx in p.placements:
-            last = -(10**6)
-            held = int(g.btns_held)
-            for f, m in enumerate(p.masks(int(idx))):
-                rising = int(m) & ~held & 0xFF
+        assert set(p.placements.tolist()) <= set(free.placements.tolist())
+        for idx, m in zip(p.placements.tolist(), p.all_masks(), strict=True):
+            assert p.lock_frame(idx) >= free.lock_frame(idx)
+            held, last = int(g.btns_held), -(10**6)
+            for f, mask in enumerate(m.tolist()):
+                rising = mask & ~held & 0xFF
                 if rising:
                     assert bin(rising).count("1") == 1 and f - last >= n
                     last = f
-                held = int(m)
+                held = mask
 
 
-# --- completeness: an independent exhaustive search over whole engine states ---------------
-
-# A, B, Up, Down, Left, Right as bits 5..0 (Start pauses, Select does nothing). The planner never
-# holds Up (it only cancels a fast drop); one case checks that nothing is lost by that.
-WITH_UP = list(range(64))
-WITHOUT_UP = [m for m in WITH_UP if not m & 0x08]
-
-
-def full_mask(m: int) -> int:
-    return (m & 0x0F) | (0x40 if m & 0x10 else 0) | (0x80 if m & 0x20 else 0)
-
-
-def byte_offset(g: engine.Game, member: str) -> int:
-    """Offset of a one-byte State member in state_bytes(), found by flipping it."""
-    h = g.clone()
-    a = np.frombuffer(h.state_bytes(), np.uint8)
-    getattr(h, member)[...] ^= 1
-    b = np.frombuffer(h.state_bytes(), np.uint8)
-    (where,) = np.flatnonzero(a != b)
-    return int(where)
+def test_taps_only_plans_are_sound_and_never_beat_the_full_search() -> None:
+    g = spawned(3, 0, 0x0777)
+    for _ in range(3):
+        check_plan(g, None, taps_only=True)
+        full, taps = _core.plan(g), _core.plan(g, taps_only=True)
+        assert set(taps.placements.tolist()) <= set(full.placements.tolist())
+        for idx, m in zip(taps.placements.tolist(), taps.all_masks(), strict=True):
+            assert taps.lock_frame(idx) >= full.lock_frame(idx)
+            held = int(g.btns_held)
+            for mask in m.tolist():  # Left/Right never held on from the frame before
+                assert not (mask & held & 0x03)
+                held = mask
+        g.run(full.masks(int(full.placements[0])))
+        to_falling(g)
 
 
-def exhaustive(g: engine.Game, masks: list[int]) -> dict[bytes, int]:
-    """Min lock frame for every field a lock can write, by BFS over full engine states (a state
-    seen earlier with the same frameCounter parity is not expanded again)."""
-    fc = byte_offset(g, "frame_counter")
-    n = len(g.state_bytes())
-
-    def key(h: engine.Game) -> bytes:
-        b = bytearray(h.state_bytes())
-        b[fc] &= 1
-        return bytes(b[: n - 4])  # without the frame count (the last member)
-
-    best: dict[bytes, int] = {}
-    seen = {key(g)}
-    layer = [g]
-    frame = 0
-    while layer:
-        frame += 1
-        nxt = []
-        for s in layer:
-            for m in masks:
-                h = s.clone()
-                h.step(full_mask(m))
-                if int(h.lock_event):
-                    best.setdefault(h.field.tobytes(), frame)
-                    continue
-                k = key(h)
-                if k not in seen:
-                    seen.add(k)
-                    nxt.append(h)
-        layer = nxt
-    return best
-
-
-def fuzzed_board(rng: np.random.Generator) -> engine.Game:
-    g = engine.Game(
-        int(rng.integers(0, 21)), int(rng.integers(0, 3)), int(rng.integers(0, 1 << 16))
-    )
-    to_falling(g)
-    field = np.full(128, 0xFF, np.uint8)
-    top = int(rng.integers(3, 5))  # free rows above a ragged, holed stack
-    for r in range(top, 16):
-        field[r * 8 : r * 8 + 8] = np.where(rng.random(8) < 0.7, 0xD0 | rng.integers(0, 3, 8), 0xFF)
-    for c in range(8):  # overhangs over holes make tucks and slides
-        if rng.random() < 0.4:
-            field[(top - 1) * 8 + c] = 0xD1
-            field[top * 8 + c] = 0xFF
-    field[3] = field[4] = 0xFF
-    g.field[:] = field
-    g.speed_ups[...] = int(rng.integers(42, 50))
-    g.speed_counter[...] = 0
-    g.hor_velocity[...] = int(rng.integers(0, 16))
-    return g
-
-
-# Seeds whose Python search stays within a few seconds (seed 3 alone takes ~13 s).
-@pytest.mark.parametrize("seed", [0, 1, 2, 4, 5, 6])
-def test_planner_matches_exhaustive_search(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    g = fuzzed_board(rng)
-    # a few random frames so the pill starts mid-fall with held buttons and DAS charge
-    for _ in range(int(rng.integers(0, 3))):
-        g.step(int(rng.choice([0, 1, 2, 4, 0x80, 0x41])))
-    if int(g.next_action) != FALLING:
-        pytest.skip("pill locked during the random lead-in")
-    truth = exhaustive(g, WITH_UP if seed == 0 else WITHOUT_UP)
+def test_masks_and_all_masks_agree() -> None:
+    g = spawned(15, 1, 0x2468)
     p = _core.plan(g)
-    got = {}
-    for idx, lf in zip(p.placements, p.lock_frames, strict=True):
-        frame, _, after, _ = replay(g, p.masks(int(idx)))
-        assert frame == lf
-        got[after.tobytes()] = int(lf)
-    assert got == truth
+    q = _core.plan(g)
+    all_masks = q.all_masks()
+    for i, idx in enumerate(p.placements.tolist()):
+        one = p.masks(idx)
+        frames, fields, presses = _core.replay_locks(g, [one, all_masks[i]])
+        assert frames[0] == frames[1] == p.lock_frame(idx)
+        assert presses[0] == presses[1] == q.presses[i]
+        assert np.array_equal(fields[0], fields[1])
+    assert np.array_equal(q.masks(int(q.placements[0])), all_masks[0])  # served from the cache
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    g = spawned()
+    p = _core.plan(g)
+    with pytest.raises(KeyError, match="not reachable"):
+        p.masks(int(np.flatnonzero(~p.reachable)[0]))
+    with pytest.raises(ValueError, match="placement must be 0..511"):
+        p.masks(512)
+    with pytest.raises(ValueError, match="min_press_interval"):
+        _core.plan(g, min_press_interval=-1)
+    with pytest.raises(TypeError, match="prefix"):
+        _core.plan(g, [1, 2])
+    with pytest.raises(ValueError, match="1-D"):
+        _core.plan(g, np.zeros((2, 2), np.uint8))
+    with pytest.raises(TypeError, match="engine.Game"):
+        _core.plan(42)
+    with pytest.raises(ValueError, match="bytes"):
+        _core.plan(b"short")
+
+
+def test_a_pose_the_game_cannot_produce_is_a_value_error() -> None:
+    g = spawned()
+    g.pill_x[...] = 7  # a horizontal pill in column 7 would stick out of the bottle
+    with pytest.raises(ValueError, match="pose is not one the game can produce"):
+        _core.plan(g)
+    g.pill_x[...] = 3
+    g.pill_y[...] = 16
+    with pytest.raises(ValueError, match="y=16"):
+        _core.plan(g)
+
+
+def test_a_pill_overlapping_the_field_locks_where_it_is() -> None:
+    g = spawned()
+    g.field[4 * 8 + 3] = 0xD0  # a virus where the pill is (row 4 = pill_y 11) and below it
+    g.field[5 * 8 + 3] = 0xD0
+    g.pill_y[...] = 11
+    g.speed_counter[...] = 200  # gravity on the next frame: the drop fails
+    p = _core.plan(g)
+    assert p.placements.tolist() == [4 * 8 + 3] and p.lock_frames.tolist() == [1]
+    check_plan(g)

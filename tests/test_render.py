@@ -287,6 +287,8 @@ def test_bad_arguments_raise_clear_errors():
         engine.render_frame(g, out=np.zeros((240, 256), np.uint8))
     with pytest.raises(TypeError, match="dtype uint8"):
         engine.render_frame(g, out=np.zeros((240, 256, 3), np.float32))
+    with pytest.raises(TypeError, match="game must be an engine.Game"):
+        engine.render_frame(g.state_bytes())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="engine.TileSet"):
         engine.render_frame(g, tiles="clean")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="top_score"):
@@ -315,3 +317,53 @@ def test_nes_palette_is_the_2c02s_64_colours():
     assert np.argmax(p[0x16]) == 0 and np.argmax(p[0x1A]) == 1 and np.argmax(p[0x12]) == 2
     # The pill colours: yellow $28 (red and green high), red $15, blue $21.
     assert p[0x28][2] < min(p[0x28][:2]) and np.argmax(p[0x15]) == 0 and np.argmax(p[0x21]) == 2
+
+
+def test_top_out_shows_the_doctors_top_out_pose():
+    g = engine.Game(0, 1, 0x8988)
+    g.field[3] = g.field[4] = 0xD1  # the spawn cells: the first throw cannot be placed
+    for _ in range(300):
+        if int(g.phase) == Phase.TOP_OUT:
+            break
+        g.step(0)
+    facts = engine.screen_facts(g)
+    assert facts.kind == ScreenKind.TOP_OUT and facts.next is None and facts.falling is None
+    oam = frame_layout(g)["oam"]
+    pose = engine.TileSet.clean_room().metasprites[0x32]  # spr_mario_fail
+    want = [((dy + 0x4B) & 0xFF, tile, attr, (dx + 0xC0) & 0xFF) for dy, tile, attr, dx in pose]
+    assert [tuple(p) for p in oam[-len(want) :]] == want
+
+
+def test_the_frame_start_pauses_keeps_the_background():
+    g = to_falling(engine.Game(0, 1, 0x8988))
+    g.step(Button.START)  # the main loop drew the pill, then paused: no level sprites
+    facts = engine.screen_facts(g)
+    assert facts.kind == ScreenKind.LEVEL and facts.falling is not None and facts.next is None
+    layout = frame_layout(g)
+    assert layout["bg_visible"] and len(layout["oam"]) == 2
+
+
+def test_malformed_art_is_a_clear_error(tmp_path, monkeypatch):
+    import engine.tiles as tiles_module
+
+    art = tmp_path / "art.txt"
+    art.write_text("tile bg 40 broken\n" + "........\n" * 7 + ".......\n")
+    monkeypatch.setattr(tiles_module, "ART", art)
+    with pytest.raises(tiles_module.ArtError, match=r"art.txt:1: rows must all have one length"):
+        tiles_module.load_cleanroom()
+    art.write_text("tile bg 40 broken\n" + "....x...\n" * 8)
+    with pytest.raises(tiles_module.ArtError, match="art.txt:2: neither a drawing row"):
+        tiles_module.load_cleanroom()
+
+
+def test_game_palettes_come_from_the_disassembly(tables):
+    pal = tables["palLevel_1P"]["bytes"]  # copyBkgOrPalToPPU data: count 32, colours, $FF
+    tiles = engine.TileSet.clean_room()
+    assert tiles.palettes.tolist() == pal[1:33]
+    assert tiles.speed_colors.tolist() == tables["bkgColor_basedOnSpeed"]["bytes"]
+    for speed in range(3):
+        ram = palette_ram(speed)
+        # DESIGN.md: the pill and virus colours are $28 yellow, $15 red, $21 blue, for the
+        # bottle's tiles (background palette 2) and the pill sprites (sprite palette 2).
+        assert ram[9:12].tolist() == ram[25:28].tolist() == [0x28, 0x15, 0x21]
+        assert ram[0] == pal[1 + 16]  # the backdrop: $3F10's write lands on $3F00

@@ -23,6 +23,7 @@ namespace pa = drm::py_args;
 void register_level_gen(py::module_& m);
 void register_planner(py::module_& m);
 void register_render(py::module_& m);
+void register_search(py::module_& m);
 
 namespace {
 
@@ -297,4 +298,5 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
   register_level_gen(m);
   register_planner(m);
   register_render(m);
+  register_search(m);
 }

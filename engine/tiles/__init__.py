@@ -30,6 +30,7 @@ _BANKS = {
     "all": (BANK_BG0, BANK_BG1, BANK_SPR),
 }
 _SYMBOLS = {".": 0, "1": 1, "2": 2, "3": 3}
+_ENTRIES = ("tile", "sprite", "mirror", "same", "glyph")
 FIRST_SPRITE_ART_TILE = 0xA0  # tiles cut from sprite drawings are numbered from here
 FIRST_LETTER_TILE = 0x0A  # the game's letter numbering: A = $0A ... Z = $23
 BLANK = 0xFE  # black tile of the HUD boxes (textLevelSpeed pads " HI" with $FE)
@@ -74,8 +75,12 @@ def _blocks(path: Path) -> list[tuple[int, str, list[str]]]:
             continue
         if set(line) <= set(_SYMBOLS) | {"c"} and out:
             out[-1][2].append(line)
-        else:
+        elif line.split()[0] in _ENTRIES:
             out.append((number, line, []))
+        else:
+            raise ArtError(
+                f"{path.name}:{number}: neither a drawing row (symbols . 1 2 3 c) nor an entry"
+            )
     return out
 
 

@@ -1,0 +1,186 @@
+// pybind11 registrations for search.h: engine._core.settle(game) and engine._core.expand(game)
+// -> Expansion, used by the placement policy's teacher. Only argument checks and marshalling.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstring>
+#include <string>
+
+#include "game.h"
+#include "planner.h"
+#include "py_args.h"
+#include "py_game.h"
+#include "search.h"
+#include "search_eval.h"
+
+namespace py = pybind11;
+namespace pa = drm::py_args;
+
+namespace {
+
+drm::PyGame& game_of(const py::object& game) {
+  if (!py::isinstance<drm::PyGame>(game)) throw py::type_error("game must be an engine.Game");
+  return game.cast<drm::PyGame&>();
+}
+
+template <typename T, typename F>
+py::array_t<T> per_child(const drm::Expansion& e, F f) {
+  py::array_t<T> a(static_cast<py::ssize_t>(e.children.size()));
+  T* d = a.mutable_data();
+  for (size_t i = 0; i < e.children.size(); ++i) d[i] = static_cast<T>(f(e.children[i]));
+  return a;
+}
+
+}  // namespace
+
+void register_search(py::module_& m) {
+  py::class_<drm::Expansion>(m, "Expansion", R"doc(Every reachable placement played out.
+
+status: the plan status (0 ok, 2 no pill to plan); reachable bool[512]. Per child k
+(placements ascending):
+placements int16[P]; lock_frames int32[P] (frames from the expanded state to the lock);
+settle_frames int32[P] (frames from the lock to the next spawn state, or to the terminal
+phase); clear_rounds int32[P] (match rounds in the clean-up, 2+ is a chain); viruses int32[P]
+(viruses on the field after settling); phases uint8[P] (engine.Phase after settling);
+fields uint8[P, 128] (the board after settling); child(k) -> Game (a copy of that state).)doc")
+      .def_property_readonly("status", [](const drm::Expansion& e) { return e.status; })
+      .def_property_readonly("reachable",
+                             [](const drm::Expansion& e) {
+                               py::array_t<bool> a(drm::kNumPlacements);
+                               bool* d = a.mutable_data();
+                               for (int i = 0; i < drm::kNumPlacements; ++i)
+                                 d[i] = e.reachable[i] != 0;
+                               return a;
+                             })
+
+      .def("__len__", [](const drm::Expansion& e) { return e.children.size(); })
+      .def_property_readonly("placements",
+                             [](const drm::Expansion& e) {
+                               return per_child<int16_t>(e, [](const auto& c) { return c.index; });
+                             })
+      .def_property_readonly("lock_frames",
+                             [](const drm::Expansion& e) {
+                               return per_child<int32_t>(
+                                   e, [](const auto& c) { return c.lock_frame; });
+                             })
+      .def_property_readonly("settle_frames",
+                             [](const drm::Expansion& e) {
+                               return per_child<int32_t>(
+                                   e, [](const auto& c) { return c.settle_frames; });
+                             })
+      .def_property_readonly("clear_rounds",
+                             [](const drm::Expansion& e) {
+                               return per_child<int32_t>(
+                                   e, [](const auto& c) { return c.clear_rounds; });
+                             })
+      .def_property_readonly("viruses",
+                             [](const drm::Expansion& e) {
+                               return per_child<int32_t>(e,
+                                                         [](const auto& c) { return c.viruses; });
+                             })
+      .def_property_readonly("phases",
+                             [](const drm::Expansion& e) {
+                               return per_child<uint8_t>(
+                                   e, [](const auto& c) { return c.state.phase; });
+                             })
+      .def_property_readonly(
+          "fields",
+          [](const drm::Expansion& e) {
+            const auto n = static_cast<py::ssize_t>(e.children.size());
+            py::array_t<uint8_t> a({n, static_cast<py::ssize_t>(drm::kFieldSize)});
+            uint8_t* d = a.mutable_data();
+            for (size_t i = 0; i < e.children.size(); ++i)
+              std::memcpy(d + i * drm::kFieldSize, e.children[i].state.field, drm::kFieldSize);
+            return a;
+          })
+      .def(
+          "child",
+          [](const drm::Expansion& e, const py::handle& k) {
+            const auto i = pa::in_range(k, "k", 0, static_cast<long long>(e.children.size()) - 1,
+                                        "child position, not a placement index");
+            return drm::PyGame{e.children[static_cast<size_t>(i)].state};
+          },
+          py::arg("k"), "A copy of child k's state as an engine.Game.");
+
+  m.def(
+      "board_terms",
+      [](const py::handle& fields, double blocker, double no_room, const py::handle& danger) {
+        if (!py::isinstance<py::array>(fields)) {
+          throw py::type_error("fields must be a numpy.ndarray uint8[N, 128]");
+        }
+        const auto arr = py::reinterpret_borrow<py::array>(fields);
+        if (arr.size() % drm::kFieldSize != 0) {
+          throw py::value_error("fields must hold N boards of 128 cells, got " +
+                                std::to_string(arr.size()) + " cells");
+        }
+        auto f = pa::uint8_vector(fields, "fields", arr.size());
+        auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(danger);
+        if (!d || d.size() != drm::kFieldSize) {
+          throw py::value_error("danger must be 128 numbers (frames per occupied cell)");
+        }
+        const py::ssize_t n = arr.size() / drm::kFieldSize;
+        py::array_t<double> out({n, static_cast<py::ssize_t>(drm::kNumBoardTerms)});
+        drm::TermParams p;
+        p.blocker = blocker;
+        p.no_room = no_room;
+        p.danger = d.data();
+        const uint8_t* src = f.data();
+        double* dst = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t i = 0; i < n; ++i)
+            drm::board_terms(src + i * drm::kFieldSize, p, dst + i * drm::kNumBoardTerms);
+        }
+        return out;
+      },
+      py::arg("fields"), py::arg("blocker"), py::arg("no_room"), py::arg("danger"),
+      R"doc(Teacher board counts float64[N, 10] for fields uint8[N, 128] (search_eval.h): halves,
+bury, piece, holes, bump, access, vsame, on_virus, hsame, danger. blocker, no_room: halves
+(policy.teacher.Weights); danger: float64[128] frames per occupied cell.)doc");
+
+  m.def(
+      "settle",
+      [](const py::object& game, const py::handle& max_frames) {
+        drm::PyGame& g = game_of(game);
+        const int n = static_cast<int>(
+            pa::in_range(max_frames, "max_frames", 0, 1 << 20, "frames to step at most"));
+        const drm::SettleInfo info = drm::settle(g.s, n);
+        return py::make_tuple(info.frames, info.clear_rounds);
+      },
+      py::arg("game"), py::arg("max_frames") = 10000,
+      R"doc(Step `game` in place with no buttons until the next spawn state (playing, nextAction
+action_sendPillFinished) or a terminal phase, at most max_frames steps. Returns
+(frames stepped, match rounds seen). A game already at spawn or terminal is not stepped.)doc");
+
+  m.def(
+      "expand",
+      [](const py::object& game, bool taps_only, const py::handle& interval,
+         const py::handle& max_settle) {
+        const drm::State s = game_of(game).s;
+        drm::PlanOptions opt;
+        opt.min_press_interval = static_cast<int>(
+            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
+        opt.taps_only = taps_only;
+        const int settle_max = static_cast<int>(
+            pa::in_range(max_settle, "max_settle", 0, 1 << 20, "frames to settle at most"));
+        drm::Expansion out;
+        bool ok;
+        {
+          py::gil_scoped_release release;
+          ok = drm::expand(s, opt, settle_max, out);
+        }
+        if (!ok) {
+          throw py::value_error(
+              "game must be at a spawn state (playing, nextAction action_sendPillFinished); "
+              "use engine._core.settle(game) first");
+        }
+        return out;
+      },
+      py::arg("game"), py::arg("taps_only") = false, py::arg("min_press_interval") = 0,
+      py::arg("max_settle") = 10000,
+      R"doc(From a spawn state: plan (engine.plan) and lock every reachable placement on the
+planner's lock frame (search.h lock_at: the board, frame counters and redraw row the masks
+would leave; held buttons released, DAS counter unchanged), then step with no buttons until
+the next spawn state or a terminal phase. Returns an Expansion. Raises ValueError when `game`
+is not at a spawn state, TypeError/ValueError on bad arguments.)doc");
+}

@@ -1,0 +1,82 @@
+// Teacher search helpers (search.h): lock each planned placement, then let drm::step resolve it.
+#include "search.h"
+
+#include "nes_tables.h"
+
+namespace drm {
+
+SettleInfo settle(State& s, int max_frames) {
+  SettleInfo info;
+  while (!at_spawn(s) && !is_terminal(s) && info.frames < max_frames) {
+    // updateField (pill placed step 7) after a match sends the game back to the drops: one
+    // clear round (toPillPlacedStep $8C83, pillPlaced_nextStep1).
+    if (s.phase == kPhasePlaying && s.next_action == kActPillPlaced && s.pill_placed_step == 7 &&
+        s.match_flag != 0) {
+      ++info.clear_rounds;
+    }
+    step(s, 0);
+    ++info.frames;
+  }
+  return info;
+}
+
+void lock_at(State& s, int index, int lock_frame) {
+  const int rot = index / 128, row = (index % 128) / 8, col = index % 8;
+  // What the lock_frame steps of the planner's masks leave behind (action_pillFalling $8D66
+  // frames, then the failed drop of checkYMove $8D80 calling confirmPlacement $8F62): frame
+  // counters advanced, the pill at its lock pose, the speed counter reset, the next action
+  // action_pillPlaced. The held buttons are taken as released and the DAS counter as unchanged
+  // (the only state the masks would leave differently; docs/POLICY.md).
+  s.frame += static_cast<uint32_t>(lock_frame);
+  s.frame_counter = static_cast<uint8_t>(s.frame_counter + lock_frame);
+  s.btns_held = 0;
+  s.btns_pressed = 0;
+  s.chain_length = 0;
+  s.speed_index = s.speed_ups;
+  s.speed_counter = 0;
+  s.pill_x = static_cast<uint8_t>(col);
+  s.pill_y = static_cast<uint8_t>(15 - row);
+  s.pill_rotation = static_cast<uint8_t>(rot);
+  // confirmPlacement $8F62, as game.cpp writes it.
+  const uint8_t base = static_cast<uint8_t>(kPillFieldPosRelativeToPillY[s.pill_y & 0x0F] + col);
+  for (int k = 0; k < 4; ++k) {
+    const uint8_t off = kHalfPillPosOffset[rot * 4 + k];
+    if (off == 0x63) break;
+    const uint8_t pos = static_cast<uint8_t>(off + base);
+    if (pos < kFieldSize)
+      s.field[pos] = static_cast<uint8_t>(kHalfPillShape[rot * 4 + k] + s.pill_color[k & 1]);
+  }
+  s.status = s.pill_y ^ 0x0F;
+  s.lock_event = 1;
+  s.next_action = kActPillPlaced;
+  s.pill_placed_step = 0;
+}
+
+bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out) {
+  out.children.clear();
+  out.reachable.fill(0);
+  if (!at_spawn(s)) {
+    out.status = kPlanNoPill;
+    return false;
+  }
+  static thread_local Plan p;
+  plan(s, nullptr, 0, opt, p);
+  out.status = p.status;
+  out.reachable = p.reachable;
+  out.children.resize(p.placements.size());
+  for (size_t i = 0; i < p.placements.size(); ++i) {
+    const PlannedPlacement& pl = p.placements[i];
+    Child& c = out.children[i];
+    c.index = pl.index;
+    c.lock_frame = pl.lock_frame;
+    c.state = s;
+    lock_at(c.state, pl.index, pl.lock_frame);
+    const SettleInfo info = settle(c.state, max_settle);
+    c.settle_frames = info.frames;
+    c.clear_rounds = info.clear_rounds;
+    c.viruses = virus_count(c.state);
+  }
+  return true;
+}
+
+}  // namespace drm

@@ -1,0 +1,65 @@
+// Search helpers for the placement policy's teacher (policy/teacher.py): lock every reachable
+// placement of the pill at a spawn state where the planner says it locks, and let drm::step
+// resolve the lock clean-up, clears and cascades (toPillPlacedStep $8C83) and the next throw
+// (action_sendPill) itself.
+// Plain C++17: never includes pybind11.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "game.h"
+#include "planner.h"
+
+namespace drm {
+
+// A spawn state: playing, and nextAction is action_sendPillFinished, i.e. the throw has just
+// called generateNextPill (the new pill's colours and the next pill's are set) and the next
+// step turns it into action_pillFalling. This is where the policy decides and where the
+// planner starts a between-pills plan.
+inline bool at_spawn(const State& s) {
+  return s.phase == kPhasePlaying && s.next_action == kActSendPillFinished;
+}
+
+inline bool is_terminal(const State& s) { return s.phase >= kPhaseStageClear; }
+
+// What settle() saw while the game resolved a lock.
+struct SettleInfo {
+  int32_t frames = 0;        // steps taken (no buttons)
+  int32_t clear_rounds = 0;  // updateField passes that followed a match (1 = no chain)
+};
+
+// Steps with no buttons until a spawn state or a terminal phase (or `max_frames` steps, then
+// returns with frames == max_frames). A state already at spawn or terminal is left as is.
+SettleInfo settle(State& s, int max_frames);
+
+// One placement played out: the planner's masks to the lock, then settle().
+struct Child {
+  uint16_t index = 0;         // placement index (docs/PLANNER.md)
+  int32_t lock_frame = 0;     // frames from the parent spawn state to the lock (planner)
+  int32_t settle_frames = 0;  // frames from the lock to the next spawn state (or terminal)
+  int32_t clear_rounds = 0;   // match rounds in the clean-up (chains)
+  int32_t viruses = 0;        // viruses on the field after settle
+  State state{};              // the child at its spawn state (or terminal)
+};
+
+struct Expansion {
+  uint8_t status = kPlanOk;                         // the parent's plan status (PlanStatus)
+  std::array<uint8_t, kNumPlacements> reachable{};  // the parent's plan.reachable
+  std::vector<Child> children;                      // one per reachable placement, ascending
+};
+
+// The state the planner's masks for placement `index` (locking on step `lock_frame`) leave
+// behind, from a spawn state `s`, without stepping them: the lock frame's writes made directly.
+// Field, frame counters, redraw row and pill pose are exactly the stepped ones; the held
+// buttons are left released and the DAS counter unchanged. Used for look-ahead only: a
+// placement that is played goes through the planner's real masks.
+void lock_at(State& s, int index, int lock_frame);
+
+// From a spawn state `s`: plans (drm::plan) and, for every reachable placement, lock_at() and
+// then settle() (bounded by `max_settle` frames). Returns false (no children, status
+// kPlanNoPill) when `s` is not a spawn state.
+bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out);
+
+}  // namespace drm

@@ -1,0 +1,122 @@
+"""``hil bench``: the runtime's own latencies as JSON.
+
+Plays the simulated console in lockstep (``--sim --fast``: the console waits for the runtime,
+so the numbers are the runtime's work alone, measured with the wall clock) and reports, median
+and p99 (and p90, max, n):
+
+- ``capture_to_observation_ms``: from a captured frame's arrival (``newest`` returns it) to its
+  Observation (the reader's work);
+- ``frame_handling_ms``: arrival to the end of the frame's work (statuses, tracker, feed);
+- ``spawn_to_wire_ms``: from the arrival of a spawn's first visible frame to its schedule going
+  out on the serial port (reader, tracker, prediction, planner, policy);
+- ``planner_ms``, ``policy_ms``: the two big parts of the latter, and what remains without
+  them (reading the frame, the tracker, predicting the state, sending).
+
+The goal (issue 8) is p99 under 8 ms for the first and third on the 2-core dev machine; ``goal``
+says whether it is met. ``python -m hil.bench`` is the same as ``hil bench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+GOAL_P99_MS = 8.0
+
+
+def bench(
+    *,
+    level: int = 0,
+    speed: int = 1,
+    frames: int = 1500,
+    profile: str = "mjpeg_720p_q70",
+    reader: str = "oracle",
+    policy: str = "heuristic",
+    taps_only: bool = False,
+) -> dict[str, Any]:
+    """Runs the session and returns the JSON-ready report (see the module docstring)."""
+    from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+
+    settings = RunSettings(levels=[LevelPlan(level, speed)], fast=True, max_frames=frames)
+    summary, _ = run_sim(
+        settings, SimOptions(profile=profile), reader=reader, policy=policy, taps_only=taps_only
+    )
+    lat = summary["latency_ms"]
+
+    def pick(d: dict[str, Any] | None) -> dict[str, Any] | None:
+        if d is None:
+            return None
+        return {"median": d["p50"], "p90": d["p90"], "p99": d["p99"], "max": d["max"], "n": d["n"]}
+
+    c2o = pick(lat["capture_to_observation"])
+    s2w = pick(lat["spawn_to_wire"])
+    return {
+        "bench": "hil bench",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "settings": {
+            "level": level,
+            "speed": speed,
+            "frames": frames,
+            "profile": profile,
+            "reader": summary["reader"],
+            "policy": summary["policy"],
+            "planner": summary["planner"],
+        },
+        "capture_to_observation_ms": c2o,
+        "frame_handling_ms": pick(lat["frame_handling"]),
+        "spawn_to_wire_ms": s2w,
+        "planner_ms": pick(lat["planner"]),
+        "policy_ms": pick(lat["policy"]),
+        "spawn_to_wire_without_planner_and_policy_ms": pick(
+            lat["spawn_to_wire_without_planner_and_policy"]
+        ),
+        "goal": {
+            "p99_ms": GOAL_P99_MS,
+            "capture_to_observation_met": c2o is not None and c2o["p99"] < GOAL_P99_MS,
+            "spawn_to_wire_met": s2w is not None and s2w["p99"] < GOAL_P99_MS,
+        },
+        "run": {
+            k: summary[k]
+            for k in ("captured_frames", "decisions", "desyncs", "late_schedules", "peak_rss_mb")
+        },
+    }
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=int, default=0, help="level 0..24 (default 0)")
+    p.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
+    p.add_argument("--frames", type=int, default=1500, help="console frames to play (1500)")
+    p.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (mjpeg_720p_q70)")
+    p.add_argument("--reader", default="auto", help="auto, oracle or onnx")
+    p.add_argument("--policy", default="auto", help="auto, heuristic or onnx")
+    p.add_argument("--planner", choices=["taps", "exact"], default="exact")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    from hil.runtime import pick_policy, pick_reader
+
+    report = bench(
+        level=args.level,
+        speed=args.speed,
+        frames=args.frames,
+        profile=args.profile,
+        reader=pick_reader(args.reader, sim=True),
+        policy=pick_policy(args.policy),
+        taps_only=args.planner == "taps",
+    )
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hil.bench", description=__doc__)
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

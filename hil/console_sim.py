@@ -1,0 +1,458 @@
+"""The simulated console: the engine at 60.0988 Hz, its controller port the firmware's C core on
+a pseudo-terminal, its picture through a capture Profile.
+
+``SimConsole`` is what ``hil run --sim`` plays against. Every console frame ``g`` (numbered like
+the firmware's latch groups, from 0):
+
+1. at ``g * T_c`` the console latches the controller twice (Dr. Mario's double read) through
+   ``VirtualDevice.read`` and, ``window_us`` later, closes the latch window
+   (``VirtualDevice.advance``: the core sends frame g's STATUS and arms frame g+1), so the
+   firmware's queue, underrun, late and watchdog logic is the real one;
+2. the picture shown during ``[g, g+1) * T_c`` is ``render_frame`` of the state before this
+   frame's step (render_frame draws what the console shows after its next NMI), then the game
+   steps once with the byte the console read.
+
+Levels are chained without menus: the console waits on a black screen (first level) or on the
+last picture of the previous level; a Start press (rising edge) latched in frame ``s`` starts
+the next level, whose state 0 is shown in frame ``s + 1`` (``START_DELAY_FRAMES``). The game's
+frameCounter runs with the console: it is ``(g + fc_phase) & 0xFF`` in the picture of frame g,
+``fc_phase`` a hidden per-console constant drawn from the seed (the tracker must find it).
+
+The capture chain is calibration's: ``TimingModel`` says which console frame each captured
+frame shows and when the host receives it (latency, jitter, rate conversion, drops, repeats),
+``CaptureModel`` degrades the rendered picture (scaling, colour, noise, MJPEG, ...). Frames carry
+their ground truth (``truth["facts"]``: engine.ScreenFacts of the shown state) for the oracle
+reader.
+
+Two clocks (docs/RUN.md): ``realtime=True`` runs the console and the capture in threads against
+``time.monotonic_ns``; ``realtime=False`` (``--fast``) is lockstep: nothing moves until the
+runtime asks for the next captured frame, then the console runs up to that frame's arrival time
+(deterministic; the runtime's work takes no console time).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import engine
+from calibration import CaptureModel, Profile, TimingModel
+from engine.constants import TERMINAL_PHASES, Button, Phase
+from hil.capture import CaptureError, Frame
+from hil.vdevice import VirtualDevice
+
+NES_HZ = 60.0988
+START_DELAY_FRAMES = 1  # Start latched in frame s -> the level's state 0 is the picture of s + 1
+DEVICE_BOOT_US = 1_000_000  # the firmware clock reads this when console frame 0 latches
+READ_GAP_US = 120  # between Dr. Mario's two controller reads
+
+
+@dataclass(frozen=True)
+class SimLevel:
+    """One level the simulated console plays: level 0..24, speed 0 LOW / 1 MED / 2 HI, seed the
+    16-bit RNG state the board and pill reserve are generated from (generate_level)."""
+
+    level: int
+    speed: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.level <= 24:
+            raise ValueError(f"level must be 0..24, got {self.level}")
+        if self.speed not in (0, 1, 2):
+            raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {self.speed}")
+        if not 0 <= self.seed <= 0xFFFF:
+            raise ValueError(f"seed must be a 16-bit RNG state, got {self.seed}")
+        engine.generate_level(self.level, self.seed)  # raises ValueError for an unusable seed
+
+
+@dataclass
+class LevelRecord:
+    """What the console did with one level (ground truth, for tests and the summary)."""
+
+    spec: SimLevel
+    start_frame: int  # console frame whose picture is state 0
+    end_frame: int | None = None  # console frame whose picture first shows the end
+    result: str | None = None  # "STAGE_CLEAR" or "TOP_OUT"
+    frames: int = 0  # engine frames stepped until the end
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A disturbance the sim injects to exercise the tracker's re-sync (tests, ``--fault``).
+
+    kind "drop_input": in console frame ``frame`` the game steps with no buttons whatever the
+    controller read (a missed latch). kind "garbage": in that frame a cell appears on the board
+    (row, col, code), as if the board were not what the tracker thinks."""
+
+    frame: int
+    kind: str = "drop_input"
+    row: int = 15
+    col: int = 0
+    code: int = 0x81
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("drop_input", "garbage"):
+            raise ValueError(f"fault kind must be drop_input or garbage, got {self.kind!r}")
+        if self.frame < 0 or not (0 <= self.row < 16 and 0 <= self.col < 8):
+            raise ValueError(f"fault frame must be >= 0 and the cell inside the bottle: {self}")
+
+
+class SimConsole:
+    """See the module docstring. ``levels``: played in order. ``profile``: the capture chain.
+    ``capture_seed``: seeds the timing model and the noise. ``console_seed``: seeds the hidden
+    frameCounter phase. ``max_frames``: console frames the capture schedule covers (the run
+    ends when it is used up). ``render``: state -> RGB picture (engine.render_frame with the
+    clean-room tiles by default). Raises ValueError for bad arguments."""
+
+    def __init__(
+        self,
+        levels: Sequence[SimLevel],
+        profile: Profile,
+        *,
+        realtime: bool = False,
+        capture_seed: int = 0,
+        console_seed: int = 0,
+        max_frames: int = 200_000,
+        faults: Sequence[Fault] = (),
+        render: Callable[[engine.Game], np.ndarray] | None = None,
+    ) -> None:
+        if not levels:
+            raise ValueError("the simulated console needs at least one level")
+        if max_frames < 1:
+            raise ValueError(f"max_frames must be at least 1, got {max_frames}")
+        self.levels = list(levels)
+        self.profile = profile
+        self.realtime = realtime
+        self.hz = profile.timing.console_hz
+        self.period_ns = 1e9 / self.hz
+        self.fc_phase = int(np.random.default_rng([console_seed, 7]).integers(256))
+        self.faults = {f.frame: f for f in faults}
+        self.render = render or engine.render_frame
+        self.model = CaptureModel(profile, seed=capture_seed)
+        timing = TimingModel(profile.timing, seed=capture_seed, combing=profile.artifacts.combing)
+        self.schedule = timing.for_console_frames(max_frames)
+        self.max_frames = max_frames
+
+        self.device = VirtualDevice()
+        self.device_base_frame = 0  # console frame that is the current device's frame 0
+        self.device_base_ns = 0  # sim time of that frame's latch
+        self.window_us = self.device.window_us()
+
+        self.frame = 0  # next console frame to latch
+        self.game: engine.Game | None = None
+        self.level_index = -1  # index into levels of the current (or last) level
+        self.records: list[LevelRecord] = []
+        self.masks: list[int] = []  # byte the game used in each console frame
+        self._prev_mask = 0
+        self._pictures: dict[int, engine.Game | None] = {}  # console frame -> shown state
+        self._pending_close: int | None = None  # frame whose latch window is still open
+        self._lock = threading.RLock()
+        self._now_ns = 0
+        self._started_ns = time.monotonic_ns()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.capture = SimCapture(self)
+        if realtime:
+            self._thread = threading.Thread(target=self._run_realtime, name="console", daemon=True)
+
+    # ---- clocks ----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> str:
+        """The pseudo-terminal the runtime opens as the controller port."""
+        return self.device.port
+
+    def start(self) -> None:
+        """Starts the console (real-time mode); the sim clock's 0 is now."""
+        self._started_ns = time.monotonic_ns()
+        if self._thread is not None and not self._thread.is_alive():
+            self._thread.start()
+
+    def now_ns(self) -> int:
+        """The runtime's clock: monotonic ns in real time; the sim time in lockstep."""
+        if self.realtime:
+            return time.monotonic_ns()
+        return self._started_ns + self._now_ns
+
+    def host_ns(self, sim_ns: float) -> int:
+        """Sim time (ns since console frame 0's latch) -> runtime clock ns."""
+        return self._started_ns + int(round(sim_ns))
+
+    def latch_ns(self, g: int) -> float:
+        """Sim time of console frame g's first latch (ns)."""
+        return g * self.period_ns
+
+    def device_us(self, sim_ns: float) -> int:
+        """The firmware clock (us) at a sim time."""
+        return DEVICE_BOOT_US + int(round((sim_ns - self.device_base_ns) / 1000.0))
+
+    # ---- the console ----------------------------------------------------------------------
+
+    def _latch(self, g: int) -> None:
+        """Console frame g: the two reads, the picture, the game's step."""
+        t = self.latch_ns(g)
+        dev = self.device
+        us = self.device_us(t)
+        mask = dev.read(us)
+        if dev.read(us + READ_GAP_US) != mask:
+            raise AssertionError("the two reads of one frame differ")
+        fault = self.faults.get(g)
+        used = 0 if fault is not None and fault.kind == "drop_input" else mask
+        game = self.game
+        self._pictures[g] = None if game is None else game.clone()
+        self._pictures.pop(g - 600, None)
+        if game is not None and Phase(int(game.phase)) not in TERMINAL_PHASES:
+            if fault is not None and fault.kind == "garbage":  # in RAM and on screen
+                game.field[fault.row * 8 + fault.col] = fault.code
+                game.shown[fault.row * 8 + fault.col] = fault.code
+            game.step(used)
+            rec = self.records[-1]
+            rec.frames += 1
+            phase = Phase(int(game.phase))
+            if phase in TERMINAL_PHASES:
+                rec.end_frame = g + 1
+                rec.result = phase.name
+        elif used & Button.START and not self._prev_mask & Button.START:
+            self._start_next_level(g + START_DELAY_FRAMES)
+        self._prev_mask = used
+        self.masks.append(used)
+        self.frame = g + 1
+        self._pending_close = g
+
+    def _close_window(self, g: int) -> None:
+        self.device.advance(self.device_us(self.latch_ns(g)) + self.window_us)
+        self._pending_close = None
+
+    def _start_next_level(self, start_frame: int) -> None:
+        if self.level_index + 1 >= len(self.levels):
+            return  # all levels played: the last picture stays
+        self.level_index += 1
+        spec = self.levels[self.level_index]
+        fc0 = (start_frame + self.fc_phase) & 0xFF
+        self.game = engine.Game(spec.level, spec.speed, spec.seed, frame_counter=fc0)
+        self.records.append(LevelRecord(spec, start_frame))
+
+    @property
+    def finished(self) -> bool:
+        """True once the last level has ended (stage clear or top-out)."""
+        return (
+            self.level_index == len(self.levels) - 1
+            and bool(self.records)
+            and self.records[-1].result is not None
+        )
+
+    def _advance_to(self, sim_ns: float) -> None:
+        """Runs every console event (latch, window close) up to sim time ``sim_ns``."""
+        with self._lock:
+            while True:
+                next_latch = self.latch_ns(self.frame)
+                if self._pending_close is not None:
+                    close = self.latch_ns(self._pending_close) + self.window_us * 1000
+                    if close <= next_latch and close <= sim_ns:
+                        self._close_window(self._pending_close)
+                        continue
+                if next_latch > sim_ns:
+                    break
+                if self._pending_close is not None:
+                    self._close_window(self._pending_close)
+                self._latch(self.frame)
+            self._now_ns = int(sim_ns)
+            self.device.advance(self.device_us(sim_ns))
+
+    def _run_realtime(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                g = self.frame
+                pending = self._pending_close
+            due = self.latch_ns(g)
+            if pending is not None:
+                due = min(due, self.latch_ns(pending) + self.window_us * 1000)
+            wait = (self._started_ns + due - time.monotonic_ns()) / 1e9
+            if wait > 0:
+                self._stop.wait(wait)
+                continue
+            self._advance_to(due)
+
+    # ---- the controller port ---------------------------------------------------------------
+
+    def unplug(self) -> None:
+        """Pulls the controller's USB cable: the pty goes away; the console keeps running and
+        reads no buttons (the firmware's watchdog ends the stream)."""
+        self.device.unplug()
+
+    def replug(self) -> str:
+        """Plugs a freshly booted controller in (frame count and clock restart at 0); returns
+        the new port path."""
+        with self._lock:
+            self.device.close()
+            self.device = VirtualDevice(boot_count=1)
+            self.device_base_frame = self.frame
+            self.device_base_ns = int(self.latch_ns(self.frame))
+            return self.device.port
+
+    # ---- pictures ------------------------------------------------------------------------------
+
+    def picture_state(self, g: int) -> engine.Game | None:
+        """The state shown in console frame g (None: a screen without a level). Raises
+        KeyError when frame g is not latched yet or long gone."""
+        return self._pictures[g]
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=2)
+        self.capture.close()
+        self.device.close()
+
+
+class SimCapture:
+    """The simulated console's capture card (the CaptureSource interface of hil.capture).
+
+    Lockstep: ``newest`` returns the next captured frame, running the console to its arrival
+    time first. Real time: a thread renders each captured frame once the console has shown it
+    and releases it at its arrival time; ``newest`` returns the latest released one (older ones
+    are skipped, as with a device). ``truth`` per frame: ``console_frame`` (the device's frame
+    numbering), ``facts`` (engine.ScreenFacts or None), ``level`` (index into the levels or -1),
+    ``arrival_ns`` (the timing model's host time)."""
+
+    name = "sim"
+
+    def __init__(self, console: SimConsole) -> None:
+        self.console = console
+        self.next = 0
+        self.skipped = 0
+        self.delivered = 0
+        self._render_cache: tuple[int, np.ndarray] | None = None
+        self._cond = threading.Condition()
+        self._latest: Frame | None = None
+        self._taken = -1
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def _picture(self, g: int) -> np.ndarray:
+        if self._render_cache is not None and self._render_cache[0] == g:
+            return self._render_cache[1]
+        state = self.console.picture_state(g)
+        if state is None:
+            img = np.zeros((240, 256, 3), np.uint8)
+        else:
+            img = self.console.render(state)
+        self._render_cache = (g, img)
+        return img
+
+    def _make(self, k: int) -> Frame:
+        c = self.console
+        sched = c.schedule
+        g = int(sched.console_frame[k])
+        picture = self._picture(g)
+        previous = None
+        if c.profile.artifacts.combing:
+            odd = int(sched.odd_frame[k])
+            previous = picture if odd == g else self._picture_uncached(odd)
+        image = c.model(picture, previous=previous)
+        state = c.picture_state(g)
+        truth = {
+            "console_frame": g - c.device_base_frame,
+            "sim_frame": g,
+            "facts": None if state is None else engine.screen_facts(state),
+            "level": c.level_index if state is not None else -1,
+            "arrival_ns": c.host_ns(float(sched.time_ns[k])),
+        }
+        return Frame(image, c.host_ns(float(sched.time_ns[k])), k, truth)
+
+    def _picture_uncached(self, g: int) -> np.ndarray:
+        state = self.console.picture_state(g)
+        return np.zeros((240, 256, 3), np.uint8) if state is None else self.console.render(state)
+
+    def newest(self, timeout_s: float) -> Frame | None:
+        c = self.console
+        if not c.realtime:
+            if self.next >= len(c.schedule):
+                raise CaptureError("the simulated capture reached its last frame (--frames)")
+            k = self.next
+            c._advance_to(float(c.schedule.time_ns[k]))
+            with c._lock:
+                frame = self._make(k)
+            self.next += 1
+            self.delivered += 1
+            return frame
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="sim-capture", daemon=True)
+            self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._latest is None or self._latest.index <= self._taken:
+                if not self._thread.is_alive():
+                    raise CaptureError("the simulated capture reached its last frame (--frames)")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            frame = self._latest
+            self._taken = frame.index
+            return frame
+
+    def _run(self) -> None:
+        c = self.console
+        sched = c.schedule
+        k = -1
+        while k + 1 < len(sched):
+            k += 1
+            if self._stop.is_set():
+                return
+            # Behind (rendering and the forward model cost more than a frame on this host):
+            # frames whose successor has already arrived would only be replaced unread.
+            now = time.monotonic_ns()
+            while k + 1 < len(sched) and c.host_ns(float(sched.time_ns[k + 1])) <= now:
+                k += 1
+                self.skipped += 1
+            g = int(sched.console_frame[k])
+            # The picture of frame g is complete when frame g + 1 latches.
+            while not self._stop.is_set():
+                with c._lock:
+                    if c.frame > g + 1:
+                        break
+                self._stop.wait(0.001)
+            with c._lock:
+                frame = self._make(k)
+            wait = (frame.time_ns - time.monotonic_ns()) / 1e9
+            if wait > 0 and self._stop.wait(wait):
+                return
+            with self._cond:
+                if self._latest is not None and self._latest.index > self._taken:
+                    self.skipped += 1
+                self._latest = frame
+                self.delivered += 1
+                self._cond.notify_all()
+
+    def describe(self) -> dict[str, Any]:
+        p = self.console.profile
+        return {
+            "source": "sim",
+            "profile": p.name,
+            "width": p.geometry.width,
+            "height": p.geometry.height,
+            "capture_hz": p.timing.capture_hz,
+            "latency_frames": p.timing.latency_frames,
+            "jitter_ms": p.timing.jitter_ms,
+            "delivered": self.delivered,
+            "skipped": self.skipped,
+            "realtime": self.console.realtime,
+        }
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=2)
+
+
+def frames_for_seconds(seconds: float, hz: float = NES_HZ) -> int:
+    """Console frames in ``seconds`` of play."""
+    return int(math.ceil(seconds * hz))

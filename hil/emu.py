@@ -1,0 +1,640 @@
+"""The emulator console: the user's own NES ROM in cynes, its controller fed by the firmware core.
+
+:class:`EmuConsole` runs a ROM in `cynes <https://pypi.org/project/cynes/>`_ (a cycle-level NES
+emulator, headless) one video frame at a time. The controller byte of every frame comes from a
+:class:`hil.vdevice.VirtualDevice` (the firmware's C core on a pseudo-terminal), so the host
+schedules masks with :class:`hil.link.Link` exactly as it does for the real RP2040, and the
+firmware's queue, late/underrun and watchdog logic is the real one.
+
+How controller reads map onto frames (docs/EMU.md):
+
+- ``cynes.NES.step()`` runs the CPU until the PPU starts the next vblank (scanline 241, dot 1);
+  the NMI raised there runs at the start of the following ``step``. So one ``step`` holds one NMI
+  and the picture rendered after it (``EmuFrame.picture`` shows what that NMI drew).
+- cynes takes the pad state once per ``step`` (``NES.controller``): every strobe in that frame
+  loads the same byte, so the two reads of Dr. Mario's NMI (getInputs [$B7E1]) see one byte, as
+  the firmware's latch window gives them on the console. A byte cannot change within a frame.
+- The firmware numbers console frames by latch groups, not by video frames: a frame in which
+  the game reads no controller (NMI off while it loads a screen) is no console frame. The
+  console detects reads by a RAM byte the game's NMI increments once per NMI, each NMI reading
+  the pad (``GameFacts.nmi_counter``: Dr. Mario's frameCounter $43, nmi [$8005]). Before a
+  frame it sets the pad to the byte the firmware has armed for its next latch (the last word
+  the core handed to the PIO); after the frame, if the NMI ran, it plays the latch group on the
+  device (:meth:`VirtualDevice.latch`), which must return that same byte, else it only moves
+  the device clock.
+
+Times are the console clock in microseconds (NTSC, 1e6 / 60.0988 us per video frame from
+``start_us``); the device sees them, not the wall clock, so the emulator may run faster than
+real time (~3 ms a frame here) and the host keeps the device watchdog fed on console time.
+
+:class:`EmuCapture` puts the frames through a Profile's timing and forward model, like the
+simulated console. :func:`navigate_menus` drives Dr. Mario from power-on through the title and
+options screens to the chosen level, speed and music, through the same schedule path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+from calibration import CaptureModel, Profile, TimingModel
+from engine import RomError
+from engine.ines import read_rom
+from hil import testrom
+from hil.link import Link
+from hil.recording import Frame
+from hil.vdevice import VirtualDevice
+
+NTSC_FRAME_US = 1e6 / 60.0988  # one NTSC video frame (us)
+DR_MARIO_READ_GAP_US = 222  # first latch to second latch of getInputs (firmware/PROTOCOL.md)
+U8 = npt.NDArray[np.uint8]
+
+
+class EmuError(RuntimeError):
+    """The emulated console did something the model cannot follow (CPU crash, an NMI counter
+    that jumped, a latch that got another byte than the one the emulator used)."""
+
+
+@dataclass(frozen=True)
+class GameFacts:
+    """What EmuConsole must know about a ROM: its name and the RAM address of a byte its NMI
+    increments once per NMI, every NMI reading the controller (the latch detector)."""
+
+    name: str
+    nmi_counter: int
+
+
+# nmi [$8005] increments frameCounter ($43) and calls getInputs_checkMode [$9144], which reads
+# the pad (getInputs [$B7E1]) in play and in the demo alike. Nothing else writes $43 after init.
+DR_MARIO = GameFacts("Dr. Mario", 0x43)
+TEST_ROM = GameFacts("hil test ROM", testrom.NMI_COUNT)  # its low byte
+GAMES = {"drmario": DR_MARIO, "testrom": TEST_ROM}
+
+
+class Emulator(Protocol):
+    """The part of ``cynes.NES`` EmuConsole uses (tests may pass a stand-in)."""
+
+    controller: int
+
+    def step(self, frames: int = 1) -> U8: ...
+
+    def __getitem__(self, address: int) -> int: ...
+
+    @property
+    def has_crashed(self) -> bool: ...
+
+
+def _cynes(path: str) -> Emulator:
+    import cynes
+
+    return cynes.NES(path)
+
+
+@dataclass(frozen=True)
+class EmuFrame:
+    """One emulated video frame.
+
+    ``video_frame``: emulator steps since power-on, from 0. ``time_us``: its start on the console
+    clock (us). ``console_frame``: the firmware's number of the latch group read in this frame,
+    or None for a lag frame (no controller read). ``mask``: the byte the game read (A = 0x80 ...
+    Right = 0x01), None on a lag frame. ``picture``: RGB uint8 [240, 256, 3], the picture
+    rendered after this frame's NMI (a copy).
+    """
+
+    video_frame: int
+    time_us: int
+    console_frame: int | None
+    mask: int | None
+    picture: U8
+
+
+class EmuConsole:
+    """An NES ROM in cynes with its controller on the firmware core (module docstring).
+
+    ``rom_path``: the user's iNES file. ``game``: ``"drmario"`` (default; the file is checked
+    with engine's iNES reader: NTSC Dr. Mario, ``verify_crc`` against known-good dumps) or
+    ``"testrom"`` (the project's test ROM, :mod:`hil.testrom`; only the iNES magic is checked).
+    ``device``: the VirtualDevice to read the pad from (one is created, and closed by
+    :meth:`close`, when None); a host talks to it with ``Link(console.device.port)``.
+    ``start_us``: console time of video frame 0. ``emulator``: factory of the emulator from a
+    path (default ``cynes.NES``).
+
+    Raises RomError (a ValueError) for a missing file, a file that is not the game, or one
+    cynes cannot load (unsupported mapper); ValueError for an unknown ``game``.
+    """
+
+    def __init__(
+        self,
+        rom_path: str | Path,
+        device: VirtualDevice | None = None,
+        *,
+        game: str = "drmario",
+        verify_crc: bool = True,
+        start_us: int = 0,
+        read_gap_us: int = DR_MARIO_READ_GAP_US,
+        emulator: Callable[[str], Emulator] | None = None,
+    ) -> None:
+        if game not in GAMES:
+            raise ValueError(f"game must be one of {', '.join(GAMES)}, got {game!r}")
+        path = Path(rom_path)
+        if not path.is_file():
+            raise RomError(f"{path}: no such ROM file")
+        self.facts = GAMES[game]
+        self.game = game
+        if game == "drmario":
+            _, _, self.rom_name = read_rom(path, verify_crc=verify_crc)
+        else:
+            with path.open("rb") as f:
+                if f.read(4) != b"NES\x1a":
+                    raise RomError(f"{path.name} is not an iNES file (no 'NES' $1A header)")
+            self.rom_name = f"{self.facts.name} ({path.name})"
+        try:
+            self.nes = (emulator or _cynes)(os.fspath(path))
+        except (RuntimeError, OSError) as e:  # cynes: "The ROM Mapper is not supported." etc.
+            raise RomError(f"{path.name}: the emulator cannot load it ({e})") from None
+        self._own_device = device is None
+        self.device = device if device is not None else VirtualDevice()
+        self.start_us = int(start_us)
+        self.read_gap_us = int(read_gap_us)
+        self.video_frame = 0  # video frames stepped so far
+        self.console_frame = -1  # the firmware's number of the latest latch group; -1: none yet
+        self.lag_frames = 0  # video frames without a controller read
+        self._counter = int(self.nes[self.facts.nmi_counter])
+
+    # ---- the console ---------------------------------------------------------------------
+
+    def frame_time_us(self, video_frame: int) -> int:
+        """Start of ``video_frame`` on the console clock (us)."""
+        return round(self.start_us + video_frame * NTSC_FRAME_US)
+
+    def armed_mask(self) -> int:
+        """The byte the firmware serves at the next latch: the last word its core handed to
+        the PIO (nb_pio_word: mask in bits 31..24)."""
+        words = self.device.pio_words
+        return (words[-1] >> 24) & 0xFF if words else 0
+
+    def next_schedulable_frame(self) -> int:
+        """The first console frame a SCHEDULE sent now can still fill: the one after the armed
+        frame (firmware/PROTOCOL.md, "SCHEDULE and the frame queue")."""
+        return self.console_frame + 2
+
+    def step(self) -> EmuFrame:
+        """Emulate one video frame (see the module docstring). Raises EmuError."""
+        t_us = self.frame_time_us(self.video_frame)
+        mask = self.armed_mask()
+        self.nes.controller = mask
+        picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
+        if self.nes.has_crashed:
+            raise EmuError(
+                f"the emulated CPU hit an invalid opcode in video frame {self.video_frame}"
+            )
+        count = int(self.nes[self.facts.nmi_counter])
+        nmis = (count - self._counter) & 0xFF
+        self._counter = count
+        frame: EmuFrame
+        if nmis == 0:
+            self.device.advance(t_us)
+            self.lag_frames += 1
+            frame = EmuFrame(self.video_frame, t_us, None, None, picture)
+        elif nmis == 1:
+            got = self.device.latch(t_us, reads=2, read_gap_us=self.read_gap_us)
+            self.console_frame += 1
+            if got != mask:
+                raise EmuError(
+                    f"console frame {self.console_frame}: the firmware served {got:#04x} but "
+                    f"had armed {mask:#04x} (an ARM_MISS?)"
+                )
+            frame = EmuFrame(self.video_frame, t_us, self.console_frame, mask, picture)
+        else:
+            raise EmuError(
+                f"{self.facts.name}'s NMI counter (RAM ${self.facts.nmi_counter:04X}) moved by "
+                f"{nmis} in video frame {self.video_frame}; one NMI per frame is possible"
+            )
+        self.video_frame += 1
+        return frame
+
+    def ram(self, address: int) -> int:
+        """One byte of the console's 2 KiB RAM ($0000-$07FF). Raises ValueError outside it
+        (reading PPU/APU registers through the emulator would change their state)."""
+        if not 0 <= int(address) <= 0x7FF:
+            raise ValueError(f"RAM address must be in $0000-$07FF, got ${int(address):X}")
+        return int(self.nes[int(address)])
+
+    def ram_block(self, address: int, size: int) -> U8:
+        """``size`` bytes of RAM from ``address``: uint8 [size]."""
+        if size < 0 or not 0 <= address <= address + size - 1 <= 0x7FF:
+            raise ValueError(f"RAM block ${address:X}+{size} is outside $0000-$07FF")
+        return np.fromiter((self.nes[a] for a in range(address, address + size)), np.uint8, size)
+
+    def truth(self) -> dict[str, Any]:
+        """JSON-ready facts from RAM (Dr. Mario: mode, level, speed, viruses, field; the test
+        ROM: its pad byte and counters)."""
+        if self.game == "testrom":
+            return {
+                "pad": self.ram(testrom.PAD),
+                "reads": [self.ram(testrom.READ1), self.ram(testrom.READ2)],
+                "nmi_count": self.ram(testrom.NMI_COUNT) | self.ram(testrom.NMI_COUNT + 1) << 8,
+                "lag_count": self.ram(testrom.LAG_COUNT),
+            }
+        field = self.ram_block(DrMarioRam.FIELD, 128)
+        bcd = self.ram(DrMarioRam.VIRUS_LEFT)
+        return {
+            "mode": self.ram(DrMarioRam.MODE),
+            "level": self.ram(DrMarioRam.LEVEL),
+            "speed": self.ram(DrMarioRam.SPEED),
+            "virus_left": (bcd >> 4) * 10 + (bcd & 0x0F),
+            "field": [bytes(row).hex() for row in field.reshape(16, 8)],
+        }
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the VirtualDevice if this console created it."""
+        if self._own_device:
+            self.device.close()
+
+    def __enter__(self) -> EmuConsole:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MaskFeeder:
+    """Schedules a table of masks ahead of an EmuConsole, on console time, as a live host does.
+
+    ``masks``: console frame -> mask (None: leave that frame unscheduled; it reads no buttons,
+    an underrun while streaming). Call it before every :meth:`EmuConsole.step`: it keeps the
+    frames up to ``ahead`` console frames past the latest latch scheduled, in SCHEDULE messages
+    of at most ``chunk`` frames, and PINGs when ``keepalive_frames`` video frames pass without a
+    message (the device watchdog, 500 ms = 30 frames, runs on console time, not wall time).
+    ``acks`` collects every SCHEDULE's Ack. Raises ValueError for bad settings.
+    """
+
+    def __init__(
+        self,
+        link: Link,
+        masks: Mapping[int, int | None],
+        *,
+        ahead: int = 48,
+        chunk: int = 16,
+        keepalive_frames: int = 12,
+    ) -> None:
+        if not masks:
+            raise ValueError("no masks to schedule")
+        if not 1 <= chunk <= 64 or not chunk <= ahead <= 250 or keepalive_frames < 1:
+            raise ValueError(
+                f"need 1 <= chunk <= 64, chunk <= ahead <= 250, keepalive_frames >= 1; got "
+                f"chunk {chunk}, ahead {ahead}, keepalive_frames {keepalive_frames}"
+            )
+        self.link = link
+        self.masks = dict(masks)
+        self.first, self.last = min(self.masks), max(self.masks)
+        self.sent = self.first - 1  # every frame up to here has been handled
+        self.ahead, self.chunk, self.keepalive_frames = ahead, chunk, keepalive_frames
+        self.spoke = 0  # video frame of the last message
+        self.acks: list[Any] = []
+
+    def __call__(self, console: EmuConsole) -> None:
+        if self.sent < self.first - 1:
+            self.sent = self.first - 1
+        while self.sent < min(console.console_frame + self.ahead, self.last):
+            start = self.sent + 1
+            run: list[int] = []
+            while start + len(run) <= self.last and len(run) < self.chunk:
+                m = self.masks.get(start + len(run))
+                if m is None:
+                    break
+                run.append(m)
+            if run:
+                self.acks.append(self.link.schedule(start, run))
+                self.spoke = console.video_frame
+            self.sent = start + max(len(run), 1) - 1
+        if console.video_frame - self.spoke >= self.keepalive_frames:
+            self.link.ping(console.video_frame)
+            self.spoke = console.video_frame
+
+
+class EmuCapture:
+    """An EmuConsole seen through a capture chain: yields (Frame, truth) per captured frame.
+
+    The timing model (``profile.timing``, seeded by ``capture_seed``) says which video frame each
+    captured frame shows, counted from the console's video frame when ``frames`` starts; the
+    console is stepped to it and its picture put through the forward model. ``on_frame`` (if
+    given) is called with every EmuFrame stepped, so a host can schedule between frames.
+    ``truth``: ``device_index``, ``video_frame``, ``console_frame`` (latest latch group at or
+    before it, -1 if none), ``mask`` (that group's byte) and :meth:`EmuConsole.truth`.
+    """
+
+    def __init__(
+        self,
+        console: EmuConsole,
+        profile: Profile,
+        capture_seed: int = 0,
+        on_frame: Callable[[EmuFrame], None] | None = None,
+    ) -> None:
+        self.console = console
+        self.profile = profile
+        self.model = CaptureModel(profile, seed=capture_seed)
+        self.timing = TimingModel(
+            profile.timing, seed=capture_seed, combing=profile.artifacts.combing
+        )
+        self.on_frame = on_frame
+        self._last: EmuFrame | None = None  # the latest video frame stepped
+        self._before_last: EmuFrame | None = None  # the one before it (interlace combing)
+        self._latched: EmuFrame | None = None  # the latest frame that read the controller
+
+    def _advance_to(self, video_frame: int) -> EmuFrame:
+        while self._last is None or self._last.video_frame < video_frame:
+            self._before_last, self._last = self._last, self.console.step()
+            if self._last.console_frame is not None:
+                self._latched = self._last
+            if self.on_frame is not None:
+                self.on_frame(self._last)
+        return self._last
+
+    def frames(self, max_frames: int) -> Iterator[tuple[Frame, dict[str, Any]]]:
+        """Up to ``max_frames`` captured frames (BGR, the profile's size) and their truth."""
+        if max_frames < 1:
+            raise ValueError(f"max_frames must be at least 1, got {max_frames}")
+        base = self.console.video_frame
+        sched = self.timing.schedule(max_frames)
+        for i in range(len(sched)):
+            shown = self._advance_to(base + int(sched.console_frame[i]))
+            before = self._before_last
+            image = self.model(shown.picture, previous=before.picture if before else None)
+            latched = self._latched
+            truth = {
+                "device_index": int(sched.device_index[i]),
+                "video_frame": shown.video_frame,
+                "console_frame": latched.console_frame if latched is not None else -1,
+                "mask": latched.mask if latched is not None else 0,
+                **self.console.truth(),
+            }
+            yield Frame(image=image, time_ns=int(sched.time_ns[i]), index=i), truth
+
+
+# ---- Dr. Mario's menus -------------------------------------------------------------------
+
+
+class DrMarioRam:
+    """RAM addresses of Dr. Mario used here (defines/drmario_ram_zp.asm, drmario_ram.asm)."""
+
+    RNG = 0x17  # rng0, rng1 ($17, $18): state = $17 << 8 | $18 (docs/LEVEL_GEN.md)
+    MODE = 0x46  # mode: 0 title, 1 options/demo, 2 toLevel, 3 initData_level, 4 play, 8 intro
+    OPTION_SECTION = 0x65  # optionSectionHighlight: 0 level, 1 speed, 2 music
+    SPEED = 0x030B  # p1_speedSetting
+    LEVEL = 0x0316  # p1_level
+    VIRUS_LEFT = 0x0324  # p1_virusLeft (BCD)
+    FIELD = 0x0400  # p1_field
+    PLAYERS = 0x0727  # nbPlayers
+    MUSIC = 0x0731  # musicType: 0 fever, 1 chill, 2 off
+    DEMO = 0x0741  # flag_demo: 0 not in the attract demo
+
+
+MODE_TITLE, MODE_OPTIONS, MODE_TO_LEVEL, MODE_PLAY = 0, 1, 2, 4
+MAX_MENU_LEVEL = 20  # selectableLvCap $14
+MUSIC = {"fever": 0, "chill": 1, "off": 2}
+
+
+@dataclass(frozen=True)
+class MenuResult:
+    """Where :func:`navigate_menus` left the game.
+
+    ``level``, ``speed``, ``music``: read back from RAM. ``seed``: the RNG state ($17 << 8 |
+    $18) as initData_level [$8216] starts, so ``engine.Game(level, speed, seed)`` is this level
+    (docs/LEVEL_GEN.md, "What the seed is"). ``start_frame``: the console frame on which Start
+    was read on the options screen. ``presses``: buttons pressed. ``video_frames``: frames
+    emulated by the navigation. ``play_frame``: the first console frame in mode play
+    (mainLoop_level) when asked to wait for it, else None.
+    """
+
+    level: int
+    speed: int
+    music: int
+    seed: int
+    start_frame: int
+    presses: int
+    video_frames: int
+    play_frame: int | None
+
+
+def _menu_press(ram: Callable[[int], int], level: int, speed: int, music: int | None) -> int:
+    """The button to press now, from the game's RAM, toward the target (0: none needed).
+
+    title ($46 = 0): Up to 1 player (nbPlayers), then Start (toTitle [$982A]). The attract demo
+    (flag_demo set): Start ends it. Options ($46 = 1, toDemo_orOptions [$9961]): the level moves
+    one step per press of Left/Right (updateLvlCursor [$9ADF]; a one-frame press moves once),
+    speed and music one step per press, each only while its section is highlighted (Up/Down
+    move the highlight); Start when all three match.
+    """
+    r = DrMarioRam
+    if ram(r.DEMO):
+        return int(engine.Button.START)
+    mode = ram(r.MODE)
+    if mode == MODE_TITLE:
+        return int(engine.Button.UP if ram(r.PLAYERS) != 1 else engine.Button.START)
+    if mode != MODE_OPTIONS:
+        return 0
+    section = ram(r.OPTION_SECTION)
+    wants = [(0, ram(r.LEVEL), level), (1, ram(r.SPEED), speed)]
+    if music is not None:
+        wants.append((2, ram(r.MUSIC), music))
+    for sec, now, want in wants:
+        if now == want:
+            continue
+        if section != sec:
+            return int(engine.Button.DOWN if section < sec else engine.Button.UP)
+        return int(engine.Button.RIGHT if now < want else engine.Button.LEFT)
+    return int(engine.Button.START)
+
+
+def navigate_menus(
+    console: EmuConsole,
+    link: Link,
+    level: int,
+    speed: int,
+    music: int | None = None,
+    *,
+    max_frames: int = 4000,
+    wait_for_play: bool = False,
+    keepalive_frames: int = 12,
+) -> MenuResult:
+    """Take Dr. Mario from power-on, the title, the attract demo or the options screen to the
+    start of ``level`` (0..20) at ``speed`` (0 LOW, 1 MED, 2 HI), with ``music`` (0 fever,
+    1 chill, 2 off; None leaves it), through ``link`` (a Link to ``console.device``).
+
+    Closed loop on the game's RAM: each console frame gets one scheduled byte (the stream never
+    underruns); a press lasts one frame and the next decision waits until RAM shows its effect,
+    so a press the game ignored (a screen still loading) is simply repeated. The device
+    watchdog is fed on console time (a PING when ``keepalive_frames`` video frames pass without
+    a message). Ends with the stream cleared when the game leaves the options screen (or, with
+    ``wait_for_play``, at its first frame of play). Raises ValueError for a target out of range
+    or a console that is not Dr. Mario, EmuError when ``max_frames`` pass first.
+    """
+    if console.game != "drmario":
+        raise ValueError(f"menu navigation is for Dr. Mario, not {console.facts.name}")
+    if not 0 <= level <= MAX_MENU_LEVEL:
+        raise ValueError(f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}")
+    if speed not in (0, 1, 2):
+        raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
+    if music is not None and music not in (0, 1, 2):
+        raise ValueError(f"music must be 0 (fever), 1 (chill), 2 (off) or None, got {music}")
+    r = DrMarioRam
+    first_video = console.video_frame
+    scheduled = console.next_schedulable_frame() - 1  # the last frame given a byte
+    wait_until = 0  # no decision until this console frame has latched (the game reads the pad)
+    presses = 0
+    last_message = console.video_frame
+    start_frame = seed = -1
+    seen_options = False  # a level counts only once the options screen has been passed
+    while console.video_frame - first_video < max_frames:
+        target = console.next_schedulable_frame()
+        while scheduled < target:
+            scheduled += 1
+            mask = 0
+            if scheduled == target and console.console_frame >= wait_until:
+                mask = _menu_press(console.ram, level, speed, music)
+                if mask:
+                    presses += 1
+                    wait_until = scheduled
+            link.schedule(scheduled, [mask])
+            last_message = console.video_frame
+        if console.video_frame - last_message >= keepalive_frames:
+            link.ping(console.video_frame)
+            last_message = console.video_frame
+        ev = console.step()
+        mode, demo = console.ram(r.MODE), console.ram(r.DEMO)
+        seen_options |= mode == MODE_OPTIONS and not demo
+        if start_frame < 0 and seen_options and mode >= MODE_TO_LEVEL and not demo:
+            # Start was read in the options loop; toLevel [$817E] steps no RNG.
+            start_frame = console.console_frame
+            seed = console.ram(r.RNG) << 8 | console.ram(r.RNG + 1)
+            if not wait_for_play:
+                break
+        if start_frame >= 0 and mode == MODE_PLAY and ev.console_frame is not None:
+            break
+    else:
+        raise EmuError(
+            f"menu navigation did not reach level {level} within {max_frames} video frames "
+            f"(mode {console.ram(r.MODE)}, level {console.ram(r.LEVEL)}, "
+            f"speed {console.ram(r.SPEED)})"
+        )
+    link.clear()
+    return MenuResult(
+        level=console.ram(r.LEVEL),
+        speed=console.ram(r.SPEED),
+        music=console.ram(r.MUSIC),
+        seed=seed,
+        start_frame=start_frame,
+        presses=presses,
+        video_frames=console.video_frame - first_video,
+        play_frame=console.console_frame if wait_for_play else None,
+    )
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def selftest(frames: int = 600, seed: int = 0, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """The test ROM's proof of the emulator path (``hil emu selftest``): random masks for
+    ``frames`` console frames (every 50th left unscheduled, so it must read 0) scheduled through
+    Link -> VirtualDevice -> EmuConsole; each latched frame's byte is checked in the ROM's RAM
+    and in its picture. Returns JSON-ready counts and timing. Raises RomBuildError without
+    cc65, ValueError for ``frames`` < 1."""
+    if frames < 1:
+        raise ValueError(f"frames must be at least 1, got {frames}")
+    rom = testrom.build(out_dir)
+    rng = np.random.default_rng(seed)
+    first = 2
+    masks: dict[int, int | None] = {
+        first + i: (None if i % 50 == 49 else int(m))
+        for i, m in enumerate(rng.integers(0, 256, frames))
+    }
+    with VirtualDevice() as dev, Link(dev.port) as link:
+        console = EmuConsole(rom, dev, game="testrom")
+        feed = MaskFeeder(link, masks)
+        ram_bad = pixel_bad = checked = 0
+        t0 = time.perf_counter()
+        while console.console_frame < first + frames - 1:
+            feed(console)
+            ev = console.step()
+            if ev.console_frame is None or ev.console_frame < first:
+                continue
+            want = masks[ev.console_frame] or 0
+            ram_bad += console.ram(testrom.PAD) != want
+            pixel_bad += testrom.decode_boxes(ev.picture) != want
+            checked += 1
+        elapsed = time.perf_counter() - t0
+        status = link.wait_status(first + frames - 1)
+    return {
+        "rom": str(rom),
+        "console_frames_checked": checked,
+        "unscheduled_frames": sum(m is None for m in masks.values()),
+        "ram_mismatches": ram_bad,
+        "pixel_mismatches": pixel_bad,
+        "lag_frames": console.lag_frames,
+        "underruns": status.underruns,
+        "late_schedules": status.late_schedules,
+        "watchdog_trips": status.watchdog_trips,
+        "video_frames": console.video_frame,
+        "ms_per_video_frame": round(elapsed * 1e3 / max(console.video_frame, 1), 3),
+    }
+
+
+def start_game(
+    rom: str | Path,
+    level: int,
+    speed: int,
+    music: int | None = None,
+    *,
+    png: str | Path | None = None,
+    verify_crc: bool = True,
+    emulator: Callable[[str], Emulator] | None = None,
+) -> dict[str, Any]:
+    """``hil emu start``: power on the user's Dr. Mario ROM, navigate the menus to ``level``
+    and ``speed`` through the virtual device, wait for the first frame of play, and compare
+    the emulator's field (RAM $0400) with ``engine.Game(level, speed, seed)``'s. ``png``: write
+    that frame's picture there (the user's own ROM's graphics, written only where asked).
+    Returns JSON-ready facts. ``emulator`` as in EmuConsole. Raises RomError, EmuError,
+    ValueError."""
+    console = EmuConsole(rom, verify_crc=verify_crc, emulator=emulator)
+    with console, Link(console.device.port) as link:
+        result = navigate_menus(console, link, level, speed, music, wait_for_play=True)
+        ram_field = console.ram_block(DrMarioRam.FIELD, 128)
+        shown = console.step()
+    game = engine.Game(result.level, result.speed, result.seed)
+    engine_field = np.asarray(game.field, np.uint8)
+    if png is not None:
+        import cv2
+
+        Path(png).parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(png), np.ascontiguousarray(shown.picture[..., ::-1]))
+    diff = np.flatnonzero(ram_field != engine_field)
+    return {
+        "rom": console.rom_name,
+        "level": result.level,
+        "speed": result.speed,
+        "music": result.music,
+        "seed": f"0x{result.seed:04X}",
+        "start_frame": result.start_frame,
+        "play_frame": result.play_frame,
+        "presses": result.presses,
+        "video_frames": result.video_frames,
+        "lag_frames": console.lag_frames,
+        "engine_field_matches": diff.size == 0,
+        "field_differences": [int(i) for i in diff[:16]],
+    }
+
+
+def print_json(obj: dict[str, Any]) -> None:
+    print(json.dumps(obj, indent=2))

@@ -1,0 +1,953 @@
+"""``hil run``: the closed loop. Capture -> perception -> tracker -> policy -> planner -> link.
+
+One thread does the work, frame by frame (docs/RUN.md):
+
+1. take the newest captured frame (never a backlog);
+2. read it (``reader(frame) -> Observation``);
+3. read the firmware's STATUS messages (which byte each console frame latched) into the tracker;
+4. let the tracker map the capture onto the console frame clock, check its prediction, and
+   report events (level start, spawn, lock, clear, stage clear, top-out, desync);
+5. at a spawn's first visible frame (or after a re-sync): find the first console frame a
+   schedule sent now can still reach, predict the state there from the latched and scheduled
+   masks (the committed prefix), plan every reachable placement from it, let the policy choose,
+   send that placement's masks;
+6. keep the firmware's queue fed with "no buttons" a few frames ahead (no underruns, the
+   watchdog fed), press Start to begin each level, update the live view, log.
+
+Every step is logged to a JSONL event log (one object per line, flushed per line); the run ends
+with a summary (levels cleared, frames, desyncs, late schedules, latency percentiles, peak RSS)
+printed and logged. A vanished controller port: a clear message, the controller released (the
+firmware's watchdog does it when the host is gone), reconnection with backoff; the capture
+keeps being read and logged meanwhile.
+
+This module imports neither torch nor training code (tests check it).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+from engine.constants import Button
+from hil.capture import CaptureError, CaptureSource, Frame
+from hil.link import Link, LinkError
+from hil.observation import Observation, OracleReader, Reader
+from hil.tracker import Event, LevelState, Tracker, TrackerConfig
+
+U8 = npt.NDArray[np.uint8]
+
+
+# ---- the pluggable pieces ---------------------------------------------------------------------
+
+
+class Policy(Protocol):
+    """``choose(game, reachable) -> placement index``: game is the predicted state where the
+    first new input takes effect (a falling pill), reachable bool[512] from the planner."""
+
+    name: str
+
+    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int: ...
+
+
+class Planner(Protocol):
+    """``plan(game, prefix) -> engine.Plan`` (docs/PLANNER.md): prefix = committed masks."""
+
+    name: str
+
+    def __call__(self, game: engine.Game, prefix: U8) -> engine.Plan: ...
+
+
+class EnginePlanner:
+    """engine.plan, exact search or taps-only (docs/PLANNER.md)."""
+
+    def __init__(self, taps_only: bool = False) -> None:
+        self.taps_only = taps_only
+        self.name = "engine.plan taps_only" if taps_only else "engine.plan"
+
+    def __call__(self, game: engine.Game, prefix: U8) -> engine.Plan:
+        return engine.plan(game, prefix=prefix if len(prefix) else None, taps_only=self.taps_only)
+
+
+def make_policy(name: str) -> Policy:
+    """``heuristic`` (hil's stand-in, one-ply greedy), or ``onnx`` (the policy room's network,
+    once it is installed). Raises ValueError for an unknown or unavailable policy."""
+    if name == "heuristic":
+        from hil.heuristic import HeuristicPolicy
+
+        return HeuristicPolicy()
+    if name == "onnx":
+        try:
+            from policy.features import Observation as PolicyObservation
+            from policy.onnx_policy import PlacementPolicy
+        except ImportError as exc:
+            raise ValueError(
+                f"the ONNX placement policy is not installed in this checkout ({exc}); "
+                "use --policy heuristic"
+            ) from None
+
+        class OnnxPolicy:
+            name = "onnx"
+
+            def __init__(self) -> None:
+                self.net = PlacementPolicy()
+
+            def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+                return int(self.net.choose(PolicyObservation.from_game(game), reachable))
+
+        return OnnxPolicy()
+    raise ValueError(f"unknown policy {name!r}; choose heuristic or onnx")
+
+
+def onnx_reader_available() -> bool:
+    """True when perception's ONNX BoardReader is installed."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("perception.reader") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def onnx_policy_available() -> bool:
+    """True when the policy room's ONNX placement policy is installed."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("policy.onnx_policy") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def pick_reader(name: str, sim: bool) -> str:
+    """``auto``: on the simulated console the oracle (ground truth) for now: the tracker still
+    desyncs on every pill with the ONNX reader's falling-pill readings (issue 8, docs/RUN.md);
+    ``--reader onnx`` selects it. On a real capture the ONNX reader. Raises ValueError for a real
+    capture without the ONNX reader or the oracle on a rig."""
+    if name == "auto":
+        if sim:
+            return "oracle"
+        if onnx_reader_available():
+            return "onnx"
+        raise ValueError("a real capture needs the ONNX board reader (perception), not installed")
+    if name == "oracle" and not sim:
+        raise ValueError("--reader oracle reads the simulated console's ground truth: sim only")
+    return name
+
+
+def pick_policy(name: str) -> str:
+    """``auto``: the ONNX policy when installed, else hil's heuristic stand-in."""
+    if name == "auto":
+        return "onnx" if onnx_policy_available() else "heuristic"
+    return name
+
+
+def make_reader(name: str, profile: Any = None) -> Reader:
+    """``oracle`` (the simulated console's ground truth; sim only) or ``onnx`` (perception's
+    BoardReader, once it is installed). Raises ValueError otherwise."""
+    if name == "oracle":
+        return OracleReader()
+    if name == "onnx":
+        try:
+            from perception.reader import BoardReader
+        except ImportError as exc:
+            raise ValueError(
+                f"the ONNX board reader is not installed in this checkout ({exc}); "
+                "the simulated console can use --reader oracle"
+            ) from None
+
+        from hil.observation import observation_from_perception
+
+        class OnnxReader:
+            name = "onnx"
+
+            def __init__(self) -> None:
+                self.net = BoardReader(profile)
+
+            def __call__(self, frame: Any) -> Observation:
+                return observation_from_perception(self.net.read(frame.image))
+
+        return OnnxReader()
+    raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")
+
+
+# ---- the event log ---------------------------------------------------------------------------
+
+
+class EventLog:
+    """JSONL, one object per line, flushed per line (a crash keeps every line before it).
+    ``path`` None: nothing written. Each line gets ``t_ms`` (wall ms since the run began)."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None else Path(path)
+        self._f: IO[str] | None = None
+        self.t0 = time.perf_counter_ns()
+        self.counts: dict[str, int] = {}
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = self.path.open("w", encoding="utf-8")
+
+    def write(self, name: str, **data: Any) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+        if self._f is None:
+            return
+        rec = {"t_ms": round((time.perf_counter_ns() - self.t0) / 1e6, 3), "event": name, **data}
+        self._f.write(json.dumps(rec, default=_json_default) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+# ---- settings and summary ------------------------------------------------------------------
+
+
+@dataclass
+class LevelPlan:
+    """A level the runtime asks the console for (the user's selection)."""
+
+    level: int
+    speed: int
+
+
+@dataclass
+class RunSettings:
+    """What ``hil run`` does; see ``hil run --help`` and docs/RUN.md."""
+
+    levels: list[LevelPlan]
+    fast: bool = False
+    latency_frames: float = 0.0  # capture chain latency (calibrated), console frames
+    jitter_ms: float = 0.0  # extra delivery delay sigma; the tracker allows 4 sigma + 1 ms
+    max_frames: int = 200_000  # console frames before the run stops
+    start_delay_frames: int = 1  # Start latched in s -> level state 0 in s + delay
+    start_wait_frames: int = 30  # after a level ends, before pressing Start
+    feed_frames: int = 12  # "no buttons" kept scheduled this far ahead
+    margin_ms: float = 3.0  # transport margin on top of the measured decision time
+    stop_on_top_out: bool = False
+    reconnect_timeout_s: float = 30.0
+    frame_timeout_s: float = 2.0  # no captured frame for this long: the capture is lost
+
+
+@dataclass
+class Stats:
+    """Raw numbers gathered while running (the summary's percentiles come from them)."""
+
+    frames: int = 0
+    read_ms: list[float] = field(default_factory=list)
+    handle_ms: list[float] = field(default_factory=list)
+    spawn_to_wire_ms: list[float] = field(default_factory=list)
+    plan_ms: list[float] = field(default_factory=list)
+    policy_ms: list[float] = field(default_factory=list)
+    overhead_ms: list[float] = field(default_factory=list)  # spawn_to_wire - planner - policy
+    capture_latency_frames: list[float] = field(default_factory=list)
+    late_schedules: int = 0
+    late_frames: int = 0
+    schedules: int = 0
+    decisions: int = 0
+    missed_decisions: int = 0
+    link_losses: int = 0
+    capture_losses: int = 0
+    underruns: int = 0
+    watchdog_trips: int = 0
+    arm_misses: int = 0
+    first_frame: int | None = None
+    last_frame: int | None = None
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float] | None:
+    """{n, p50, p90, p99, max} of values (rounded to 3 decimals), None when empty."""
+    if not values:
+        return None
+    a = np.asarray(values, dtype=np.float64)
+    q = np.percentile(a, [50, 90, 99])
+    return {
+        "n": int(a.size),
+        "p50": round(float(q[0]), 3),
+        "p90": round(float(q[1]), 3),
+        "p99": round(float(q[2]), 3),
+        "max": round(float(a.max()), 3),
+    }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (resource.getrusage; MB)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+# ---- the controller link with reconnection ----------------------------------------------------
+
+
+class Controller:
+    """The link to the firmware, kept up: on a LinkError the port is closed, a clear message
+    logged, and reopened with backoff (0.25 s doubling to 4 s). ``port`` is a path or a
+    callable returning the current path (the simulated console's pty changes on replug)."""
+
+    def __init__(self, port: str | Callable[[], str], log: EventLog, say: Callable[[str], None]):
+        self.port = port
+        self.log = log
+        self.say = say
+        self.link: Link | None = None
+        self.lost_at: float | None = None
+        self.next_try = 0.0
+        self.backoff = 0.25
+        self.boot_count: int | None = None
+        self.restarted = False
+
+    def _path(self) -> str:
+        return self.port() if callable(self.port) else self.port
+
+    def connect(self) -> bool:
+        path = self._path()
+        try:
+            self.link = Link(path)
+        except LinkError as exc:
+            self.link = None
+            self.log.write("link_connect_failed", port=path, error=str(exc))
+            return False
+        ack = self.link.hello
+        assert ack is not None
+        self.restarted = self.boot_count is not None and (
+            ack.boot_count != self.boot_count or self.lost_at is not None
+        )
+        self.boot_count = ack.boot_count
+        self.log.write(
+            "link_up",
+            port=path,
+            version=ack.version,
+            boot_count=ack.boot_count,
+            window_us=ack.window_us,
+            watchdog_ms=ack.watchdog_ms,
+            queue=ack.queue_capacity,
+        )
+        self.lost_at = None
+        self.backoff = 0.25
+        return True
+
+    def lost(self, exc: Exception) -> None:
+        msg = (
+            f"controller link lost: {exc}. The controller reads no buttons (firmware watchdog); "
+            "reconnecting..."
+        )
+        self.say(msg)
+        self.log.write("link_lost", error=str(exc), message=msg)
+        if self.link is not None:
+            self.link.close()
+        self.link = None
+        self.lost_at = time.monotonic()
+        self.next_try = self.lost_at + self.backoff
+
+    def maybe_reconnect(self) -> bool:
+        """One reconnection attempt when due; True when the link is back."""
+        now = time.monotonic()
+        if self.link is not None or now < self.next_try:
+            return False
+        self.log.write("link_reconnect_attempt", port=self._path(), backoff_s=self.backoff)
+        if self.connect():
+            self.say("controller link back")
+            return True
+        self.backoff = min(self.backoff * 2, 4.0)
+        self.next_try = now + self.backoff
+        return False
+
+
+# ---- the runtime ----------------------------------------------------------------------------
+
+
+class Runtime:
+    """The loop of the module docstring. ``clock`` is the frame clock's host time (ns):
+    ``time.monotonic_ns`` on a rig, the sim clock in lockstep. ``view``: called with a dict
+    per handled frame (see hil.view)."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        source: CaptureSource,
+        port: str | Callable[[], str],
+        reader: Reader,
+        policy: Policy,
+        planner: Planner,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
+        log: EventLog | None = None,
+        view: Callable[[dict[str, Any]], None] | None = None,
+        say: Callable[[str], None] | None = None,
+        on_frame: Callable[[Runtime, Frame], None] | None = None,
+    ) -> None:
+        if not settings.levels:
+            raise ValueError("hil run needs at least one level to play")
+        self.s = settings
+        self.source = source
+        self.reader = reader
+        self.policy = policy
+        self.planner = planner
+        self.clock = clock
+        self.log = log or EventLog(None)
+        self.view = view
+        self.say = say or (lambda m: print(m, file=sys.stderr))
+        self.on_frame = on_frame
+        period = 1e9 / 60.0988
+        jitter_ns = (4.0 * settings.jitter_ms + 1.0) * 1e6
+        self.tracker = Tracker(
+            TrackerConfig(latency_ns=settings.latency_frames * period, jitter_ns=jitter_ns),
+            log=self._tracker_event,
+        )
+        self.ctl = Controller(port, self.log, self.say)
+        self.stats = Stats()
+        self.level_index = -1  # index into settings.levels of the level in play
+        self.results: list[dict[str, Any]] = []
+        self.ended_at_frame: int | None = None
+        self.done = False
+        self.decision_ms_recent: list[float] = []
+        self.last_tx_frame = -(10**9)
+        self.last_ping_frame = -(10**9)
+        self.feed_end = -1
+        self.last_placement: dict[str, Any] | None = None
+        self.last_obs: Observation | None = None
+        self.pending_renumber = False
+        self.t_start = time.perf_counter()
+
+    # ---- logging ----------------------------------------------------------------------------
+
+    def _tracker_event(self, ev: Event) -> None:
+        self.log.write(ev.name, **{k: v for k, v in ev.to_json().items() if k != "event"})
+
+    # ---- link helpers -------------------------------------------------------------------------
+
+    def _poll(self) -> None:
+        link = self.ctl.link
+        if link is None:
+            return
+        try:
+            link.poll()
+        except LinkError as exc:
+            self._link_lost(exc)
+            return
+        # Every STATUS the link has read (also those read while a request waited for its
+        # reply), taken out of its bounded deque: Link.poll's return value would miss those,
+        # and once the deque is full (4096) it reports nothing new.
+        statuses = list(link.statuses)
+        link.statuses.clear()
+        now = self.clock()
+        for st in statuses:
+            if self.pending_renumber:
+                self._renumber(st.frame, st.first_latch_us, now)
+            self.tracker.on_status(st.frame, st.first_latch_us, st.mask, now)
+            if self.stats.first_frame is None:
+                self.stats.first_frame = st.frame
+            self.stats.last_frame = st.frame
+            self.stats.underruns = st.underruns
+            self.stats.watchdog_trips = st.watchdog_trips
+            self.stats.arm_misses = st.arm_misses
+
+    def _renumber(self, frame: int, first_latch_us: int, now: int) -> None:
+        """The first STATUS after a reconnection: if the firmware restarted, its frames count
+        from 0 again; find the shift from the latch time on the host clock."""
+        self.pending_renumber = False
+        clock = self.tracker.clock
+        if not clock.ready or frame > clock.last_frame:
+            return
+        old_latch0 = clock.latch_ns(0)
+        period = clock.period_ns
+        clock.reset()
+        clock.on_status(frame, first_latch_us, now)
+        if self.ctl.link is not None:
+            self._ping()
+        latch = clock.latch_ns(frame)
+        old_frame = round((latch - old_latch0) / period)
+        shift = old_frame - frame
+        self.tracker.renumber(shift)
+        if self.stats.first_frame is not None:
+            self.stats.first_frame -= shift
+        self.feed_end -= shift
+        self.last_tx_frame -= shift
+        if self.ended_at_frame is not None:
+            self.ended_at_frame -= shift
+        self.log.write("frames_renumbered", shift=shift, first_new_frame=frame)
+
+    def _ping(self) -> None:
+        link = self.ctl.link
+        if link is None:
+            return
+        try:
+            pong = link.ping()
+        except LinkError as exc:
+            self._link_lost(exc)
+            return
+        # The reply's arrival bounds the offset from above (the min filter keeps the best).
+        self.tracker.clock.on_pong(pong.device_us, self.clock())
+
+    def _link_lost(self, exc: Exception) -> None:
+        self.stats.link_losses += 1
+        self.ctl.lost(exc)
+        # The firmware's watchdog releases the controller; nothing we scheduled plays any more.
+        last = self.tracker.clock.last_frame
+        self.tracker.planned = {f: 0 for f in self.tracker.planned if f <= last}
+        self.feed_end = -1
+
+    def _schedule(self, first: int, masks: Sequence[int], what: str) -> bool:
+        link = self.ctl.link
+        if link is None or not masks:
+            return False
+        data = bytes(int(m) & 0xFF for m in masks)
+        try:
+            ack = link.schedule(first, data)
+        except LinkError as exc:
+            self._link_lost(exc)
+            return False
+        self.stats.schedules += 1
+        self.tracker.on_schedule(first, data)
+        end = first + len(data) - 1
+        self.feed_end = max(self.feed_end, end)
+        self.last_tx_frame = self.tracker.clock.frame_at(self.clock())
+        if ack.late or ack.too_far:
+            self.stats.late_schedules += int(ack.late > 0)
+            self.stats.late_frames += ack.late
+            self.log.write(
+                "late_schedule",
+                what=what,
+                first_frame=first,
+                count=len(data),
+                late=ack.late,
+                too_far=ack.too_far,
+            )
+        return True
+
+    def _first_free(self, extra_ms: float = 0.0) -> int:
+        clock = self.tracker.clock
+        margin = self.s.margin_ms + extra_ms
+        if clock.samples < 60:  # the offset and period are still rough
+            margin += 5.0
+        return clock.first_schedulable(self.clock(), margin * 1e6)
+
+    def _feed(self, ahead: int | None = None) -> None:
+        """Keeps "no buttons" scheduled ``feed_frames`` ahead; pings when quiet."""
+        clock = self.tracker.clock
+        if self.ctl.link is None or not clock.ready:
+            return
+        now_frame = clock.frame_at(self.clock())
+        want = now_frame + (ahead if ahead is not None else self.s.feed_frames)
+        if self.feed_end < want - self.s.feed_frames // 2:  # top up in chunks
+            # Not time-critical: a frame of slack so a feed is never late itself.
+            first = max(self.feed_end + 1, self._first_free(extra_ms=16.7))
+            if want >= first:
+                self._schedule(first, [0] * (want - first + 1), "feed")
+        if now_frame - self.last_ping_frame >= 30 or now_frame - self.last_tx_frame >= 6:
+            # Keeps the watchdog fed, and each PONG refines the device-to-host clock offset.
+            self._ping()
+            self.last_tx_frame = self.last_ping_frame = now_frame
+
+    # ---- decisions --------------------------------------------------------------------------
+
+    def _decision_margin_ms(self) -> float:
+        if self.s.fast:
+            return 0.0
+        recent = self.decision_ms_recent[-5:]
+        return max(recent) if recent else 50.0
+
+    def _decide(self, pill: int, t_seen_ns: int) -> None:
+        tr = self.tracker
+        conf = tr.confirmed_state()
+        if conf is None:
+            return
+        self.stats.decisions += 1
+        extra = self._decision_margin_ms()
+        if not self.s.fast:
+            # "No buttons" well past the time the decision may take: no underrun meanwhile
+            # (the plan replaces what it needs; only frames armed before it is sent count as
+            # the committed prefix).
+            self._feed(ahead=max(60, int(3 * extra / 16.6) + 2 * self.s.feed_frames))
+        for _attempt in range(4):
+            conf = tr.confirmed_state()
+            assert conf is not None
+            g0, game = conf
+            first = max(self._first_free(extra), g0)
+            prefix = np.array([tr.mask_of(g) for g in range(g0, first)], dtype=np.uint8)
+            decision = game.clone()
+            decision.run(prefix)
+            if not _falling_at(decision):
+                # The pill locks before the first frame we can still reach (engine.plan would
+                # plan the next pill, whose next-pill colours are not seen yet): missed.
+                self._missed(pill, first, len(prefix), "the pill locks before the first free frame")
+                return
+            t0 = time.perf_counter_ns()
+            try:
+                plan = self.planner(game, prefix)
+                t1 = time.perf_counter_ns()
+                if plan.status != 0 or len(plan) == 0:
+                    self._missed(pill, first, len(prefix), f"plan status {int(plan.status)}")
+                    return
+                idx = int(self.policy.choose(decision, plan.reachable))
+            except ValueError as exc:  # one bad decision must not end the run
+                self._missed(pill, first, len(prefix), f"error: {exc}")
+                return
+            t2 = time.perf_counter_ns()
+            full = plan.masks(idx)  # from the confirmed state, prefix included, to the lock
+            masks = full[len(prefix) :]
+            if not self.s.fast and self._first_free() > first:
+                extra = (t2 - t0) / 1e6 + 5.0  # took too long: the prefix grew; again
+                continue
+            # Frames scheduled before beyond the new plan (an older plan) are released.
+            tail = max(0, self.feed_end - (first + len(masks) - 1))
+            t_wire = time.perf_counter_ns()
+            sent = self._schedule(first, [*masks, *([0] * tail)], "plan")
+            t_ack = time.perf_counter_ns()
+            if not sent:
+                return
+            tr.decided(pill)
+            lock_frame = g0 + len(full) - 1
+            wire_ms = (t_wire - t_seen_ns) / 1e6
+            self.stats.spawn_to_wire_ms.append(wire_ms)
+            self.stats.plan_ms.append((t1 - t0) / 1e6)
+            self.stats.policy_ms.append((t2 - t1) / 1e6)
+            self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
+            self.decision_ms_recent.append((t_ack - t0) / 1e6)
+            self.last_placement = {
+                "pill": pill,
+                "placement": idx,
+                "rotation": idx // 128,
+                "row": (idx % 128) // 8,
+                "col": idx % 8,
+                "lock_frame": lock_frame,
+            }
+            self.log.write(
+                "plan",
+                pill=pill,
+                placement=idx,
+                first_frame=first,
+                prefix=len(prefix),
+                lock_frame=lock_frame,
+                reachable=len(plan),
+                plan_ms=round((t1 - t0) / 1e6, 3),
+                policy_ms=round((t2 - t1) / 1e6, 3),
+                spawn_to_wire_ms=round(wire_ms, 3),
+                ack_ms=round((t_ack - t_wire) / 1e6, 3),
+            )
+            return
+        self.stats.missed_decisions += 1
+        self.log.write("no_plan", pill=pill, reason="could not keep up with the console")
+        tr.decided(pill)
+
+    def _missed(self, pill: int, first: int, prefix: int, reason: str) -> None:
+        self.stats.missed_decisions += 1
+        self.log.write("no_plan", pill=pill, first_frame=first, prefix=prefix, reason=reason)
+        self.tracker.decided(pill)
+
+    # ---- levels -------------------------------------------------------------------------------
+
+    def _level_flow(self) -> None:
+        tr = self.tracker
+        clock = tr.clock
+        if self.ctl.link is None or not clock.ready:
+            return
+        now_frame = clock.frame_at(self.clock())
+        if tr.state == LevelState.ENDED and self.ended_at_frame is None:
+            self.ended_at_frame = now_frame
+            self._record_level_end()
+        waiting = tr.state == LevelState.IDLE or (
+            tr.state == LevelState.ENDED
+            and self.ended_at_frame is not None
+            and now_frame - self.ended_at_frame >= self.s.start_wait_frames
+        )
+        if not waiting:
+            return
+        if self.level_index + 1 >= len(self.s.levels):
+            self.done = True
+            return
+        if tr.state == LevelState.IDLE and self.stats.frames < 10:
+            return  # see the console for a moment first
+        first = self._first_free()
+        if self._schedule(first, [int(Button.START), 0], "start"):
+            self.level_index += 1
+            lp = self.s.levels[self.level_index]
+            self.ended_at_frame = None
+            tr.begin_level(lp.level, lp.speed, first + self.s.start_delay_frames)
+            self.log.write("start_pressed", frame=first, level=lp.level, speed=lp.speed)
+
+    def _record_level_end(self) -> None:
+        lv = self.tracker.lv
+        if lv is None or self.level_index < 0:
+            return
+        result = lv.result or "unknown"
+        start = lv.base
+        rec = {
+            "level": lv.level,
+            "speed": lv.speed,
+            "result": result,
+            "base_frame": start,
+            "frames": None
+            if start is None or self.ended_at_frame is None
+            else self.ended_at_frame - start,
+            "pills": lv.decided_spawn,
+        }
+        self.results.append(rec)
+        self.log.write("level_end", **rec)
+        if result == "top_out" and self.s.stop_on_top_out:
+            self.done = True
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        """Plays until every level has ended, the frame budget is spent, the capture ends, or
+        the link stays lost past ``reconnect_timeout_s``. Returns the summary (also logged)."""
+        self.log.write("run_start", settings=asdict(self.s), capture=self.source.describe())
+        if not self.ctl.connect():
+            self.say(f"cannot open the controller port {self.ctl._path()}; retrying")
+            self.ctl.lost_at = time.monotonic()
+        else:
+            self._ping()
+        try:
+            while not self.done:
+                if not self._step():
+                    break
+        except KeyboardInterrupt:
+            self.log.write("interrupted")
+        finally:
+            self._release()
+        return self.summary()
+
+    def _step(self) -> bool:
+        if self.ctl.link is None:
+            if self.ctl.maybe_reconnect():
+                self.pending_renumber = True
+                self._ping()
+            elif (
+                self.ctl.lost_at is not None
+                and time.monotonic() - self.ctl.lost_at > self.s.reconnect_timeout_s
+            ):
+                self.say("controller link did not come back; ending the run")
+                self.log.write("gave_up", reason="controller link lost")
+                return False
+        try:
+            frame = self.source.newest(self.s.frame_timeout_s)
+        except CaptureError as exc:
+            self.log.write("capture_end", message=str(exc))
+            return False
+        if frame is None:
+            self.stats.capture_losses += 1
+            self.log.write("capture_timeout", timeout_s=self.s.frame_timeout_s)
+            self.say(f"no captured frame for {self.s.frame_timeout_s} s (capture unplugged?)")
+            return True
+        t_got = time.perf_counter_ns()
+        obs = self.reader(frame)
+        t_read = time.perf_counter_ns()
+        self.stats.frames += 1
+        self.stats.read_ms.append((t_read - t_got) / 1e6)
+        self._poll()
+        events = self.tracker.on_frame(frame.time_ns, obs)
+        self.last_obs = obs
+        self._latency_sample(frame)
+        pill = self.tracker.decision_due if self.ctl.link is not None else None
+        if pill is not None:
+            self._decide(pill, t_got)
+        elif (
+            self.tracker.replan
+            and self.tracker.state == LevelState.TRACKING
+            and self.ctl.link is not None
+        ):
+            conf = self.tracker.confirmed_state()
+            if conf is not None and _falling_at(conf[1]):
+                self._decide(self.tracker.lv.reported_spawn if self.tracker.lv else 0, t_got)
+            self.tracker.replan = False
+        self._level_flow()
+        self._feed()
+        self.stats.handle_ms.append((time.perf_counter_ns() - t_got) / 1e6)
+        if self.on_frame is not None:
+            self.on_frame(self, frame)
+        if self.view is not None:
+            self.view(self.snapshot(frame, events))
+        last = self.stats.last_frame
+        if last is not None and self.stats.first_frame is not None:
+            if last - self.stats.first_frame >= self.s.max_frames:
+                self.log.write("frame_budget_spent", frames=self.s.max_frames)
+                return False
+        return True
+
+    def _latency_sample(self, frame: Frame) -> None:
+        g = self.tracker.frame_match
+        clock = self.tracker.clock
+        if g is None or not clock.ready:
+            return
+        done = clock.latch_ns(g) + clock.period_ns
+        self.stats.capture_latency_frames.append((frame.time_ns - done) / clock.period_ns)
+
+    def _release(self) -> None:
+        link = self.ctl.link
+        if link is not None:
+            try:
+                link.clear()  # the controller goes back to "no buttons"
+            except LinkError:
+                pass
+            link.close()
+            self.ctl.link = None
+
+    # ---- reporting ------------------------------------------------------------------------
+
+    def snapshot(self, frame: Frame, events: list[Event]) -> dict[str, Any]:
+        """What the live view shows: the board read, the tracker, the placement, latencies."""
+        tr = self.tracker
+        st = self.stats
+        return {
+            "image": frame.image,
+            "frame_index": frame.index,
+            "console_frame": tr.last_matched,
+            "observation": self.last_obs,
+            "state": tr.state.value,
+            "level": None if tr.lv is None else tr.lv.level,
+            "placement": self.last_placement,
+            "events": [e.name for e in events],
+            "desyncs": tr.desyncs,
+            "late": st.late_schedules,
+            "read_ms": st.read_ms[-1] if st.read_ms else None,
+            "handle_p99_ms": percentiles(st.handle_ms[-600:]),
+            "spawn_to_wire_ms": st.spawn_to_wire_ms[-1] if st.spawn_to_wire_ms else None,
+            "capture_latency_frames": st.capture_latency_frames[-1]
+            if st.capture_latency_frames
+            else None,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        st = self.stats
+        tr = self.tracker
+        cleared = sum(r["result"] == "stage_clear" for r in self.results)
+        out = {
+            "levels": self.results,
+            "levels_played": len(self.results),
+            "levels_cleared": cleared,
+            "levels_failed": len(self.results) - cleared,
+            "console_frames": 0
+            if st.first_frame is None or st.last_frame is None
+            else st.last_frame - st.first_frame + 1,
+            "captured_frames": st.frames,
+            "decisions": st.decisions,
+            "missed_decisions": st.missed_decisions,
+            "desyncs": tr.desyncs,
+            "resyncs": tr.resyncs,
+            "timing_slips": tr.timing_slips,
+            "late_schedules": st.late_schedules,
+            "late_frames": st.late_frames,
+            "schedules": st.schedules,
+            "underruns": st.underruns,
+            "watchdog_trips": st.watchdog_trips,
+            "arm_misses": st.arm_misses,
+            "status_gaps": tr.status_gaps,
+            "link_losses": st.link_losses,
+            "capture_timeouts": st.capture_losses,
+            "latency_ms": {
+                "capture_to_observation": percentiles(st.read_ms),
+                "frame_handling": percentiles(st.handle_ms),
+                "spawn_to_wire": percentiles(st.spawn_to_wire_ms),
+                "planner": percentiles(st.plan_ms),
+                "policy": percentiles(st.policy_ms),
+                "spawn_to_wire_without_planner_and_policy": percentiles(st.overhead_ms),
+            },
+            "capture_latency_frames": percentiles(st.capture_latency_frames),
+            "peak_rss_mb": peak_rss_mb(),
+            "wall_s": round(time.perf_counter() - self.t_start, 3),
+            "reader": getattr(self.reader, "name", "?"),
+            "policy": getattr(self.policy, "name", "?"),
+            "planner": getattr(self.planner, "name", "?"),
+            "capture": self.source.describe(),
+        }
+        self.log.write("summary", **out)
+        return out
+
+
+def _falling_at(game: engine.Game) -> bool:
+    return int(game.next_action) == 0 and int(game.phase) == 1
+
+
+# ---- the simulated console, wired up -------------------------------------------------------
+
+
+@dataclass
+class SimOptions:
+    """The simulated console behind ``hil run --sim``: level seeds (one per level, cycled),
+    the capture profile, seeds, faults to inject."""
+
+    profile: str = "mjpeg_720p_q70"
+    seeds: list[int] = field(default_factory=lambda: [0x8988])
+    capture_seed: int = 0
+    console_seed: int = 0
+    faults: list[Any] = field(default_factory=list)
+
+
+def run_sim(
+    settings: RunSettings,
+    sim: SimOptions,
+    *,
+    reader: str = "oracle",
+    policy: str = "heuristic",
+    taps_only: bool = False,
+    log_path: str | Path | None = None,
+    view: Callable[[dict[str, Any]], None] | None = None,
+    say: Callable[[str], None] | None = None,
+    on_frame: Callable[[Runtime, Frame], None] | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """Plays ``settings.levels`` on a SimConsole; returns (summary, console)."""
+    from calibration import Profile
+    from hil.console_sim import SimConsole, SimLevel
+
+    profile = Profile.load(sim.profile)
+    levels = [
+        SimLevel(lp.level, lp.speed, sim.seeds[i % len(sim.seeds)])
+        for i, lp in enumerate(settings.levels)
+    ]
+    settings.latency_frames = profile.timing.latency_frames
+    settings.jitter_ms = profile.timing.jitter_ms
+    console = SimConsole(
+        levels,
+        profile,
+        realtime=not settings.fast,
+        capture_seed=sim.capture_seed,
+        console_seed=sim.console_seed,
+        max_frames=settings.max_frames + 600,
+        faults=sim.faults,
+    )
+    log = EventLog(log_path)
+    try:
+        rt = Runtime(
+            settings,
+            console.capture,
+            lambda: console.port,
+            make_reader(reader, profile),
+            make_policy(policy),
+            EnginePlanner(taps_only),
+            clock=console.now_ns,
+            log=log,
+            view=view,
+            say=say,
+            on_frame=on_frame,
+        )
+        console.start()
+        summary = rt.run()
+        summary["sim"] = {
+            "profile": profile.name,
+            "levels": [asdict(r.spec) | {"result": r.result} for r in console.records],
+            "fc_phase": console.fc_phase,
+        }
+    finally:
+        log.close()
+        console.close()
+    return summary, console

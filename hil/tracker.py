@@ -1,0 +1,885 @@
+"""The tracker: a shadow engine state kept in step with the console, checked against what is seen.
+
+Frames and states (docs/RUN.md, "Frame clock"): console frame ``g`` is the firmware's g-th latch
+group. A level that starts at base frame ``b`` has its engine state ``e = g - b`` in the picture
+of frame g (render_frame of the state before frame g's step; the falling pill's sprites one
+frame older again), and the byte latched in frame ``b + e`` is the mask of engine step
+``e -> e + 1``. The firmware's STATUS says which byte every frame latched, so the shadow state
+is exact as long as the level's start (b), the frameCounter phase at it and the board are
+right; the pictures are used to find those, to check every prediction and to re-sync.
+
+- :class:`FrameClock` maps firmware frames to host time from the STATUS messages (the device's
+  latch timestamps and a min-filtered device-to-host offset) and answers "which frame can I
+  still schedule" and "which frame does a capture that arrived at time A show".
+- :class:`Tracker` aligns each level (hypotheses over the base frame and frameCounter mod 16,
+  scored on the observations of the level intro and first throw), then keeps the confirmed
+  shadow state (stepped with latched masks), predicts future frames with the scheduled masks,
+  compares ``engine.screen_facts`` of the predicted state with every Observation (the sprite
+  offset, the row-by-row redraw lag and the virus animation are part of the prediction), and
+  reports events: level start, spawn (first visible frame), lock, clears, stage clear, top-out,
+  desync. On a divergence it re-syncs the shadow state from the observation (board cells,
+  pill pose and colours) and asks for a re-plan; if that does not explain what is seen it waits
+  blind for the next spawn and re-anchors there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+from engine import ScreenKind
+from engine.constants import Phase
+from hil.observation import (
+    Observation,
+    PillSeen,
+    canonical_cells,
+    canonical_pill,
+    observation_from_facts,
+)
+
+NES_HZ = 60.0988
+SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
+
+
+# ---- frame clock -------------------------------------------------------------------------------
+
+
+class FrameClock:
+    """Firmware frames <-> host time (ns), learnt from STATUS messages.
+
+    ``on_status(frame, first_latch_us, host_ns)``: a STATUS of that frame arrived at host time
+    host_ns. The device-to-host offset is the minimum over the last 512 of ``host arrival -
+    (latch + window)`` (messages are only ever late), the frame period the slope of the device
+    timestamps over the same span (the console's crystal, not the nominal 60.0988 Hz).
+    ``on_pong(device_us, host_ns)`` adds an offset sample from a PING round trip.
+    """
+
+    def __init__(self, hz: float = NES_HZ, window_us: int = 5000) -> None:
+        self.nominal_ns = 1e9 / hz
+        self.window_us = window_us
+        self._samples: deque[tuple[int, int]] = deque(maxlen=512)  # (frame, latch_us)
+        self._offsets: deque[float] = deque(maxlen=512)
+        self._offset: float | None = None
+        self._period: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._samples) and bool(self._offsets)
+
+    def reset(self) -> None:
+        """Forget everything (the firmware restarted: its frames and clock begin again)."""
+        self._samples.clear()
+        self._offsets.clear()
+        self._offset = self._period = None
+
+    def on_status(self, frame: int, first_latch_us: int, host_ns: int) -> None:
+        if self._samples and frame <= self._samples[-1][0]:
+            return
+        self._samples.append((frame, first_latch_us))
+        self._offsets.append(host_ns - (first_latch_us + self.window_us) * 1000.0)
+        self._offset = self._period = None
+
+    def on_pong(self, device_us: int, host_ns: int) -> None:
+        self._offsets.append(host_ns - device_us * 1000.0)
+        self._offset = None
+
+    @property
+    def offset_ns(self) -> float:
+        if self._offset is None:
+            self._offset = min(self._offsets)
+        return self._offset
+
+    @property
+    def period_ns(self) -> float:
+        if self._period is None:
+            f0, t0 = self._samples[0]
+            f1, t1 = self._samples[-1]
+            self._period = (t1 - t0) * 1000.0 / (f1 - f0) if f1 - f0 >= 30 else self.nominal_ns
+        return self._period
+
+    @property
+    def samples(self) -> int:
+        """STATUS messages the estimate rests on (up to 512)."""
+        return len(self._samples)
+
+    @property
+    def last_frame(self) -> int:
+        """The newest frame a STATUS was received for (-1 before any)."""
+        return self._samples[-1][0] if self._samples else -1
+
+    def latch_ns(self, frame: int) -> float:
+        """Host time of ``frame``'s first latch. Requires ``ready``."""
+        f, t_us = self._samples[-1]
+        return t_us * 1000.0 + (frame - f) * self.period_ns + self.offset_ns
+
+    def frame_at(self, host_ns: float) -> int:
+        """The newest frame whose first latch is at or before ``host_ns``."""
+        f, t_us = self._samples[-1]
+        return f + math.floor((host_ns - t_us * 1000.0 - self.offset_ns) / self.period_ns)
+
+    def first_schedulable(self, host_ns: float, margin_ns: float = 0.0) -> int:
+        """The first frame a SCHEDULE sent at ``host_ns`` (+ margin) still reaches: frame g is
+        armed (fixed) when frame g-1's latch window closes."""
+        t = host_ns + margin_ns - self.window_us * 1000.0
+        return self.frame_at(t) + 2
+
+    def shown_frames(
+        self, arrival_ns: float, latency_ns: float, jitter_ns: float, slack_ns: float = 5e5
+    ) -> range:
+        """Console frames a capture that arrived at ``arrival_ns`` can show: the device holds
+        the newest complete picture when it samples (frame g complete at latch(g) + period),
+        and delivers it ``latency_ns`` plus 0..``jitter_ns`` later. ``slack_ns`` covers the
+        error of the clock mapping itself (a capture sampled right at a frame boundary)."""
+        done = arrival_ns - latency_ns - self.period_ns
+        hi = self.frame_at(done + slack_ns)
+        lo = self.frame_at(done - jitter_ns)
+        return range(lo, hi + 1)
+
+
+# ---- comparing predictions with observations ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    """How strictly a prediction must agree with an observation.
+
+    min_confidence: cells read with less are not compared. cell_tolerance: confident cells
+    allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
+    use those facts when both sides know them."""
+
+    min_confidence: float = 0.5
+    cell_tolerance: int = 0
+    compare_next: bool = True
+    compare_throw: bool = True
+    compare_virus_frame: bool = True
+
+
+def mismatches(
+    pred: Observation, obs: Observation, cfg: MatchConfig, next_known: bool = True
+) -> list[str]:
+    """What differs between a predicted and an observed screen: a subset of "kind", "board",
+    "pill", "next", "throw", "virus_frame" (empty: they agree)."""
+    out = []
+    if pred.kind != obs.kind:
+        out.append("kind")
+    if pred.kind == ScreenKind.PAUSED or obs.kind == ScreenKind.PAUSED:
+        return out
+    sure = np.asarray(obs.confidence) >= cfg.min_confidence
+    diff = int(((pred.field != obs.field) & sure).sum())
+    if diff > cfg.cell_tolerance:
+        out.append("board")
+    if (pred.falling is None) != (obs.falling is None) or (
+        pred.falling is not None
+        and obs.falling is not None
+        and canonical_pill(pred.falling) != canonical_pill(obs.falling)
+    ):
+        out.append("pill")
+    if (
+        cfg.compare_next
+        and next_known
+        and pred.next_colors is not None
+        and obs.next_colors is not None
+        and pred.next_colors != obs.next_colors
+    ):
+        out.append("next")
+    if (
+        cfg.compare_throw
+        and pred.next_throw_frame is not None
+        and obs.next_throw_frame is not None
+        and pred.next_throw_frame != obs.next_throw_frame
+    ):
+        out.append("throw")
+    if (
+        cfg.compare_virus_frame
+        and pred.virus_frame is not None
+        and obs.virus_frame is not None
+        and pred.virus_frame != obs.virus_frame
+    ):
+        out.append("virus_frame")
+    return out
+
+
+def predicted_observation(game: engine.Game) -> Observation:
+    """What a perfect reader would read off render_frame(game)."""
+    return observation_from_facts(engine.screen_facts(game), source="prediction")
+
+
+def falling(game: engine.Game) -> bool:
+    """A pill is falling in this state (nextAction = action_pillFalling, playing)."""
+    return int(game.next_action) == 0 and int(game.phase) == Phase.PLAYING
+
+
+# ---- the tracker ----------------------------------------------------------------------------
+
+
+class LevelState(Enum):
+    IDLE = "idle"  # no level: waiting for the Start press
+    ALIGNING = "aligning"  # Start pressed: finding the level's base frame and frameCounter
+    TRACKING = "tracking"  # the shadow state follows the console
+    BLIND = "blind"  # diverged beyond a patch: waiting for the next spawn to re-anchor
+    ENDED = "ended"  # stage clear or top-out seen
+
+
+@dataclass
+class TrackerConfig:
+    """latency_ns: capture chain delay from a picture's completion to the host (calibrated;
+    the Profile's ``latency_frames``). jitter_ns: the most extra delay expected. mismatch_frames:
+    consecutive disagreeing captures before a divergence is declared (one repeated or stale
+    capture is not a divergence). align_window: base-frame hypotheses either side of the
+    prior. intro_frames: zero-input frames tabulated for the alignment."""
+
+    latency_ns: float = 0.0
+    jitter_ns: float = 4e6
+    hz: float = NES_HZ
+    window_us: int = 5000
+    mismatch_frames: int = 2
+    align_window: int = 3
+    intro_frames: int = 260
+    match: MatchConfig = field(default_factory=MatchConfig)
+
+
+@dataclass
+class Event:
+    """One thing the tracker saw or did; ``data`` is JSON-ready."""
+
+    name: str
+    frame: int | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.name, "frame": self.frame, **self.data}
+
+
+class _Level:
+    """Everything the tracker knows about the level in play."""
+
+    def __init__(self, level: int, speed: int, base_prior: int) -> None:
+        self.level = level
+        self.speed = speed
+        self.base_prior = base_prior
+        self.base: int | None = None
+        self.fc0: int | None = None  # frameCounter mod 16 in state 0
+        self.observations: list[tuple[range, Observation]] = []
+        self.board: npt.NDArray[np.uint8] | None = None
+        self.next0: tuple[int, int] | None = None
+        self.tables: dict[int, list[Observation]] = {}
+        self.misses: dict[tuple[int, int], int] = {}
+        # Tracking:
+        self.history: dict[int, engine.Game] = {}  # e -> confirmed state
+        self.spawns: dict[int, int] = {}  # e -> spawn count up to e
+        self.confirmed = 0  # newest e in history
+        # The next pill's colours as read while the spawn count was k (the preview changes
+        # only at a spawn: generateNextPill $8E9D); states with an unread count are not
+        # compared on them. The tracker never knows the pill reserve.
+        self.next_by_spawn: dict[int, tuple[int, int]] = {}
+        self.reported_spawn = 0
+        self.decided_spawn = 0
+        self.mismatch_run = 0
+        self.run_obs: list[tuple[range, Observation]] = []  # the current disagreeing captures
+        self.slip_run = 0
+        self.last_seen: Observation | None = None
+        self.result: str | None = None  # "stage_clear" / "top_out" once seen
+
+
+class Tracker:
+    """See the module docstring. ``log``: receives every Event as it happens."""
+
+    def __init__(self, config: TrackerConfig, log: Callable[[Event], None] | None = None) -> None:
+        self.cfg = config
+        self.clock = FrameClock(config.hz, config.window_us)
+        self.log = log or (lambda _e: None)
+        self.latched: dict[int, int] = {}  # frame -> mask the console read (STATUS)
+        self.planned: dict[int, int] = {}  # frame -> mask scheduled, not yet latched
+        self.state = LevelState.IDLE
+        self.lv: _Level | None = None
+        self.desyncs = 0
+        self.resyncs = 0
+        self.timing_slips = 0
+        self.replan = False
+        self.status_gaps = 0
+        self.last_matched: int | None = None  # newest console frame matched by a capture
+        self.frame_match: int | None = None  # the frame the last capture matched, or None
+        self.levels_started = 0
+        self._out: list[Event] = []  # events raised inside helpers, returned by on_frame
+
+    # ---- inputs: statuses, schedules ------------------------------------------------------
+
+    def on_status(self, frame: int, first_latch_us: int, mask: int, host_ns: int) -> None:
+        """A STATUS: ``frame`` latched ``mask`` at device time ``first_latch_us``."""
+        self.clock.on_status(frame, first_latch_us, host_ns)
+        self.latched[frame] = mask
+        self.planned.pop(frame, None)
+        for old in [f for f in self.latched if f < frame - 4000]:
+            del self.latched[old]
+        self._advance()
+
+    def on_schedule(self, first_frame: int, masks: Iterable[int]) -> None:
+        """Masks sent for frames ``first_frame`` on (they replace what was scheduled)."""
+        for i, m in enumerate(masks):
+            self.planned[first_frame + i] = int(m)
+
+    def mask_of(self, frame: int) -> int:
+        """The byte frame ``frame`` latched, or will latch as far as the host knows."""
+        if frame in self.latched:
+            return self.latched[frame]
+        return self.planned.get(frame, 0)
+
+    def renumber(self, shift: int) -> None:
+        """The firmware restarted and numbers console frame g as g - shift from now on."""
+        self.latched = {f - shift: m for f, m in self.latched.items()}
+        self.planned = {f - shift: m for f, m in self.planned.items()}
+        if self.lv is not None:
+            if self.lv.base is not None:
+                self.lv.base -= shift
+            self.lv.base_prior -= shift
+            self.lv.observations = [
+                (range(r.start - shift, r.stop - shift), o) for r, o in self.lv.observations
+            ]
+        if self.last_matched is not None:
+            self.last_matched -= shift
+
+    # ---- levels --------------------------------------------------------------------------------
+
+    def begin_level(self, level: int, speed: int, base_prior: int) -> None:
+        """A Start press was scheduled: the level's state 0 is expected in frame base_prior."""
+        self.lv = _Level(level, speed, base_prior)
+        self.state = LevelState.ALIGNING
+        self.levels_started += 1
+        self.log(Event("level_expected", base_prior, {"level": level, "speed": speed}))
+
+    @property
+    def base(self) -> int | None:
+        return None if self.lv is None else self.lv.base
+
+    def _make_state0(self, fc0: int) -> engine.Game:
+        lv = self.lv
+        assert lv is not None and lv.board is not None
+        g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
+        field = lv.board.reshape(-1)
+        g.field[:] = field
+        g.shown[:] = field
+        n = int(((field & 0xF0) == 0xD0).sum())
+        g.virus_left_bcd[()] = (n // 10) * 16 + n % 10
+        if lv.next0 is not None:
+            g.next_colors[:] = lv.next0
+        return g
+
+    def _build_tables(self) -> None:
+        lv = self.lv
+        assert lv is not None
+        for c in range(16):
+            g = self._make_state0(c)
+            table = []
+            for _ in range(self.cfg.intro_frames):
+                table.append(predicted_observation(g))
+                g.step(0)
+            lv.tables[c] = table
+        w = self.cfg.align_window
+        lv.misses = {
+            (b, c): 0 for b in range(lv.base_prior - w, lv.base_prior + w + 1) for c in range(16)
+        }
+        for frames, obs in lv.observations:
+            self._score(frames, obs)
+
+    def _score(self, frames: range, obs: Observation) -> None:
+        lv = self.lv
+        assert lv is not None and lv.board is not None
+        for (b, c), miss in lv.misses.items():
+            table = lv.tables[c]
+            ok = False
+            informative = False
+            for g in frames:
+                e = g - b
+                if e < 0:
+                    informative = True
+                    ok |= not (obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board))
+                elif e < len(table):
+                    informative = True
+                    ok |= not mismatches(table[e], obs, self.cfg.match)
+                if ok:
+                    break
+            if informative and not ok:
+                lv.misses[(b, c)] = miss + 1
+
+    def _try_align(self, force: bool = False) -> None:
+        lv = self.lv
+        assert lv is not None
+        if not lv.misses:
+            return
+        ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - lv.base_prior)))
+        (b, c), best = ranked[0]
+        runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
+        # b is pinned once the first pill is thrown (intro + throw frames tabulated).
+        seen_enough = any(g - b >= 150 for frames, _ in lv.observations for g in frames)
+        if force or (runner_up >= best + 2 and seen_enough):
+            self._start_tracking(b, c, ambiguous=runner_up < best + 2)
+
+    def _start_tracking(self, b: int, c: int, ambiguous: bool) -> None:
+        lv = self.lv
+        assert lv is not None
+        lv.base, lv.fc0 = b, c
+        state = self._make_state0(c)
+        lv.history = {0: state.clone()}
+        lv.spawns = {0: 0}
+        if lv.next0 is not None:
+            lv.next_by_spawn[0] = lv.next0
+        lv.confirmed = 0
+        self.state = LevelState.TRACKING
+        self._out.append(
+            Event(
+                "level_start",
+                b,
+                {
+                    "level": lv.level,
+                    "speed": lv.speed,
+                    "frame_counter_mod16": c,
+                    "viruses": int(state.virus_count),
+                    "ambiguous": ambiguous,
+                    "misses": lv.misses.get((b, c), 0),
+                },
+            )
+        )
+        lv.observations.clear()
+        self._advance()
+
+    # ---- the shadow state ------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        """Steps the confirmed state through every frame latched since."""
+        lv = self.lv
+        if (
+            lv is None
+            or lv.base is None
+            or self.state
+            not in (
+                LevelState.TRACKING,
+                LevelState.BLIND,
+            )
+        ):
+            return
+        last = self.clock.last_frame
+        while lv.base + lv.confirmed <= last:
+            g = lv.base + lv.confirmed
+            if g not in self.latched:
+                self.status_gaps += 1
+            game = lv.history[lv.confirmed].clone()
+            game.step(self.mask_of(g))
+            lv.confirmed += 1
+            lv.history[lv.confirmed] = game
+            before = lv.spawns[lv.confirmed - 1]
+            started = falling(game) and not falling(lv.history[lv.confirmed - 1])
+            lv.spawns[lv.confirmed] = before + int(started)
+            if started and lv.spawns[lv.confirmed] in lv.next_by_spawn:
+                game.next_colors[:] = lv.next_by_spawn[lv.spawns[lv.confirmed]]
+            old = lv.confirmed - 600
+            lv.history.pop(old, None)
+            lv.spawns.pop(old, None)
+
+    def state_at(self, e: int) -> tuple[engine.Game, int] | None:
+        """(state e of the level, spawns up to it): from history when confirmed, else
+        predicted from the confirmed state with the scheduled masks. None when e is before
+        the kept history."""
+        lv = self.lv
+        if lv is None or lv.base is None:
+            return None
+        if e <= lv.confirmed:
+            if e not in lv.history:
+                return None
+            return lv.history[e], lv.spawns[e]
+        game = lv.history[lv.confirmed].clone()
+        spawns = lv.spawns[lv.confirmed]
+        for k in range(lv.confirmed, e):
+            was = falling(game)
+            game.step(self.mask_of(lv.base + k))
+            if falling(game) and not was:
+                spawns += 1
+                if spawns in lv.next_by_spawn:
+                    game.next_colors[:] = lv.next_by_spawn[spawns]
+        return game, spawns
+
+    def confirmed_state(self) -> tuple[int, engine.Game] | None:
+        """(frame the next step latches in, a copy of the state before it)."""
+        lv = self.lv
+        if lv is None or lv.base is None or self.state != LevelState.TRACKING:
+            return None
+        return lv.base + lv.confirmed, lv.history[lv.confirmed].clone()
+
+    # ---- observations -------------------------------------------------------------------------
+
+    def shown_frames(self, arrival_ns: int) -> range:
+        return self.clock.shown_frames(arrival_ns, self.cfg.latency_ns, self.cfg.jitter_ns)
+
+    def on_frame(self, arrival_ns: int, obs: Observation) -> list[Event]:
+        """One captured frame's observation; returns the events it caused (also logged)."""
+        events: list[Event] = []
+        if not self.clock.ready:
+            return events
+        frames = self.shown_frames(arrival_ns)
+        self.frame_match = None
+        lv = self.lv
+        if lv is not None and frames.stop - 1 < lv.base_prior - self.cfg.align_window:
+            return events  # still the screen before this level (the capture lags the console)
+        if lv is not None:
+            prev = lv.last_seen
+            playing = self.state in (LevelState.TRACKING, LevelState.BLIND)
+            if obs.kind == ScreenKind.STAGE_CLEAR and playing:
+                if prev is None or prev.kind != ScreenKind.STAGE_CLEAR:
+                    events.append(self._end("stage_clear", frames.stop - 1))
+            elif obs.kind == ScreenKind.TOP_OUT and playing:
+                events.append(self._end("top_out", frames.stop - 1))
+            if self.state == LevelState.ALIGNING:
+                self._aligning(frames, obs)
+            if self.state == LevelState.TRACKING:
+                events += self._tracking(frames, obs)
+            elif self.state == LevelState.BLIND:
+                events += self._blind(frames, obs)
+            if prev is not None and self.state != LevelState.ALIGNING:
+                events += self._seen_events(prev, obs, frames)
+            lv.last_seen = obs
+        events = self._out + events
+        self._out = []
+        for ev in events:
+            self.log(ev)
+        return events
+
+    def _end(self, name: str, frame: int) -> Event:
+        self.state = LevelState.ENDED
+        self.replan = False
+        if self.lv is not None:
+            self.lv.result = name
+        return Event(name, frame, {"level": self.lv.level if self.lv else None})
+
+    def _aligning(self, frames: range, obs: Observation) -> None:
+        lv = self.lv
+        assert lv is not None
+        lv.observations.append((frames, obs))
+        if lv.board is None:
+            if obs.kind == ScreenKind.LEVEL and obs.virus_count > 0 and obs.falling is None:
+                lv.board = np.array(obs.field, dtype=np.uint8)
+                lv.next0 = obs.next_colors
+                self._build_tables()
+        else:
+            self._score(frames, obs)
+        if lv.board is not None:
+            # A pill in sight: its decision is due, so settle on the best hypothesis now.
+            self._try_align(force=obs.falling is not None)
+
+    def force_alignment(self) -> bool:
+        """Start tracking on the best hypothesis now (a decision is due). False if the board
+        has not been seen yet."""
+        if self.state != LevelState.ALIGNING or self.lv is None or self.lv.board is None:
+            return False
+        self._try_align(force=True)
+        return True
+
+    def _candidates(self, frames: range) -> list[tuple[int, Observation, int, bool]]:
+        """(frame, predicted observation, spawns, next known) per candidate frame."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        out = []
+        for g in frames:
+            got = self.state_at(g - lv.base)
+            if got is None:
+                continue
+            game, spawns = got
+            known = spawns in lv.next_by_spawn
+            out.append((g, predicted_observation(game), spawns, known))
+        return out
+
+    def _tracking(self, frames: range, obs: Observation) -> list[Event]:
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        events: list[Event] = []
+        match = None
+        worst: list[str] = []
+        for g, pred, spawns, known in reversed(self._candidates(frames)):
+            diff = mismatches(pred, obs, self.cfg.match, known)
+            if not diff:
+                match = (g, pred, spawns)
+                break
+            if not worst or len(diff) < len(worst):
+                worst = diff
+        if match is None:
+            lv.mismatch_run += 1
+            lv.run_obs.append((frames, obs))
+            if lv.mismatch_run >= self.cfg.mismatch_frames:
+                events += self._diverged(frames, obs, worst)
+            return events
+        lv.mismatch_run = 0
+        lv.run_obs = []
+        g, pred, spawns = match
+        self.last_matched = self.frame_match = g
+        if spawns > lv.reported_spawn and pred.falling is not None:
+            lv.reported_spawn = spawns
+            if spawns not in lv.next_by_spawn and obs.next_colors is not None:
+                self._learn_next(spawns, obs.next_colors)
+            events.append(
+                Event(
+                    "spawn",
+                    g,
+                    {
+                        "pill": spawns,
+                        "colors": list(pred.falling.colors),
+                        "next": None if obs.next_colors is None else list(obs.next_colors),
+                    },
+                )
+            )
+        return events
+
+    def _learn_next(self, spawn: int, colors: tuple[int, int]) -> None:
+        """The next pill's colours read after spawn ``spawn``: written into every state of that
+        spawn (the reserve is not known to the tracker; generateNextPill $8E9D copied it
+        there), and into those of later spawns' making from now on."""
+        lv = self.lv
+        assert lv is not None
+        lv.next_by_spawn[spawn] = colors
+        for e, game in lv.history.items():
+            if lv.spawns.get(e) == spawn:
+                game.next_colors[:] = colors
+
+    @property
+    def decision_due(self) -> int | None:
+        """The pill (spawn count) that is seen and not yet planned, or None."""
+        lv = self.lv
+        if lv is None or self.state != LevelState.TRACKING:
+            return None
+        if lv.reported_spawn > lv.decided_spawn:
+            return lv.reported_spawn
+        return None
+
+    def decided(self, pill: int) -> None:
+        if self.lv is not None:
+            self.lv.decided_spawn = max(self.lv.decided_spawn, pill)
+        self.replan = False
+
+    # ---- divergence ---------------------------------------------------------------------------
+
+    def _diverged(self, frames: range, obs: Observation, what: list[str]) -> list[Event]:
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        # A capture mapped to the wrong frame (latency drift, a late or repeated capture) is a
+        # timing slip, not a different game: look a frame or two further either side.
+        wide = range(frames.start - 2, frames.stop + 1)
+        for g, pred, _s, known in reversed(self._candidates(wide)):
+            if g not in frames and not mismatches(pred, obs, self.cfg.match, known):
+                lv.mismatch_run = 0
+                lv.run_obs = []
+                lv.slip_run += 1
+                self.timing_slips += 1
+                shift = g - (frames.stop - 1) if g >= frames.stop else g - frames.start
+                return [Event("timing_slip", g, {"shift_frames": shift, "run": lv.slip_run})]
+        lv.slip_run = 0
+        self.desyncs += 1
+        g = frames.stop - 1
+        events = [Event("desync", g, {"what": what, "seen": obs.to_json()})]
+        fixed = self._resync(lv.run_obs)
+        lv.mismatch_run = 0
+        lv.run_obs = []
+        if fixed is not None:
+            self.resyncs += 1
+            self.replan = True
+            at, how = fixed
+            events.append(Event("resync", at, {"how": how}))
+        else:
+            self.state = LevelState.BLIND
+            self.replan = False
+            events.append(Event("blind", g, {"until": "the next spawn is seen"}))
+        return events
+
+    def _resync(self, run: list[tuple[range, Observation]]) -> tuple[int, str] | None:
+        """Re-sync from the disagreeing captures: the state before the picture of the first
+        one takes the observed board, pill pose and colours (and, if needed, a guess at the
+        hidden pill microstate: speedCounter, held buttons, DAS counter); accepted when the
+        prediction from it, with the latched masks, agrees with every capture of the run.
+        Returns (frame, how) or None."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        for frames, obs in run:
+            if obs.kind != ScreenKind.LEVEL:
+                continue
+            for g in reversed(frames):
+                e = g - lv.base
+                got = self.state_at(e - 1)
+                if got is None:
+                    continue
+                before, spawns = got
+                for variant in _MICROSTATE_GUESSES:
+                    game = before.clone()
+                    _write_board(game, obs)
+                    if obs.falling is not None and falling(game):
+                        _write_pill(game, obs.falling)
+                        for name, value in variant:
+                            getattr(game, name)[()] = value
+                    elif variant:
+                        continue
+                    if obs.next_colors is not None:
+                        game.next_colors[:] = obs.next_colors
+                    if self._explains(e - 1, game, run):
+                        if obs.next_colors is not None:
+                            lv.next_by_spawn[spawns] = obs.next_colors
+                        self._rebase(e - 1, game, spawns)
+                        guess = ", ".join(f"{n}={v}" for n, v in variant) or "none"
+                        return g, f"board and pill from the capture; microstate guess: {guess}"
+        return None
+
+    def _explains(self, e0: int, game: engine.Game, run: list[tuple[range, Observation]]) -> bool:
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        last = max(fr.stop - 1 for fr, _ in run) - lv.base
+        preds: dict[int, Observation] = {}
+        g = game.clone()
+        for e in range(e0, last + 1):
+            if e > e0:
+                g.step(self.mask_of(lv.base + e - 1))
+            preds[e] = predicted_observation(g)
+        for frames, obs in run:
+            cands = [f - lv.base for f in frames if f - lv.base > e0]
+            if not cands:
+                continue
+            if all(mismatches(preds[e], obs, self.cfg.match) for e in cands):
+                return False
+        return True
+
+    def _rebase(self, e: int, game: engine.Game, spawns: int) -> None:
+        """Replace the history from state e on: ``game`` is state e; replay latched masks."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        for k in [k for k in lv.history if k >= e]:
+            del lv.history[k]
+            lv.spawns.pop(k, None)
+        lv.history[e] = game
+        lv.spawns[e] = spawns
+        lv.confirmed = e
+        self._advance()
+
+    def _blind(self, frames: range, obs: Observation) -> list[Event]:
+        """Waiting for a spawn to re-anchor: a falling pill at the spawn pose on a LEVEL screen."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        f = obs.falling
+        if obs.kind != ScreenKind.LEVEL or f is None or (f.x, f.y, f.rotation) != (3, 15, 0):
+            return []
+        g = frames.stop - 1
+        e = g - lv.base
+        template = self._spawn_template(e)
+        if template is None:
+            return []
+        game, spawns = template
+        _write_board(game, obs)
+        game.pill_colors[:] = f.colors
+        if obs.next_colors is not None:
+            game.next_colors[:] = obs.next_colors
+        n = obs.virus_count
+        game.virus_left_bcd[()] = (n // 10) * 16 + n % 10
+        # The sprite shows the pose of the state before; re-anchor that state.
+        if obs.next_colors is not None:
+            lv.next_by_spawn[spawns] = obs.next_colors
+        self._rebase(e - 1, game, spawns)
+        self.state = LevelState.TRACKING
+        lv.reported_spawn = max(lv.reported_spawn, spawns)
+        lv.decided_spawn = lv.reported_spawn - 1
+        self.resyncs += 1
+        return [
+            Event("resync", g, {"how": "re-anchored at a spawn", "pill": spawns}),
+            Event("spawn", g, {"pill": spawns, "colors": list(f.colors), "reanchored": True}),
+        ]
+
+    def _spawn_template(self, e: int) -> tuple[engine.Game, int] | None:
+        """A state with a pill just spawned whose frameCounter fits state e - 1: the shadow
+        stepped without buttons from its newest state until a pill falls, then moved to e - 1's
+        frame parity and counter."""
+        lv = self.lv
+        assert lv is not None
+        got = self.state_at(min(e - 1, lv.confirmed))
+        if got is None:
+            return None
+        game, spawns = got
+        game = game.clone()
+        for _ in range(400):
+            if falling(game):
+                break
+            was = falling(game)
+            game.step(0)
+            spawns += int(falling(game) and not was)
+        if not falling(game):
+            return None
+        assert lv.fc0 is not None
+        game.frame_counter[()] = (lv.fc0 + e - 1) & 0xFF
+        game.pill_x[()] = SPAWN_X
+        game.pill_y[()] = SPAWN_Y
+        game.pill_rotation[()] = 0
+        game.speed_counter[()] = 0
+        return game, spawns
+
+    # ---- events seen on screen --------------------------------------------------------------
+
+    def _seen_events(self, prev: Observation, obs: Observation, frames: range) -> list[Event]:
+        out = []
+        g = self.last_matched if self.last_matched in frames else frames.stop - 1
+        if prev.falling is not None and obs.falling is None and obs.kind == ScreenKind.LEVEL:
+            p = prev.falling
+            out.append(Event("lock", g, {"pose": [p.x, p.y, p.rotation]}))
+        clearing = int(((obs.field & 0xF0) == 0xB0).sum())
+        before = int(((prev.field & 0xF0) == 0xB0).sum())
+        if clearing > before:
+            out.append(Event("clear", g, {"cells": clearing}))
+        return out
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+# Guesses at the falling pill's hidden microstate after a divergence (what the picture cannot
+# show): speedCounter $92, the held buttons $F7 (a missed or extra press), the DAS counter $93.
+_MICROSTATE_GUESSES: list[tuple[tuple[str, int], ...]] = [
+    (),
+    (("btns_held", 0),),
+    (("speed_counter", 0),),
+    (("btns_held", 0), ("hor_velocity", 0)),
+    (("hor_velocity", 0),),
+    (("hor_velocity", 16),),
+    (("btns_held", 0), ("speed_counter", 0)),
+    (("btns_held", 0), ("speed_counter", 0), ("hor_velocity", 0)),
+]
+
+
+def _usable_seed(level: int) -> int:
+    for seed in (0x8988, 0x1234, 0x4321):
+        try:
+            engine.generate_level(level, seed)
+            return seed
+        except ValueError:
+            continue
+    raise ValueError(f"no usable RNG seed for level {level}")
+
+
+def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
+    return bool(np.array_equal(obs.field, board))
+
+
+def _write_board(game: engine.Game, obs: Observation) -> None:
+    """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
+    as tile $Fx)."""
+    sure = (np.asarray(obs.confidence) >= 0.5).reshape(-1)
+    seen = canonical_cells(obs.field).reshape(-1)
+    field = np.asarray(game.field)
+    shown = np.asarray(game.shown)
+    field[sure] = seen[sure]
+    tiles = seen.copy()
+    clearing = (tiles & 0xF0) == 0xB0
+    tiles[clearing] = tiles[clearing] + 0x40
+    shown[sure] = tiles[sure]
+
+
+def _write_pill(game: engine.Game, pill: PillSeen) -> None:
+    game.pill_x[()] = pill.x
+    game.pill_y[()] = pill.y
+    game.pill_rotation[()] = pill.rotation
+    game.pill_colors[:] = pill.colors

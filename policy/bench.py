@@ -1,0 +1,106 @@
+"""Policy timings as JSON: ONNX inference with masking per decision (one core), and the teacher.
+
+    python -m policy.bench [--states 200] [--teacher-states 40] [--taps-only]
+
+States are spawn states of seeded games (levels 0, 5, 10, 15, 20 x LOW/MED/HI) reached by
+playing random reachable placements. "onnx" times PlacementPolicy.choose (feature encoding,
+onnxruntime with one intra-op thread, masking, argmax) given the planner's reachable set;
+"teacher" times Teacher.search (its plans, engine play-outs and evaluation). Reported as
+median, trimmed mean (10% cut each side) and min in milliseconds, as opencv_zoo's benchmark
+does; "plan" is one engine.plan per state, for scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import engine
+from engine import _core
+from policy.play import Episode, at_spawn, to_spawn
+
+
+def spawn_states(count: int, seed: int = 0) -> list[engine.Game]:
+    """`count` spawn states from random play over levels 0-20 and all speeds."""
+    rng = np.random.default_rng(seed)
+    states: list[engine.Game] = []
+    cells = [(lv, sp) for lv in (0, 5, 10, 15, 20) for sp in (0, 1, 2)]
+    game_no = 0
+    while len(states) < count:
+        lv, sp = cells[game_no % len(cells)]
+        g = Episode(lv, sp, 0x4000 + 2 * game_no, game_no & 0xFF).game()
+        game_no += 1
+        to_spawn(g)
+        for _ in range(int(rng.integers(0, 12))):
+            if not at_spawn(g):
+                break
+            plan = _core.plan(g, taps_only=True)
+            if len(plan) == 0:
+                break
+            g.run(plan.masks(int(plan.placements[int(rng.integers(len(plan)))])))
+            to_spawn(g)
+        if at_spawn(g):
+            states.append(g)
+    return states
+
+
+def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -> dict[str, float]:
+    """Median, 10%-trimmed mean and min of fn(item) in milliseconds."""
+    for it in items[:warmup]:
+        fn(it)
+    ts = []
+    for it in items:
+        t = time.perf_counter()
+        fn(it)
+        ts.append((time.perf_counter() - t) * 1e3)
+    a = np.sort(np.asarray(ts))
+    cut = len(a) // 10
+    trimmed = a[cut : len(a) - cut] if len(a) > 2 * cut else a
+    return {
+        "median_ms": float(np.median(a)),
+        "trimmed_mean_ms": float(trimmed.mean()),
+        "min_ms": float(a[0]),
+        "n": len(a),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m policy.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--states", type=int, default=200)
+    ap.add_argument("--teacher-states", type=int, default=40)
+    ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
+    ap.add_argument("--taps-only", action="store_true", help="teacher plans with taps_only")
+    args = ap.parse_args(argv)
+    if args.states < 1 or args.teacher_states < 0:
+        ap.error("--states must be >= 1 and --teacher-states >= 0")
+
+    from policy.features import Observation
+    from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
+    from policy.teacher import Teacher
+
+    states = spawn_states(args.states)
+    plans = [_core.plan(g, taps_only=True) for g in states]
+    inputs = [(Observation.from_game(g), p.reachable) for g, p in zip(states, plans, strict=True)]
+    policy = PlacementPolicy(args.model or DEFAULT_MODEL, threads=1)
+    report: dict[str, Any] = {
+        "onnx_decision": timing(lambda x: policy.choose(*x), inputs),
+        "onnx_threads": 1,
+    }
+    if args.teacher_states:
+        teacher = Teacher(taps_only=args.taps_only)
+        sub = states[: args.teacher_states]
+        report["teacher_decision"] = timing(teacher.search, sub, warmup=1)
+        report["plan"] = timing(lambda g: _core.plan(g, taps_only=args.taps_only), sub, warmup=1)
+        report["teacher_taps_only"] = args.taps_only
+        report["teacher_beam"] = teacher.beam
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,287 @@
+"""Seeded evaluation of placement policies through the engine.
+
+    python -m policy.eval --levels 0-20 --speeds low,med,hi --episodes 20 --out out/eval
+
+plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx),
+prints a table (clear rate, median and p90 frames to clear, top-outs, time-outs), and writes
+eval.json and eval.png under --out. A game is fixed by (level, speed, seed, frameCounter);
+seeds are even and start at --seed-start (0x8000 by default: policy.train draws its games
+below 0x8000, so evaluation games are never training games). Results do not depend on
+--workers: each game is played by a fresh policy object seeded from the game.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from policy.play import DEFAULT_MAX_FRAMES, Episode, Policy, Result, episodes, play
+
+POLICIES = ("random", "greedy", "teacher", "onnx")
+SPEEDS = {"low": 0, "med": 1, "hi": 2}
+SPEED_NAMES = {v: k for k, v in SPEEDS.items()}
+EVAL_SEED_START = 0x8000
+
+
+@dataclass(frozen=True)
+class Config:
+    """What every worker needs to build the policies."""
+
+    model: str | None
+    taps_only: bool
+    max_frames: int
+
+
+def parse_levels(text: str) -> list[int]:
+    """'0-20' or '0,5,10' or '3-5,20' -> sorted levels; ValueError when out of 0..24."""
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise ValueError(f"levels must look like 0-20 or 0,5,10, got {text!r}") from None
+        if not (0 <= a <= b <= 24):
+            raise ValueError(f"levels must be within 0..24 (low-high), got {part!r}")
+        out.update(range(a, b + 1))
+    if not out:
+        raise ValueError("no level given")
+    return sorted(out)
+
+
+def parse_speeds(text: str) -> list[int]:
+    """'low,med,hi' -> [0, 1, 2]; ValueError on an unknown name."""
+    out = []
+    for part in text.split(","):
+        name = part.strip().lower()
+        if name not in SPEEDS:
+            raise ValueError(f"speeds must be among low, med, hi, got {part!r}")
+        out.append(SPEEDS[name])
+    return sorted(set(out))
+
+
+def parse_policies(text: str) -> list[str]:
+    out = [p.strip().lower() for p in text.split(",") if p.strip()]
+    bad = [p for p in out if p not in POLICIES]
+    if bad or not out:
+        raise ValueError(f"policies must be among {', '.join(POLICIES)}, got {text!r}")
+    return out
+
+
+def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
+    """A fresh policy for one game (the random baseline is seeded from the game)."""
+    if name == "random":
+        from policy.baselines import RandomPolicy
+
+        seed = (episode.level * 3 + episode.speed) << 16 | episode.seed
+        return RandomPolicy(seed=seed, taps_only=cfg.taps_only)
+    if name == "greedy":
+        from policy.baselines import greedy
+
+        return greedy(taps_only=cfg.taps_only)
+    if name == "teacher":
+        from policy.teacher import Teacher
+
+        return Teacher(taps_only=cfg.taps_only)
+    if name == "onnx":
+        return _onnx_policy(cfg)
+    raise ValueError(f"unknown policy {name!r}")
+
+
+_ONNX: dict[tuple[str | None, bool], Any] = {}
+
+
+def _onnx_policy(cfg: Config) -> Policy:
+    key = (cfg.model, cfg.taps_only)
+    if key not in _ONNX:  # one onnxruntime session per process
+        from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
+
+        _ONNX[key] = PlacementPolicy(cfg.model or DEFAULT_MODEL, threads=1, taps_only=cfg.taps_only)
+    policy: Policy = _ONNX[key]
+    return policy
+
+
+def _run(job: tuple[str, Episode, Config]) -> tuple[str, Result]:
+    name, episode, cfg = job
+    return name, play(make_policy(name, cfg, episode), episode, max_frames=cfg.max_frames)
+
+
+def run_jobs(
+    jobs: Sequence[tuple[str, Episode, Config]], workers: int, progress: bool = True
+) -> list[tuple[str, Result]]:
+    """Plays every job (in `workers` processes when > 1); results in job order."""
+    from rich.progress import Progress
+
+    results: list[tuple[str, Result]] = []
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task("games", total=len(jobs))
+        if workers <= 1:
+            for job in jobs:
+                results.append(_run(job))
+                bar.advance(task)
+        else:
+            with mp.get_context("spawn").Pool(workers) as pool:
+                for r in pool.imap(_run, jobs, chunksize=1):
+                    results.append(r)
+                    bar.advance(task)
+    return results
+
+
+def summarize(results: Sequence[tuple[str, Result]]) -> list[dict[str, Any]]:
+    """One row per (policy, level, speed): games, clear rate, median/p90 frames to clear (over
+    cleared games; None when none cleared), top-outs, time-outs, median pills."""
+    groups: dict[tuple[str, int, int], list[Result]] = {}
+    for name, r in results:
+        groups.setdefault((name, r.level, r.speed), []).append(r)
+    rows = []
+    for (name, level, speed), rs in groups.items():
+        frames = np.array([r.frames for r in rs if r.cleared], dtype=np.float64)
+        rows.append(
+            {
+                "policy": name,
+                "level": level,
+                "speed": SPEED_NAMES[speed],
+                "games": len(rs),
+                "clear_rate": sum(r.cleared for r in rs) / len(rs),
+                "median_frames": float(np.median(frames)) if frames.size else None,
+                "p90_frames": float(np.percentile(frames, 90)) if frames.size else None,
+                "top_outs": sum(r.topped_out for r in rs),
+                "time_outs": sum(not r.cleared and not r.topped_out for r in rs),
+                "median_pills": float(np.median([r.pills for r in rs])),
+            }
+        )
+    return rows
+
+
+def print_table(rows: Sequence[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="policy.eval: frames to clear (since the level state was made)")
+    for col in ("policy", "level", "speed", "games", "clear %", "median", "p90", "top-outs"):
+        table.add_column(col, justify="right" if col not in ("policy", "speed") else "left")
+    for r in rows:
+        table.add_row(
+            r["policy"],
+            str(r["level"]),
+            r["speed"],
+            str(r["games"]),
+            f"{100 * r['clear_rate']:.1f}",
+            "-" if r["median_frames"] is None else f"{r['median_frames']:.0f}",
+            "-" if r["p90_frames"] is None else f"{r['p90_frames']:.0f}",
+            str(r["top_outs"]),
+        )
+    Console().print(table)
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """Clear rate and median frames to clear against level, one line per policy and speed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    styles = {"low": ":", "med": "--", "hi": "-"}
+    keys = sorted({(r["policy"], r["speed"]) for r in rows}, key=lambda k: (k[0], SPEEDS[k[1]]))
+    for policy, speed in keys:
+        sel = sorted(
+            (r for r in rows if r["policy"] == policy and r["speed"] == speed),
+            key=lambda r: r["level"],
+        )
+        lv = [r["level"] for r in sel]
+        label = f"{policy} {speed}"
+        ax1.plot(lv, [100 * r["clear_rate"] for r in sel], styles[speed], marker="o", label=label)
+        med = [np.nan if r["median_frames"] is None else r["median_frames"] for r in sel]
+        ax2.plot(lv, med, styles[speed], marker="o", label=label)
+    ax1.set(xlabel="level", ylabel="clear rate (%)", ylim=(-2, 102), title="games cleared")
+    ax2.set(xlabel="level", ylabel="frames", title="median frames to clear")
+    ax1.grid(alpha=0.3)
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def evaluate(
+    policies: Sequence[str],
+    levels: Sequence[int],
+    speeds: Sequence[int],
+    count: int,
+    cfg: Config,
+    seed_start: int = EVAL_SEED_START,
+    workers: int = 1,
+    progress: bool = True,
+) -> tuple[list[tuple[str, Result]], list[dict[str, Any]]]:
+    """(per-game results, summary rows) for `count` seeded games per (policy, level, speed)."""
+    eps = list(episodes(levels, speeds, count, seed_start))
+    jobs = [(name, ep, cfg) for name in policies for ep in eps]
+    results = run_jobs(jobs, workers, progress)
+    return results, summarize(results)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m policy.eval", description=__doc__.split("\n")[0])
+    ap.add_argument("--levels", default="0-20", help="e.g. 0-20 or 0,10,20 (default 0-20)")
+    ap.add_argument("--speeds", default="low,med,hi", help="low,med,hi (default all)")
+    ap.add_argument("--episodes", type=int, default=10, help="games per level and speed")
+    ap.add_argument("--policies", default=",".join(POLICIES), help="random,greedy,teacher,onnx")
+    ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
+    ap.add_argument("--out", default="out/eval", help="folder for eval.json and eval.png")
+    ap.add_argument("--seed-start", type=lambda s: int(s, 0), default=EVAL_SEED_START)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--max-frames", type=int, default=DEFAULT_MAX_FRAMES)
+    ap.add_argument("--taps-only", action="store_true", help="plan with taps_only (not exact)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        levels = parse_levels(args.levels)
+        speeds = parse_speeds(args.speeds)
+        policies = parse_policies(args.policies)
+        if args.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+        if args.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    except ValueError as e:
+        ap.error(str(e))
+    cfg = Config(model=args.model, taps_only=args.taps_only, max_frames=args.max_frames)
+    results, rows = evaluate(
+        policies,
+        levels,
+        speeds,
+        args.episodes,
+        cfg,
+        seed_start=args.seed_start,
+        workers=args.workers,
+        progress=not args.no_progress,
+    )
+    print_table(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "args": {k: v for k, v in vars(args).items() if k != "no_progress"},
+        "summary": rows,
+        "games": [{"policy": name, **r.as_dict()} for name, r in results],
+    }
+    (out / "eval.json").write_text(json.dumps(doc, indent=1))
+    plot(rows, out / "eval.png")
+    print(f"wrote {out / 'eval.json'} and {out / 'eval.png'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""onnxruntime inference of the placement network with the planner's mask (no torch here).
+
+policy = PlacementPolicy()                       # policy/models/policy.onnx, one thread
+placement = policy.choose(observation, reachable)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+
+import engine
+from engine import _core
+from policy.features import NUM_PLACEMENTS, Observation, encode
+from policy.play import Decision
+
+DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"
+
+
+class PlacementPolicy:
+    """The shipped placement network.
+
+    model: path of the ONNX file. threads: onnxruntime intra-op threads (1: one core).
+    taps_only: plan with engine.plan(taps_only=True) in act() (faster, may miss placements).
+    Raises FileNotFoundError when the model file is missing.
+    """
+
+    name = "onnx"
+
+    def __init__(
+        self, model: str | Path = DEFAULT_MODEL, threads: int = 1, taps_only: bool = False
+    ) -> None:
+        path = Path(model)
+        if not path.is_file():
+            raise FileNotFoundError(f"policy model not found: {path} (see docs/POLICY.md)")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        self.session = ort.InferenceSession(
+            str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        self.taps_only = taps_only
+
+    def logits(
+        self, board: npt.NDArray[np.float32], extras: npt.NDArray[np.float32], mask: npt.ArrayLike
+    ) -> npt.NDArray[np.float32]:
+        """Masked logits float32[B, 512] for board [B, 11, 16, 8], extras [B, 18], mask [B, 512]."""
+        m = np.asarray(mask, dtype=bool).reshape(-1, NUM_PLACEMENTS)
+        (out,) = self.session.run(
+            None,
+            {
+                "board": np.ascontiguousarray(board, dtype=np.float32),
+                "extras": np.ascontiguousarray(extras, dtype=np.float32),
+                "mask": m,
+            },
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def choose(self, obs: Observation, reachable: npt.ArrayLike) -> int:
+        """The highest-scoring reachable placement index 0..511.
+
+        reachable: bool[512] (engine Plan.reachable). Raises ValueError when no placement is
+        reachable or the observation is out of range.
+        """
+        mask = np.asarray(reachable, dtype=bool).reshape(-1)
+        if mask.shape != (NUM_PLACEMENTS,):
+            raise ValueError(f"reachable must have 512 entries, got {mask.shape}")
+        if not mask.any():
+            raise ValueError("no reachable placement to choose from")
+        board, extras = encode(obs)
+        logits = self.logits(board, extras, mask[None])[0]
+        # The graph already masked; this guards against a model file that does not.
+        return int(np.argmax(np.where(mask, logits, -np.inf)))
+
+    def act(self, game: engine.Game) -> Decision:
+        """Plans from `game` (a spawn state) and picks with choose(). Raises ValueError when
+        there is no pill to plan."""
+        plan = _core.plan(game, taps_only=self.taps_only)
+        if len(plan) == 0:
+            raise ValueError(f"no placement to choose: plan status {plan.status}")
+        idx = self.choose(Observation.from_game(game), plan.reachable)
+        return Decision(idx, plan.masks(idx))
+
+
+__all__ = ["DEFAULT_MODEL", "PlacementPolicy"]

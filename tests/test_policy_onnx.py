@@ -1,0 +1,95 @@
+"""policy.model / policy.onnx_policy: ONNX and torch agree, and the mask is honoured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import engine
+from engine import _core
+from policy.features import Observation, board_planes, extras_vector
+from policy.model import PlacementNet, export_onnx, torch_logits
+from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
+from policy.play import Episode, play, to_spawn
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlacementNet, Path]:
+    torch.manual_seed(0)
+    model = PlacementNet(channels=16, blocks=2).eval()
+    path = tmp_path_factory.mktemp("onnx") / "net.onnx"
+    export_onnx(model, path)
+    return model, path
+
+
+def random_inputs(n: int, rng: np.random.Generator):
+    codes = np.array([0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81], np.uint8)
+    fields = rng.choice(codes, size=(n, 128))
+    board = board_planes(fields)
+    extras = extras_vector(
+        rng.integers(0, 3, (n, 2)),
+        rng.integers(0, 3, (n, 2)),
+        rng.integers(0, 21, n),
+        rng.integers(0, 3, n),
+        rng.integers(0, 50, n),
+        rng.integers(0, 85, n),
+    )
+    mask = rng.random((n, 512)) < 0.05
+    mask[np.arange(n), rng.integers(0, 512, n)] = True
+    return board, extras, mask
+
+
+def test_onnx_and_torch_agree(exported) -> None:
+    model, path = exported
+    board, extras, mask = random_inputs(64, np.random.default_rng(1))
+    a = torch_logits(model, board, extras, mask)
+    b = PlacementPolicy(path).logits(board, extras, mask)
+    assert a.shape == b.shape == (64, 512)
+    np.testing.assert_allclose(np.where(mask, a, 0), np.where(mask, b, 0), atol=1e-4, rtol=1e-4)
+    assert np.array_equal(a.argmax(1), b.argmax(1))
+
+
+def test_choice_is_always_reachable(exported) -> None:
+    _, path = exported
+    policy = PlacementPolicy(path)
+    rng = np.random.default_rng(2)
+    board, extras, mask = random_inputs(200, rng)
+    picks = policy.logits(board, extras, mask).argmax(1)
+    assert mask[np.arange(200), picks].all()
+    # one reachable placement only, wherever it is
+    g = engine.Game(5, 1, 0x0ACE)
+    to_spawn(g)
+    obs = Observation.from_game(g)
+    for idx in rng.integers(0, 512, 20):
+        only = np.zeros(512, bool)
+        only[idx] = True
+        assert policy.choose(obs, only) == idx
+    with pytest.raises(ValueError, match="no reachable"):
+        policy.choose(obs, np.zeros(512, bool))
+
+
+def test_network_games_only_play_planned_placements(exported) -> None:
+    _, path = exported
+    policy = PlacementPolicy(path, taps_only=True)
+    seen = []
+
+    def check(game: engine.Game, decision) -> None:
+        plan = _core.plan(game, taps_only=True)
+        assert plan.reachable[decision.placement]
+        seen.append(decision.placement)
+
+    play(policy, Episode(20, 2, 0x0246), max_frames=1500, on_decision=check)
+    assert seen
+
+
+def test_shipped_model_loads_and_masks() -> None:
+    if not DEFAULT_MODEL.is_file():
+        pytest.fail(f"{DEFAULT_MODEL} is missing: run python -m policy.train (docs/POLICY.md)")
+    policy = PlacementPolicy()
+    g = engine.Game(20, 2, 0x8000)
+    to_spawn(g)
+    plan = _core.plan(g, taps_only=True)
+    assert plan.reachable[policy.choose(Observation.from_game(g), plan.reachable)]

@@ -1,0 +1,295 @@
+"""hil.tracker on synthetic streams: a console played by the engine, its STATUS messages and
+its captured frames (through calibration's timing model: latency, jitter, rate conversion,
+repeats) fed to the tracker in host-time order, without a serial port."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from calibration import Timing, TimingModel
+from engine import ScreenKind
+from hil.observation import Observation, PillSeen, observation_from_facts
+from hil.tracker import FrameClock, LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
+
+P = 1e9 / 60.0988  # ns per console frame
+WINDOW_US = 5000
+DEVICE_US0 = 1_000_000
+HOST_OFFSET = 7_777_777  # host clock minus device clock (ns)
+COMPARED = (
+    "field",
+    "pill_x",
+    "pill_y",
+    "pill_rotation",
+    "pill_colors",
+    "next_colors",
+    "speed_counter",
+    "hor_velocity",
+    "next_action",
+    "pill_placed_step",
+    "status",
+    "phase",
+)
+
+
+def latch_ns(g: int) -> float:
+    return g * P
+
+
+def device_us(g: int) -> int:
+    return DEVICE_US0 + int(round(latch_ns(g) / 1000))
+
+
+class Console:
+    """A console that starts a level in frame ``base`` and plays ``masks`` (frame -> byte);
+    ``faults`` (frame -> byte) replace what the game uses without the host knowing."""
+
+    def __init__(self, level=0, speed=1, seed=0x8988, base=20, fc_phase=77, frames=700):
+        self.base = base
+        self.fc0 = (base + fc_phase) & 0xFF
+        self.spec = (level, speed, seed)
+        self.frames = frames
+        self.masks: dict[int, int] = {}
+        self.faults: dict[int, int] = {}
+        self.garbage: dict[int, tuple[int, int]] = {}  # frame -> (cell, code)
+
+    def play(self) -> list[engine.Game | None]:
+        """The state shown in each frame (None before the level)."""
+        shown: list[engine.Game | None] = []
+        game = None
+        for g in range(self.frames):
+            if g == self.base:
+                game = engine.Game(*self.spec, frame_counter=self.fc0)
+            shown.append(None if game is None else game.clone())
+            if game is not None:
+                if g in self.garbage:  # written to RAM and to the nametable: it shows
+                    cell, code = self.garbage[g]
+                    game.field[cell] = code
+                    game.shown[cell] = code
+                game.step(self.faults.get(g, self.masks.get(g, 0)))
+        return shown
+
+
+def first_spawn(con: Console) -> tuple[int, engine.Game]:
+    """(frame whose step is the first falling frame's, state at it) with no input."""
+    game = engine.Game(*con.spec, frame_counter=con.fc0)
+    e = 0
+    while not (int(game.next_action) == 0 and int(game.phase) == 1):
+        game.step(0)
+        e += 1
+    return con.base + e, game
+
+
+def drive(
+    tracker: Tracker,
+    con: Console,
+    *,
+    latency=3.0,
+    jitter_ms=2.0,
+    repeat=0.0,
+    seed=0,
+    until=None,
+):
+    """Feeds statuses and captures in host-time order; returns the tracker's events."""
+    shown = con.play()
+    timing = Timing(latency_frames=latency, jitter_ms=jitter_ms, repeat_rate=repeat)
+    sched = TimingModel(timing, seed=seed).for_console_frames(con.frames - 2)
+    items = []
+    for g in range(con.frames - 1):
+        items.append((latch_ns(g) + WINDOW_US * 1000, 0, g))
+    for k in range(len(sched)):
+        items.append((float(sched.time_ns[k]), 1, int(sched.console_frame[k])))
+    items.sort()
+    events = []
+    tracker.clock.on_pong(device_us(0), HOST_OFFSET + 0)
+    for t, kind, g in items:
+        if until is not None and g > until:
+            break
+        host = int(t) + HOST_OFFSET
+        if kind == 0:
+            # The firmware reports the byte it served; a fault is the console ignoring it.
+            tracker.on_status(g, device_us(g), con.masks.get(g, 0), host)
+        else:
+            state = shown[g]
+            obs = (
+                Observation(ScreenKind.OTHER, np.full((16, 8), 0xFF, np.uint8))
+                if state is None
+                else observation_from_facts(engine.screen_facts(state))
+            )
+            events += tracker.on_frame(host, obs)
+    return events
+
+
+def make_tracker(latency=3.0, jitter_ms=2.0) -> Tracker:
+    return Tracker(TrackerConfig(latency_ns=latency * P, jitter_ns=(4 * jitter_ms + 1) * 1e6))
+
+
+def names(events):
+    return [e.name for e in events]
+
+
+# ---- the frame clock ---------------------------------------------------------------------
+
+
+def test_frame_clock_maps_latches_schedules_and_captures():
+    clock = FrameClock(window_us=WINDOW_US)
+    rng = np.random.default_rng(3)
+    for g in range(200):
+        delay = rng.uniform(0.05e6, 3e6)  # USB and host scheduling, ns
+        clock.on_status(g, device_us(g), int(latch_ns(g) + WINDOW_US * 1000 + delay) + HOST_OFFSET)
+    clock.on_pong(device_us(199) + 4000, int(latch_ns(199)) + 4_000_000 + HOST_OFFSET + 20_000)
+    assert abs(clock.period_ns - P) < 5.0  # device timestamps are whole us
+    assert abs(clock.latch_ns(250) - (latch_ns(250) + HOST_OFFSET)) < 60_000  # < 60 us
+    # Frame 250 is armed when 249's window closes: schedulable until then, not after.
+    close_249 = latch_ns(249) + WINDOW_US * 1000 + HOST_OFFSET
+    assert clock.first_schedulable(close_249 - 200_000) == 250
+    assert clock.first_schedulable(close_249 + 200_000) == 251
+    # A capture sampled in [complete(g), complete(g + 1)) and delivered L + jitter later.
+    timing = Timing(latency_frames=3.0, jitter_ms=2.0)
+    sched = TimingModel(timing, seed=5).for_console_frames(400)
+    for k in range(len(sched)):
+        shown = int(sched.console_frame[k])
+        frames = clock.shown_frames(float(sched.time_ns[k]) + HOST_OFFSET, 3.0 * P, 9e6)
+        assert shown in frames and len(frames) <= 2
+
+
+def test_mismatches_names_what_differs_and_respects_confidence():
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field[15, 0] = 0xD1
+    a = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 0, (1, 2)), (0, 0))
+    other = field.copy()
+    other[15, 1] = 0x80
+    b = Observation(ScreenKind.LEVEL, other, PillSeen(3, 14, 0, (1, 2)), (2, 0))
+    cfg = MatchConfig()
+    assert mismatches(a, b, cfg) == ["board", "pill", "next"]
+    assert mismatches(a, b, cfg, next_known=False) == ["board", "pill"]
+    low = np.ones((16, 8), np.float32)
+    low[15, 1] = 0.2  # perception unsure of that cell: not compared
+    c = Observation(ScreenKind.LEVEL, other, PillSeen(3, 15, 0, (1, 2)), (0, 0), confidence=low)
+    assert mismatches(a, c, cfg) == []
+    assert mismatches(a, Observation(ScreenKind.STAGE_CLEAR, field), cfg)[0] == "kind"
+    # A picture cannot tell rotation 2 from 0 with the halves swapped: the same pill.
+    swapped = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 2, (2, 1)), (0, 0))
+    assert mismatches(a, swapped, cfg) == []
+
+
+def test_perception_observations_are_converted():
+    from types import SimpleNamespace as NS
+
+    from hil.observation import observation_from_perception
+
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field[15, 2] = 0xF1  # a clearing red cell as drawn
+    p = NS(
+        kind=NS(name="LEVEL_INTRO"),
+        field=field,
+        confidence=np.full((16, 8), 0.9),
+        falling=NS(x=3, y=15, rotation=1, colors=(0, 2), confidence=0.99),
+        next=NS(colors=(1, 1), confidence=0.98),
+    )
+    obs = observation_from_perception(p)
+    assert obs.kind == ScreenKind.LEVEL and obs.field[15, 2] == 0xB1
+    assert obs.falling == PillSeen(3, 15, 1, (0, 2)) and obs.next_colors == (1, 1)
+    assert obs.confidence.dtype == np.float32
+    over = NS(**{**vars(p), "kind": NS(name="GAME_OVER"), "falling": None, "next": None})
+    assert observation_from_perception(over).kind == ScreenKind.TOP_OUT
+    with pytest.raises(ValueError, match="unknown perception screen kind"):
+        observation_from_perception(NS(**{**vars(p), "kind": NS(name="MENU")}))
+
+
+# ---- alignment and tracking --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("speed,prior_error", [(0, 0), (1, 2), (2, -3)])
+def test_alignment_finds_the_level_start_and_frame_counter(speed, prior_error):
+    con = Console(level=3, speed=speed, seed=0x1234, base=23, fc_phase=91, frames=260)
+    tracker = make_tracker()
+    tracker.clock.on_status(0, device_us(0), int(WINDOW_US * 1000) + HOST_OFFSET)
+    tracker.begin_level(3, speed, con.base + prior_error)
+    spawn_frame, _ = first_spawn(con)
+    events = drive(tracker, con)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1
+    assert starts[0].frame == con.base
+    assert starts[0].data["frame_counter_mod16"] == con.fc0 % 16
+    spawns = [e for e in events if e.name == "spawn"]
+    # The first picture with the pill's sprites is the state after the first falling frame;
+    # the first capture showing it is mapped to a frame no more than one later (a capture's
+    # frame is known to within its jitter window, the newest matching frame is reported).
+    assert spawns and spawns[0].frame - (spawn_frame + 1) in (0, 1)
+    assert "desync" not in names(events)
+
+
+def test_shadow_state_follows_a_played_pill_through_latency_and_jitter():
+    con = Console(level=5, speed=1, seed=0x4321, base=15, frames=420)
+    spawn_frame, spawn = first_spawn(con)
+    plan = engine.plan(spawn)
+    masks = plan.masks(int(plan.placements[len(plan) // 2]))
+    for i, m in enumerate(masks):
+        con.masks[spawn_frame + i] = int(m)
+    tracker = make_tracker()
+    tracker.begin_level(5, 1, con.base)
+    tracker.on_schedule(spawn_frame, masks)
+    events = drive(tracker, con, repeat=0.01, seed=2)
+    assert "desync" not in names(events), [e.to_json() for e in events if e.name == "desync"]
+    assert "lock" in names(events) and names(events).count("spawn") >= 2
+    truth = con.play()
+    last = len(truth) - 2
+    got = tracker.state_at(last - con.base)
+    assert got is not None
+    for attr in COMPARED:
+        assert np.array_equal(getattr(got[0], attr), getattr(truth[last], attr)), attr
+
+
+def test_a_missed_input_is_a_desync_and_the_pill_is_resynced_from_the_picture():
+    con = Console(level=5, speed=2, seed=0x4321, base=15, frames=330)
+    spawn_frame, spawn = first_spawn(con)
+    plan = engine.plan(spawn)
+    # A placement reached with Left presses, so dropping the first one moves the pill.
+    idx = min(int(i) for i in plan.placements if (int(i) % 8) <= 1)
+    masks = plan.masks(idx)
+    for i, m in enumerate(masks):
+        con.masks[spawn_frame + i] = int(m)
+    first_left = spawn_frame + next(i for i, m in enumerate(masks) if m & 0x02)
+    con.faults[first_left] = 0  # the console missed it; the firmware says it served it
+    tracker = make_tracker()
+    tracker.begin_level(5, 2, con.base)
+    tracker.on_schedule(spawn_frame, masks)
+    events = drive(tracker, con, until=first_left + 14)
+    assert "desync" in names(events)
+    assert "resync" in names(events)
+    assert tracker.replan and tracker.state == LevelState.TRACKING
+    # After the re-sync the prediction shows the pill where the console has it.
+    truth = con.play()
+    g = first_left + 12
+    got = tracker.state_at(g - con.base)
+    assert got is not None
+    assert int(got[0].pill_x) == int(truth[g].pill_x)
+    assert int(got[0].pill_y) == int(truth[g].pill_y)
+
+
+def test_a_cell_the_tracker_did_not_expect_is_patched_into_the_board():
+    con = Console(level=2, speed=1, seed=0x8988, base=10, frames=240)
+    con.garbage[190] = (15 * 8 + 7, 0x81)  # a red single appears at the bottom right
+    tracker = make_tracker(latency=1.0, jitter_ms=0.5)
+    tracker.begin_level(2, 1, con.base)
+    events = drive(tracker, con, latency=1.0, jitter_ms=0.5)
+    desyncs = [e for e in events if e.name == "desync"]
+    assert desyncs and "board" in desyncs[0].data["what"]
+    assert "resync" in names(events)
+    got = tracker.state_at(230 - con.base)
+    assert got is not None and int(got[0].field[15 * 8 + 7]) == 0x81
+
+
+def test_stage_clear_and_top_out_are_read_off_the_screen():
+    for kind, name in ((ScreenKind.STAGE_CLEAR, "stage_clear"), (ScreenKind.TOP_OUT, "top_out")):
+        con = Console(level=0, speed=1, base=10, frames=200)
+        tracker = make_tracker(latency=0.0, jitter_ms=0.0)
+        tracker.begin_level(0, 1, con.base)
+        drive(tracker, con, latency=0.0, jitter_ms=0.0)
+        assert tracker.state == LevelState.TRACKING
+        t = int(latch_ns(230)) + HOST_OFFSET
+        field = np.full((16, 8), 0xFF, np.uint8)
+        events = tracker.on_frame(t, Observation(kind, field))
+        assert names(events)[0] == name and tracker.state == LevelState.ENDED
