@@ -70,8 +70,14 @@ def decode_next(probs: np.ndarray) -> NextPill | None:
 
 
 def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray) -> Observation:
-    """One frame's model outputs (no batch axis) -> Observation."""
+    """One frame's model outputs (no batch axis) -> Observation.
+
+    A cell under a falling-pill sprite is occluded: the picture shows the sprite, and only a
+    line of the nametable above it. On the lock frame the locked pill is drawn there too and
+    the model often reads the cell as empty, so its confidence is scaled by the probability
+    that no sprite covers it: a reader of the Observation (the tracker) skips such cells."""
     field, conf = decode_cells(cells)
+    conf = conf * sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
     k = int(kind.argmax())
     return Observation(
         field=field,

@@ -98,3 +98,14 @@ def test_decode_next_and_kind():
         kind,
     )
     assert obs.kind == ScreenKind.PAUSED and not obs.board_visible and obs.falling is None
+
+
+def test_cells_under_the_falling_pill_sprite_are_not_trusted():
+    cells = np.full((N_CELL_CLASSES, 16, 8), 0.001, np.float32)
+    cells[0] = 0.979
+    obs = decode(
+        cells, sprite_probs({(9, 3): 1, (9, 4): 2}), np.zeros(7, np.float32), np.eye(N_KINDS)[0]
+    )
+    assert obs.falling is not None and obs.falling.cells == ((8, 3), (8, 4))
+    assert obs.confidence[8, 3] < 0.1 and obs.confidence[8, 4] < 0.1
+    assert obs.confidence[7, 3] > 0.9 and obs.confidence[9, 3] > 0.9
