@@ -28,13 +28,14 @@ def test_shipped_model_reads_held_out_frames(name, frames):
     reader = BoardReader(Profile.load(name))
     r = evaluate_profile(reader, frames, seed=77, tiles=engine.TileSet.clean_room())
     assert r["board_frames"] >= frames // 2
-    # A small sample, and a regression floor for the shipped model, not the goal: the
-    # shipped model reads the falling and next pill exactly on 98-100 % of held-out frames per
-    # profile (perception/models/board.report.md), short of the 99.5 % goal.
-    assert r["cell_accuracy"] >= 0.999, r["first_errors"]
-    assert r["falling_exact"] >= 0.9
-    assert r["next_exact"] >= 0.9
-    assert r["kind_accuracy"] >= 0.9
+    # A small sample of the held-out evaluation (perception/models/board.report.md: 600 frames
+    # per profile, 8 profiles), with floors a frame or two under what the shipped model reads
+    # on it (all right but two composite cells in two frames), so a worse model fails.
+    assert r["cell_accuracy"] >= 0.9995, r["first_errors"]
+    assert r["board_exact"] >= 0.93, r["first_errors"]
+    assert r["falling_exact"] >= 0.97
+    assert r["next_exact"] >= 0.97
+    assert r["kind_accuracy"] >= 0.95
 
 
 def test_read_and_read_batch_agree_and_shapes():
