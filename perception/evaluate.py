@@ -272,7 +272,12 @@ def markdown(evaluation: dict[str, Any], meta: dict[str, Any]) -> str:
         f"ONNX {meta.get('onnx_bytes', 0) / 1e6:.2f} MB, ONNX vs torch max difference "
         f"{meta.get('onnx_vs_torch_max_diff', float('nan')):.1e}.",
         f"Held-out: games with odd seeds, {evaluation['summary']['tiles']} tiles, frames sampled "
-        "uniformly, whole captured frames through BoardReader.",
+        "uniformly, whole captured frames through BoardReader"
+        + (
+            f" (evaluated by `{meta['evaluation_command']}`)."
+            if "evaluation_command" in meta
+            else "."
+        ),
         "",
         "| profile | frames | gameplay | cell accuracy | cell errors | board exact | falling exact "
         "| next exact | kind | lock frames (exact) | alike cells | strict cell accuracy "
@@ -343,11 +348,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--random-profiles", type=int, default=3, help="held-out random profiles (3)")
     p.add_argument("--rom", help="draw the frames with this ROM's tiles")
     p.add_argument("--report", type=Path, help="write the report here (.json and .md)")
+    p.add_argument(
+        "--keep-meta",
+        action="store_true",
+        help="keep the training facts (command, time, steps) of the report already at --report "
+        "(re-evaluating the model it describes, e.g. after a change to the decoding)",
+    )
     args = p.parse_args(argv)
+    meta: dict[str, Any] = {"command": "(evaluation only)"}
+    if args.keep_meta:
+        if args.report is None or not args.report.with_suffix(".json").is_file():
+            raise SystemExit("--keep-meta needs --report naming an existing report (.json)")
+        meta = json.loads(args.report.with_suffix(".json").read_text())["meta"]
+    command = "python -m perception.evaluate " + " ".join(sys.argv[1:] if argv is None else argv)
+    meta["evaluation_command"] = command
     evaluation = evaluate(args.model, args.frames, args.random_profiles, args.rom)
-    print(markdown(evaluation, {"command": "(evaluation only)"}))
+    print(markdown(evaluation, meta))
     if args.report:
-        write_report(evaluation, {"command": "python -m perception.evaluate"}, args.report)
+        write_report(evaluation, meta, args.report)
     return 0
 
 

@@ -82,3 +82,29 @@ def test_reader_errors_are_clear(tmp_path):
     junk.write_bytes(b"not a model")
     with pytest.raises(ValueError, match="cannot load"):
         BoardReader(profile, junk)
+
+
+def test_evaluate_keep_meta_re_evaluates_a_report_in_place(tmp_path):
+    import json
+
+    from perception.evaluate import main
+
+    report = tmp_path / "board.report.json"
+    with pytest.raises(SystemExit, match="existing report"):
+        main(["--report", str(report), "--keep-meta"])
+    report.write_text(
+        json.dumps({"meta": {"command": "python -m perception.train", "train_s": 60}})
+    )
+    main(["--frames", "2", "--random-profiles", "0", "--report", str(report), "--keep-meta"])
+    written = json.loads(report.read_text())
+    assert written["meta"]["command"] == "python -m perception.train"
+    assert "--keep-meta" in written["meta"]["evaluation_command"]
+    assert set(written["profiles"]) == {
+        "composite_480p_combing",
+        "hdmi_1080p_bilinear",
+        "ideal_720p_nearest",
+        "mjpeg_720p_q70",
+        "square_1080p_area",
+    }
+    md = report.with_suffix(".md").read_text()
+    assert "python -m perception.train" in md and "evaluated by" in md
