@@ -326,11 +326,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from hil.runtime import make_reader, pick_reader
 
     sim = args.port is None
+    profile = _load_profile(args.profile)
     try:
-        reader = make_reader(pick_reader(args.reader, sim=sim))
+        reader = make_reader(pick_reader(args.reader, sim=sim), profile)
     except ValueError as e:
         raise SystemExit(f"hil calibrate latency: {e}") from None
-    profile = _load_profile(args.profile)
     if sim:
         from hil.console_sim import SimConsole, SimLevel
 
@@ -379,6 +379,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         out=args.out,
         profile_name=args.profile,
         reader_name=args.reader,
+        policy_name=args.policy,
         level=args.level,
         speed=args.speed,
         taps_only=args.taps_only,
@@ -607,14 +608,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("video", help="recording directory (hil sim record) or video file")
     rp.add_argument(
-        "--profile", help="capture profile name or JSON file (default: the recording's)"
+        "--profile",
+        help="capture profile name or JSON file (default: the recording's; a plain video "
+        "needs one: hil calibrate --input VIDEO --out profile.json fits it)",
     )
     rp.add_argument("--out", help="output directory (default: VIDEO_replay beside it)")
     rp.add_argument(
         "--reader",
-        choices=["truth", "perception"],
-        default="truth",
-        help="truth: the recording's ground-truth sidecar (stand-in until perception lands)",
+        choices=["auto", "perception", "truth"],
+        default="auto",
+        help="auto/perception: perception's ONNX board reader on the pixels (compared with the "
+        "truth when the recording has it); truth: the recording's ground-truth sidecar",
+    )
+    rp.add_argument(
+        "--policy",
+        choices=["auto", "onnx", "deepest"],
+        default="auto",
+        help="auto/onnx: the ONNX placement policy (policy/models/policy.onnx); deepest: the "
+        "deepest reachable placement (baseline)",
     )
     rp.add_argument("--level", type=int, help="level 0..24 (default: the recording's)")
     rp.add_argument("--speed", type=int, choices=[0, 1, 2], help="default: the recording's")

@@ -168,6 +168,77 @@ def observation_from_perception(p: Any) -> Observation:
     )
 
 
+class VirusAnimation:
+    """The small viruses' animation frame read from pixels, as a label relative to this reader.
+
+    The picture alternates between two virus tile sets every 8 frames (smallVirusLvlAnim, a CHR
+    bank switch; docs/RUN.md "The virus animation label"). Which set is "frame 0" depends on the
+    tiles (the clean-room set, a user's ROM), so a pixel reader cannot name it; it can tell the
+    two looks apart. The first look seen is label 0, the first one that differs from it by more
+    than ``threshold`` (mean absolute difference over the virus cells, 0..255 units) label 1,
+    and each later look takes the label of the nearer of the two (running means, so MJPEG noise
+    and a combed frame do not pull a reference away). A label is consistent within a level, so
+    the tracker's alignment finds the frameCounter phase mod 16 up to a shift of 8, which keeps
+    its parity (the only frameCounter bit gameplay reads: fast drop $8A0A and the LOW throw).
+    Viruses only ever disappear during a level: a board with at least two viruses that the
+    references do not hold, by cell and colour, and those more than half of its viruses, is a
+    new level and starts afresh (every level has at least 4); a misread cell does not, even
+    with one virus left (a restart there would flip every later label).
+
+    ``looks``: float32 [16, 8, D] per-cell pixels; ``field``: uint8 [16, 8] the cell codes read
+    (viruses are $Dx). Returns 0, 1, or None when no virus is readable. Raises ValueError for
+    other shapes.
+    """
+
+    def __init__(self, threshold: float = 10.0) -> None:
+        self.threshold = float(threshold)
+        self.codes: U8 | None = None  # the virus codes the references were made on
+        self.refs: list[tuple[F32, F32]] = []  # (sum of looks, count) per cell
+
+    def reset(self) -> None:
+        self.codes = None
+        self.refs = []
+
+    def __call__(self, looks: npt.ArrayLike, field: npt.ArrayLike) -> int | None:
+        x = np.asarray(looks, dtype=np.float32)
+        f = np.asarray(field, dtype=np.uint8)
+        if x.ndim != 3 or x.shape[:2] != (ROWS, COLS) or f.shape != (ROWS, COLS):
+            raise ValueError(
+                f"looks must be [16, 8, D] and field [16, 8], got {x.shape}, {f.shape}"
+            )
+        v = (f & 0xF0) == 0xD0
+        n = int(v.sum())
+        if n == 0:
+            return None
+        if self.codes is not None:
+            new = int((v & (f != self.codes)).sum())
+            if new >= 2 and 2 * new > n:
+                self.reset()
+        if self.codes is None:
+            self.codes = np.where(v, f, 0xFF).astype(np.uint8)
+            self.refs = [(x * v[..., None], v.astype(np.float32))]
+            return 0
+        known = v & (f == self.codes)
+        dists = []
+        for total, count in self.refs:
+            m = known & (count > 0)
+            if not m.any():
+                dists.append(np.inf)
+                continue
+            dists.append(float(np.abs(x[m] - total[m] / count[m][:, None]).mean()))
+        if not np.isfinite(min(dists)):
+            return None  # no virus read as the references hold it (misread colours, say)
+        label = int(np.argmin(dists))
+        if len(self.refs) == 1 and dists[0] > self.threshold:
+            self.refs.append((x * known[..., None], known.astype(np.float32)))
+            return 1
+        if dists[label] <= self.threshold:
+            total, count = self.refs[label]
+            total += x * known[..., None]
+            count += known
+        return label
+
+
 class Reader(Protocol):
     """Perception as the runtime uses it: ``reader(frame) -> Observation``. ``name`` is logged."""
 

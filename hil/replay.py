@@ -6,22 +6,29 @@ would have chosen at each spawn, and writes (docs/EMU.md, "hil replay"):
 
 - ``replay.jsonl``: one JSON object per line, flushed per line: ``{"type": "reading", ...}``
   for every frame, ``{"type": "event", ...}`` (spawn, lock, clear, stage_clear, top_out) and
-  ``{"type": "decision", ...}`` as they happen, a final ``{"type": "summary", ...}``;
+  ``{"type": "decision", ...}`` as they happen, a final ``{"type": "summary", ...}`` (or
+  ``{"type": "error", ...}`` when the source fails part way);
 - ``annotated.mp4`` (MPEG-4; ``annotated.avi``, MJPEG, where OpenCV has no FFmpeg): each
   captured frame with the board read marked over the bottle, the falling pill read and the
   placement the policy chose for the current pill outlined, and a side panel with the board
   read drawn as a grid, the events and the decision.
 
-Stand-ins, until the real pieces land on main (each output line names what produced it):
+The pieces (each output line names what produced it):
 
-- reader: :class:`TruthReader` takes the reading from the recording's ground-truth sidecar (the
-  picture's facts ``hil sim record`` wrote: the bottle as drawn, the pill's sprites, the next
-  pill, the screen kind). perception's BoardReader (captured frame + Profile -> Observation)
-  plugs in as any ``Reader``; a video without a sidecar cannot be replayed before it exists
-  (ReplayError says so).
-- policy: :class:`StandInPolicy` plans the reachable placements with ``engine.plan`` on a game
-  rebuilt from the reading and takes the deepest one. Anything with ``name`` and
-  ``act(game) -> decision`` with ``.placement`` (policy.PlacementPolicy) plugs in.
+- reader (``--reader``): :class:`PerceptionReader` (the default ``auto``): perception's
+  BoardReader (perception/models/board.onnx, ONNX Runtime) for the capture's Profile, adapted
+  with the runtime's ``hil.observation.observation_from_perception``. It needs the profile: the
+  recording's, or ``--profile`` for a plain video (``hil calibrate --input VIDEO --out
+  profile.json`` fits one). :class:`TruthReader` (``truth``) takes the reading from a
+  recording's ground-truth sidecar instead (the picture's facts ``hil sim record`` wrote). When
+  perception reads a recording that has a sidecar, every reading is also compared with the
+  truth (cells, falling pill, next pill, screen kind; counts in the summary).
+- policy (``--policy``): :class:`OnnxPlacementPolicy` (the default ``auto``): the policy
+  room's network (policy/models/policy.onnx) choosing among the placements ``engine.plan``
+  finds reachable from a game rebuilt from the reading at the spawn. :class:`DeepestPolicy`
+  (``deepest``) takes the deepest reachable placement instead (a baseline).
+
+Nothing here imports torch (replay is a runtime path; tests check it).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import numpy.typing as npt
 import engine
 from calibration import Profile
 from engine.constants import Phase
+from hil.observation import canonical_cells, observation_from_perception
 from hil.recording import META_FILE, Frame, Recording, RecordingError
 
 U8 = npt.NDArray[np.uint8]
@@ -75,15 +83,18 @@ class PillReading:
 
 @dataclass(frozen=True)
 class Reading:
-    """What a reader saw in one captured frame (a minimal Observation until perception's lands).
+    """What a reader saw in one captured frame.
 
     ``kind``: ``"level"`` (intro or play), ``"paused"``, ``"stage_clear"``, ``"top_out"`` or
-    ``"other"``. ``field``: uint8 [16, 8] NES cell codes (DESIGN.md), row 0 at the top.
-    ``pill``: the falling pill or None. ``next_colors``: the next pill's colours or None.
-    ``virus_left``: the HUD's count or None. ``console_frame``: the console frame the picture
-    shows, when the source knows it. ``source``: who read it. ``pill_state_frame``: the
+    ``"other"``. ``field``: uint8 [16, 8] NES cell codes (DESIGN.md) of the bottle as the
+    picture shows it, row 0 at the top, a clearing cell as $B0-$B2
+    (``hil.observation.canonical_cells``). ``pill``: the falling pill or None. ``next_colors``:
+    the next pill's colours or None. ``virus_left``: the HUD's count (truth) or the viruses in
+    the bottle read (perception), None when unknown. ``console_frame``: the console frame the
+    picture shows, when the source knows it. ``source``: who read it. ``pill_state_frame``: the
     engine frame count of the game state whose pill pose was read, when the source knows it
-    (simulated recordings).
+    (the truth of simulated recordings). ``min_confidence``: the reader's lowest cell
+    confidence 0..1, None when it gives none.
     """
 
     kind: str
@@ -94,6 +105,7 @@ class Reading:
     console_frame: int | None
     source: str
     pill_state_frame: int | None = None
+    min_confidence: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +116,7 @@ class Reading:
             "virus_left": self.virus_left,
             "console_frame": self.console_frame,
             "source": self.source,
+            "min_confidence": self.min_confidence,
         }
 
 
@@ -131,16 +144,17 @@ _KIND_OF_PHASE = {
 
 
 class TruthReader:
-    """Stand-in reader: the recording's ground-truth sidecar (``hil sim record``).
+    """The recording's ground-truth sidecar (``hil sim record``): no pixels read.
 
-    It reads what the picture shows, as perception will: the sidecar's ``screen`` facts
-    (``engine.screen_facts`` of the rendered frame: the bottle as the nametable holds it, which
-    lags the field by up to 16 rows of redraw; the falling pill's sprites, a frame behind the
-    state; the next pill; the screen kind). Sidecars without ``screen`` (older recordings) are
-    read from the game's RAM instead (``field``, ``pill``, ``next``, ``phase``).
+    It gives what the picture shows, the facts perception is trained to read: the sidecar's
+    ``screen`` facts (``engine.screen_facts`` of the rendered frame: the bottle as the nametable
+    holds it, which lags the field by up to 16 rows of redraw; the falling pill's sprites, a
+    frame behind the state; the next pill; the screen kind). Sidecars without ``screen`` (older
+    recordings) are read from the game's RAM instead (``field``, ``pill``, ``next``, ``phase``).
+    Raises ReplayError for a source without a sidecar or a line it cannot understand.
     """
 
-    name = "truth sidecar: the picture's facts (stand-in for perception)"
+    name = "truth: the recording's ground-truth sidecar"
 
     def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
         if truth is None:
@@ -167,7 +181,7 @@ class TruthReader:
             )
             return Reading(
                 kind=kind,
-                field=grid.reshape(16, 8).copy(),
+                field=canonical_cells(grid.reshape(16, 8)),
                 pill=pill,
                 next_colors=_pair(nxt["colors"]) if nxt else None,
                 virus_left=truth.get("virus_left"),
@@ -179,9 +193,114 @@ class TruthReader:
             raise ReplayError(f"frame {frame.index}: sidecar line not understood ({e!r})") from None
 
 
+class PerceptionReader:
+    """Perception's BoardReader (ONNX Runtime, one thread) on the captured pixels.
+
+    ``profile``: the capture chain's calibration.Profile; ``model``: the ONNX file (default
+    perception/models/board.onnx). The BoardReader's Observation goes through the runtime's
+    adapter (``hil.observation.observation_from_perception``): the bottle as shown (canonical
+    cells), the falling pill as drawn (rotation 0/1, colours in drawn order: a picture cannot
+    tell rotation 2 from 0), the next pill's colours, the screen kind. It reads neither the HUD
+    nor the console frame: ``virus_left`` is the viruses in the bottle read, ``console_frame``
+    None. Raises FileNotFoundError / ValueError (BoardReader's) for a missing or bad model, and
+    ValueError for a frame whose shape is not the profile's.
+    """
+
+    def __init__(self, profile: Profile, model: str | Path | None = None) -> None:
+        from perception.reader import DEFAULT_MODEL, BoardReader
+
+        path = Path(model) if model is not None else DEFAULT_MODEL
+        self.net = BoardReader(profile, path)
+        self.name = f"perception: BoardReader ({_short_path(path)})"
+
+    def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
+        obs = observation_from_perception(self.net.read(frame.image))
+        f = obs.falling
+        return Reading(
+            kind=_KIND_OF_SCREEN.get(obs.kind.name, "other"),
+            field=obs.field,
+            pill=None if f is None else PillReading(f.x, f.y, f.rotation, f.colors),
+            next_colors=obs.next_colors,
+            virus_left=obs.virus_count,
+            console_frame=None,
+            source=self.name,
+            min_confidence=round(float(np.min(obs.confidence)), 4),
+        )
+
+
+def _short_path(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (for labels)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def _pair(values: Any) -> tuple[int, int]:
     a, b = values
     return int(a), int(b)
+
+
+def _drawn_pill(p: PillReading | None) -> tuple[int, int, int, tuple[int, int]] | None:
+    """(x, y, rotation % 2, colours in drawn order): what a picture of the pill can tell."""
+    if p is None:
+        return None
+    c0, c1 = p.colors
+    if p.rotation >= 2:
+        c0, c1 = c1, c0
+    return (p.x, p.y, p.rotation % 2, (c0, c1))
+
+
+def compare_readings(read: Reading, truth: Reading) -> dict[str, Any]:
+    """How a reading agrees with the truth's reading of the same frame: ``cells`` (cells of
+    the 16x8 bottle read as the truth has them, 0..128; None when the truth shows no bottle,
+    kind ``other``), ``pill`` (the falling pill as drawn, or both none), ``next`` (the next
+    pill's colours, or both none), ``kind`` (the screen kind), each True/False."""
+    shown = truth.kind != "other"
+    return {
+        "cells": int((read.field == truth.field).sum()) if shown else None,
+        "pill": _drawn_pill(read.pill) == _drawn_pill(truth.pill),
+        "next": read.next_colors == truth.next_colors,
+        "kind": read.kind == truth.kind,
+    }
+
+
+@dataclass
+class Agreement:
+    """Counts of :func:`compare_readings` over a replay: ``frames`` compared, ``board_frames``
+    (the truth shows the bottle), ``cells_equal`` of ``board_frames * 128`` cells,
+    ``boards_exact`` (all 128 cells), ``pill``, ``next``, ``kind`` (frames equal)."""
+
+    frames: int = 0
+    board_frames: int = 0
+    cells_equal: int = 0
+    boards_exact: int = 0
+    pill: int = 0
+    next: int = 0
+    kind: int = 0
+
+    def add(self, c: dict[str, Any]) -> None:
+        self.frames += 1
+        if c["cells"] is not None:
+            self.board_frames += 1
+            self.cells_equal += c["cells"]
+            self.boards_exact += int(c["cells"] == 16 * 8)
+        self.pill += int(c["pill"])
+        self.next += int(c["next"])
+        self.kind += int(c["kind"])
+
+    def describe(self) -> str:
+        def pct(n: int, d: int) -> str:
+            return f"{100 * n / d:.2f} %" if d else "-"
+
+        return (
+            f"vs truth over {self.frames} frames: "
+            f"cells {pct(self.cells_equal, 128 * self.board_frames)}"
+            f", boards exact {pct(self.boards_exact, self.board_frames)}"
+            f", pill {pct(self.pill, self.frames)}, next {pct(self.next, self.frames)}"
+            f", kind {pct(self.kind, self.frames)}"
+        )
 
 
 # ---- events --------------------------------------------------------------------------------
@@ -259,13 +378,17 @@ class Event:
 class EventDetector:
     """Events from consecutive readings (call :meth:`update` once per captured frame, in order).
 
-    - spawn: a falling pill appears, or is read higher than the frame before (a new pill whose
-      gap was not captured);
+    - spawn: a falling pill appears, or is read higher than the frame before or with other
+      colours (a new pill whose gap was not captured). A reader that gives the pill as drawn
+      (perception: rotation 0/1, colours in drawn order) swaps the colours when the pill turns
+      to rotation 2 or 3, so colours are compared as a pair regardless of order, and the pill's
+      colours in the game's order are taken from its spawn (rotation 0 draws them in order);
     - lock: the pill's halves appear in the field. The picture redraws the bottle one row per
       frame after a change, so the halves may appear a few frames after the pill's sprites went
       away (and a vertical pill's top half a frame before its bottom half): from the moment the
       pill is gone (or cells appear under it), the detector waits up to ``lock_wait`` frames for
-      the new cells to form the pill (placement from them), else takes the last pose read;
+      the new cells to form the pill (placement from them, with the spawn's colours), else
+      takes the last pose read;
     - clear: more cells are clearing ($Bx) than the frame before;
     - stage_clear / top_out: the screen kind turns to it.
     """
@@ -276,7 +399,9 @@ class EventDetector:
         self.pill: PillReading | None = None  # the pill falling (last pose read)
         self.last: PillReading | None = None  # the pill that locked last
         self.base: U8 | None = None  # the field while it fell (a falling pill changes nothing)
-        self.pending: tuple[PillReading, U8, int] | None = None  # gone, cells not yet complete
+        self.colors: tuple[int, int] | None = None  # the falling pill's, game order (spawn)
+        # the pill gone, its cells not yet complete: (last pose, colours, field, since)
+        self.pending: tuple[PillReading, tuple[int, int], U8, int] | None = None
 
     def update(self, index: int, r: Reading) -> list[Event]:
         events: list[Event] = []
@@ -284,11 +409,11 @@ class EventDetector:
         cf = r.console_frame
         ref = self.pill or self.last  # a locked pill's sprites may linger a frame
         new_pill = r.pill is not None and (
-            ref is None or r.pill.y > ref.y or r.pill.colors != ref.colors
+            ref is None or r.pill.y > ref.y or sorted(r.pill.colors) != sorted(ref.colors)
         )
         if self.pill is not None and (r.pill is None or new_pill or self._grew(r.field)):
-            assert self.base is not None
-            self.pending = (self.pill, self.base, index)
+            assert self.base is not None and self.colors is not None
+            self.pending = (self.pill, self.colors, self.base, index)
             self.last, self.pill = self.pill, None
         if self.pending is not None:
             events += self._try_lock(index, r, force=new_pill)
@@ -304,6 +429,7 @@ class EventDetector:
         if r.pill is not None and (new_pill or self.pill is not None):
             if new_pill:
                 events.append(Event("spawn", index, cf, {"pill": asdict(r.pill)}))
+                self.colors = r.pill.colors
             self.pill = r.pill
             self.base = r.field
         self.prev = r
@@ -315,17 +441,20 @@ class EventDetector:
 
     def _try_lock(self, index: int, r: Reading, force: bool) -> list[Event]:
         assert self.pending is not None
-        pill, base, since = self.pending
-        placement = lock_placement(base, r.field, pill.colors)
+        pill, colors, base, since = self.pending
+        placement = lock_placement(base, r.field, colors)
         if placement is None and not force and index - since < self.lock_wait:
             return []
         if placement is None:  # the cells never formed this pill: the last pose read
-            placement = placement_index(pill.rotation, 15 - pill.y, pill.x)
+            rotation = pill.rotation
+            if rotation < 2 and pill.colors != colors and pill.colors[::-1] == colors:
+                rotation += 2  # drawn as rotation 0/1 with the halves swapped
+            placement = placement_index(rotation, 15 - pill.y, pill.x)
         new = np.argwhere(~_occupied(base) & _occupied(r.field))
         self.pending = None
         data = {
             "placement": placement,
-            "colors": list(pill.colors),
+            "colors": list(colors),
             "cells": [[int(a), int(b)] for a, b in new],
         }
         return [Event("lock", index, r.console_frame, data)]
@@ -335,47 +464,95 @@ class EventDetector:
 
 
 class Decider(Protocol):
-    """A placement policy: policy.PlacementPolicy or :class:`StandInPolicy`."""
+    """A placement policy for a spawn state: :class:`OnnxPlacementPolicy` or
+    :class:`DeepestPolicy`. ``act`` raises ValueError when there is nothing to choose."""
 
     name: str
 
-    def act(self, game: engine.Game) -> Any: ...
+    def act(self, game: engine.Game) -> PolicyDecision: ...
 
 
 @dataclass(frozen=True)
-class StandInDecision:
+class PolicyDecision:
+    """``placement`` index (docs/PLANNER.md), ``masks`` uint8 [frames] (the planner's inputs to
+    lock it there, one per frame), ``reachable`` placements it was chosen among."""
+
     placement: int
     masks: U8
     reachable: int
 
 
-class StandInPolicy:
-    """Stand-in until the ONNX policy lands: all reachable placements from ``engine.plan``
-    (``taps_only`` for the faster search), the deepest one taken (largest row, then the column
-    nearest the middle, then the smallest index)."""
+def _plan(game: engine.Game, taps_only: bool) -> engine.Plan:
+    plan = engine.plan(game, taps_only=taps_only)
+    if len(plan) == 0:
+        raise ValueError(f"no placement to choose: plan status {plan.status}")
+    return plan
 
-    name = "stand-in: deepest reachable placement (until the ONNX policy lands)"
+
+class OnnxPlacementPolicy:
+    """The policy room's network (policy.onnx_policy.PlacementPolicy, ONNX Runtime, one
+    thread) choosing among the placements ``engine.plan`` finds reachable (``taps_only`` for
+    the faster search), on ``policy.features.Observation.from_game`` of the rebuilt game, as
+    ``hil run`` asks it (hil/runtime.py, make_policy("onnx")). ``model``: the ONNX file
+    (default policy/models/policy.onnx). Raises FileNotFoundError for a missing model."""
+
+    def __init__(self, model: str | Path | None = None, taps_only: bool = False) -> None:
+        from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
+
+        path = Path(model) if model is not None else DEFAULT_MODEL
+        self.net = PlacementPolicy(path)
+        self.taps_only = taps_only
+        self.name = f"onnx placement policy ({_short_path(path)})"
+
+    def act(self, game: engine.Game) -> PolicyDecision:
+        from policy.features import Observation as PolicyObservation
+
+        plan = _plan(game, self.taps_only)
+        best = int(self.net.choose(PolicyObservation.from_game(game), plan.reachable))
+        return PolicyDecision(best, plan.masks(best), len(plan))
+
+
+class DeepestPolicy:
+    """A baseline: all reachable placements from ``engine.plan`` (``taps_only`` for the faster
+    search), the deepest one taken (largest row, then the column nearest the middle, then the
+    smallest index)."""
+
+    name = "deepest reachable placement (baseline)"
 
     def __init__(self, taps_only: bool = False) -> None:
         self.taps_only = taps_only
 
-    def act(self, game: engine.Game) -> StandInDecision:
-        plan = engine.plan(game, taps_only=self.taps_only)
-        if len(plan) == 0:
-            raise ValueError(f"no placement to choose: plan status {plan.status}")
+    def act(self, game: engine.Game) -> PolicyDecision:
+        plan = _plan(game, self.taps_only)
         placements = [int(p) for p in plan.placements]
         best = max(placements, key=lambda i: ((i % 128) // 8, -abs(i % 8 - 3.5), -i))
-        return StandInDecision(best, plan.masks(best), len(placements))
+        return PolicyDecision(best, plan.masks(best), len(placements))
 
 
-def game_from_reading(r: Reading, level: int, speed: int) -> engine.Game:
+def speed_ups_at_spawn(pills: int) -> int:
+    """Speed-ups in effect at the ``pills``-th spawn of a level (1 = its first pill).
+
+    initData_level leaves the BCD pill counter at 1; every pill sent adds one
+    (generateNextPill $8E9D) and each time its low digit wraps to 0 a speed-up is added, at
+    most 49 (kSpeedUpsMax $31); engine/src/game.cpp finish_init and generate_next_pill. So the
+    n-th pill falls with (n + 1) // 10 speed-ups. Raises ValueError for a negative count.
+    """
+    if pills < 0:
+        raise ValueError(f"pills must be >= 0, got {pills}")
+    return min(49, (pills + 1) // 10)
+
+
+def game_from_reading(r: Reading, level: int, speed: int, speed_ups: int = 0) -> engine.Game:
     """An engine game in the state a reading shows at a spawn: the field, the falling pill and
-    the next pill; gravity counter, DAS, held buttons and speed-ups are unknown from a picture
-    and start at 0; frameCounter (its parity times the fast drop) is ``pill_state_frame`` when
+    the next pill, ``speed_ups`` (counted from the spawns seen, :func:`speed_ups_at_spawn`);
+    gravity counter, DAS and held buttons are unknown from a picture and start at 0 (as they
+    are at a spawn); frameCounter (its parity times the fast drop) is ``pill_state_frame`` when
     the source knows it (a simulated game starts at 0), else 0. Raises ValueError without a
-    falling pill."""
+    falling pill or with speed_ups outside 0..49."""
     if r.pill is None:
         raise ValueError("a decision needs a falling pill in the reading")
+    if not 0 <= speed_ups <= 49:
+        raise ValueError(f"speed_ups must be 0..49, got {speed_ups}")
     g = engine.Game(level, speed, 0x8988)
     g.field[:] = r.field.reshape(-1)
     g.pill_x[...] = r.pill.x
@@ -386,8 +563,9 @@ def game_from_reading(r: Reading, level: int, speed: int) -> engine.Game:
         g.next_colors[:] = r.next_colors
     g.phase[...] = int(Phase.PLAYING)
     g.next_action[...] = 0  # action_pillFalling
-    for name in ("speed_counter", "hor_velocity", "btns_held", "btns_pressed", "speed_ups"):
+    for name in ("speed_counter", "hor_velocity", "btns_held", "btns_pressed"):
         getattr(g, name)[...] = 0
+    g.speed_ups[...] = speed_ups
     g.frame_counter[...] = (r.pill_state_frame or 0) & 0xFF
     g.status[...] = 0xFF  # no row redraw pending
     return g
@@ -413,9 +591,9 @@ class Source:
 def open_source(path: str | Path, profile: Profile | None = None) -> Source:
     """A recording directory (or its video file) or any video file OpenCV decodes.
 
-    ``profile`` overrides the recording's (needed for a plain video; default
-    ideal_720p_nearest). Raises ReplayError for a missing path, an undecodable video, or
-    frames whose size does not match the profile.
+    ``profile`` overrides the recording's; a plain video needs it. Raises ReplayError for a
+    missing path, an undecodable video, a plain video without ``profile``, or frames whose size
+    does not match the profile.
     """
     p = Path(path)
     if not p.exists():
@@ -441,7 +619,14 @@ def open_source(path: str | Path, profile: Profile | None = None) -> Source:
     if not ok:
         cap.release()
         raise ReplayError(f"{p}: OpenCV opened it but reads no frame (not a video, or empty)")
-    prof = profile or Profile.load("ideal_720p_nearest")
+    if profile is None:
+        cap.release()
+        raise ReplayError(
+            f"{p} is a plain video (no recording.json naming its capture profile): pass the "
+            f"capture's profile with --profile, or fit one first with `hil calibrate --input "
+            f"{p} --out profile.json`"
+        )
+    prof = profile
     _check_size(prof, (first.shape[1], first.shape[0]), p)
     fps = cap.get(cv2.CAP_PROP_FPS) or prof.timing.capture_hz
     count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) or None
@@ -601,6 +786,10 @@ def _placement_box(profile: Profile, index: int) -> tuple[tuple[int, int], tuple
 
 @dataclass
 class ReplaySummary:
+    """What a replay did: ``frames`` read, ``events`` by kind, ``decisions`` made, of them
+    ``compared`` with the placement then played and ``agreed``; ``agreement``: the reader
+    against the recording's truth (:class:`Agreement` as a dict) or None when not compared."""
+
     frames: int = 0
     events: dict[str, int] = field(default_factory=dict)
     decisions: int = 0
@@ -610,6 +799,7 @@ class ReplaySummary:
     policy: str = ""
     out_dir: str = ""
     video: str | None = None  # the annotated video's path
+    agreement: dict[str, int] | None = None
 
 
 def replay(
@@ -622,22 +812,39 @@ def replay(
     speed: int | None = None,
     max_frames: int | None = None,
     video: bool = True,  # write the annotated video
+    compare_truth: bool = True,
     log: TextIO | None = None,
     progress: bool = False,
 ) -> ReplaySummary:
     """Replay ``source`` into ``out_dir`` (created): replay.jsonl and the annotated video (module
-    docstring). ``reader`` defaults to TruthReader, ``policy`` to StandInPolicy. ``level`` and
-    ``speed`` (the policy needs them) default to the recording's. Events and decisions are
-    printed to ``log`` as they happen. Raises ReplayError (bad source, unknown level/speed).
+    docstring). ``reader`` defaults to :class:`PerceptionReader` for the source's profile,
+    ``policy`` to :class:`OnnxPlacementPolicy`. ``level`` and ``speed`` (the policy needs
+    them) default to the recording's. With ``compare_truth``, a source with a sidecar read by
+    another reader than the truth is compared with it frame by frame (``truth_agree`` in each
+    reading line, :class:`Agreement` counts in the summary). Events and decisions are printed
+    to ``log`` as they happen.
+
+    Raises ReplayError, before anything is written, for an unknown level/speed or a bad
+    ``max_frames``; and when the source fails part way (a video shorter than its sidecar, a
+    frame the reader refuses): then replay.jsonl ends with an ``error`` line saying so, the
+    annotated video holds the frames before it, and the message names both.
     """
-    reader = reader or TruthReader()
-    policy = policy or StandInPolicy()
     level = level if level is not None else source.meta.get("level")
     speed = speed if speed is not None else source.meta.get("speed")
     if level is None or speed is None:
         raise ReplayError("the policy needs the level and speed: pass --level and --speed")
     if not 0 <= int(level) <= 24 or int(speed) not in (0, 1, 2):
         raise ReplayError(f"level must be 0..24 and speed 0..2, got {level} and {speed}")
+    if max_frames is not None and max_frames < 1:
+        raise ReplayError(f"frames must be at least 1, got {max_frames}")
+    reader = reader or PerceptionReader(source.profile)
+    policy = policy or OnnxPlacementPolicy()
+    truth_reader = (
+        TruthReader()
+        if compare_truth and source.has_truth and reader.name != TruthReader.name
+        else None
+    )
+    agreement = Agreement() if truth_reader is not None else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     g = source.profile.geometry
@@ -664,6 +871,7 @@ def replay(
     detector = EventDetector()
     choice: int | None = None
     pending: dict[str, Any] | None = None  # the decision awaiting the player's lock
+    pills = 0  # spawns seen in this level (speed-ups)
     recent: list[str] = []
     frames = source.frames
     if progress:
@@ -691,54 +899,77 @@ def replay(
                     "profile": source.profile.name,
                     "reader": reader.name,
                     "policy": policy.name,
+                    "compared_with": truth_reader.name if truth_reader else None,
                     "level": int(level),
                     "speed": int(speed),
                 },
             )
-            for frame, truth in frames:
-                if max_frames is not None and summary.frames >= max_frames:
-                    break
-                reading = reader(frame, truth)
-                emit(
-                    jl,
-                    {"type": "reading", "index": frame.index, "time_ns": frame.time_ns}
-                    | reading.to_json(),
-                )
-                for ev in detector.update(frame.index, reading):
-                    summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
-                    emit(jl, ev.to_json())
-                    say(_describe_event(ev))
-                    if ev.kind == "lock" and pending is not None:
-                        pending["played"] = ev.data["placement"]
-                        pending["agree"] = pending["placement"] == ev.data["placement"]
-                        summary.compared += 1
-                        summary.agreed += int(pending["agree"])
-                        emit(jl, {"type": "decision_outcome", **pending})
-                        pending = None
-                        choice = None
-                    if ev.kind == "spawn":
-                        decision = _decide(policy, reading, int(level), int(speed))
-                        decision.update(index=frame.index, console_frame=ev.console_frame)
-                        emit(jl, {"type": "decision", **decision})
-                        summary.decisions += "placement" in decision
-                        choice = decision.get("placement")
-                        pending = decision if choice is not None else None
-                        say(_describe_decision(decision))
-                if writer is not None:
-                    head = [
-                        f"{source.profile.name}  frame {frame.index}"
-                        + (
-                            f"  console frame {reading.console_frame}"
-                            if reading.console_frame is not None
-                            else ""
-                        ),
-                        f"reader: {reader.name}",
-                        f"policy: {policy.name}",
-                    ]
-                    writer.write(
-                        annotate(frame.image, source.profile, reading, choice, head + recent)
-                    )
-                summary.frames += 1
+            try:
+                for frame, truth in frames:
+                    if max_frames is not None and summary.frames >= max_frames:
+                        break
+                    reading = reader(frame, truth)
+                    line = {"type": "reading", "index": frame.index, "time_ns": frame.time_ns}
+                    line |= reading.to_json()
+                    agree: dict[str, Any] | None = None
+                    if truth_reader is not None and agreement is not None:
+                        agree = compare_readings(reading, truth_reader(frame, truth))
+                        agreement.add(agree)
+                        line["truth_agree"] = agree
+                    emit(jl, line)
+                    if reading.kind == "other":
+                        pills = 0
+                    for ev in detector.update(frame.index, reading):
+                        summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
+                        emit(jl, ev.to_json())
+                        say(_describe_event(ev))
+                        if ev.kind in ("stage_clear", "top_out"):
+                            pills = 0
+                        if ev.kind == "lock" and pending is not None:
+                            pending["played"] = ev.data["placement"]
+                            pending["agree"] = pending["placement"] == ev.data["placement"]
+                            summary.compared += 1
+                            summary.agreed += int(pending["agree"])
+                            emit(jl, {"type": "decision_outcome", **pending})
+                            pending = None
+                            choice = None
+                        if ev.kind == "spawn":
+                            pills += 1
+                            decision = _decide(
+                                policy, reading, int(level), int(speed), speed_ups_at_spawn(pills)
+                            )
+                            decision.update(index=frame.index, console_frame=ev.console_frame)
+                            emit(jl, {"type": "decision", **decision})
+                            summary.decisions += "placement" in decision
+                            choice = decision.get("placement")
+                            pending = decision if choice is not None else None
+                            say(_describe_decision(decision))
+                    if writer is not None:
+                        head = [
+                            f"{source.profile.name}  frame {frame.index}"
+                            + (
+                                f"  console frame {reading.console_frame}"
+                                if reading.console_frame is not None
+                                else ""
+                            ),
+                            f"reader: {reader.name}",
+                            f"policy: {policy.name}",
+                        ]
+                        if agree is not None:
+                            head.append(_describe_agree(agree))
+                        writer.write(
+                            annotate(frame.image, source.profile, reading, choice, head + recent)
+                        )
+                    summary.frames += 1
+            except (ValueError, OSError) as e:  # ReplayError, RecordingError, a refused frame
+                emit(jl, {"type": "error", "index": summary.frames, "message": str(e)})
+                raise ReplayError(
+                    f"{e} (after {summary.frames} frames replayed: {out / JSONL_FILE} ends with "
+                    "this error"
+                    + (f", {video_path} holds the frames before it)" if video_path else ")")
+                ) from None
+            if agreement is not None:
+                summary.agreement = asdict(agreement)
             emit(jl, {"type": "summary", **asdict(summary)})
     finally:
         if writer is not None:
@@ -746,24 +977,25 @@ def replay(
     return summary
 
 
-def _decide(policy: Decider, reading: Reading, level: int, speed: int) -> dict[str, Any]:
+def _decide(
+    policy: Decider, reading: Reading, level: int, speed: int, speed_ups: int
+) -> dict[str, Any]:
     try:
-        game = game_from_reading(reading, level, speed)
+        game = game_from_reading(reading, level, speed, speed_ups)
         d = policy.act(game)
     except ValueError as e:
-        return {"policy": policy.name, "error": str(e)}
+        return {"policy": policy.name, "error": str(e), "speed_ups": speed_ups}
     placement = int(d.placement)
-    out: dict[str, Any] = {
+    return {
         "policy": policy.name,
         "placement": placement,
         "rotation": placement // 128,
         "row": (placement % 128) // 8,
         "col": placement % 8,
         "frames_to_lock": int(len(d.masks)),
+        "reachable": int(d.reachable),
+        "speed_ups": speed_ups,
     }
-    if hasattr(d, "reachable"):
-        out["reachable"] = int(d.reachable)
-    return out
 
 
 def _describe_event(ev: Event) -> str:
@@ -784,31 +1016,60 @@ def _describe_event(ev: Event) -> str:
 
 def _describe_decision(d: dict[str, Any]) -> str:
     if "placement" not in d:
-        return f"  decision: none ({d.get('error')})"
-    extra = f" of {d['reachable']} reachable" if "reachable" in d else ""
+        return f"  decision ({d['policy']}): none ({d.get('error')})"
     return (
-        f"  decision: placement {d['placement']} (rot {d['rotation']}, row {d['row']}, "
-        f"col {d['col']}){extra}, lock in {d['frames_to_lock']} frames"
+        f"  decision ({d['policy']}): placement {d['placement']} (rot {d['rotation']}, "
+        f"row {d['row']}, col {d['col']}) of {d['reachable']} reachable, lock in "
+        f"{d['frames_to_lock']} frames"
     )
 
 
-def choose_reader(name: str, source: Source) -> Reader:
-    """``truth``: the recording's ground-truth sidecar (the stand-in); ``perception``:
-    perception's BoardReader, which has not landed yet. Raises ReplayError when the reader
-    cannot read this source, saying what would."""
-    if name == "perception":
-        raise ReplayError(
-            "perception's BoardReader has not landed in this build yet; replay a recording "
-            "with its ground-truth sidecar (--reader truth)"
-        )
-    if name != "truth":
-        raise ReplayError(f"reader must be 'truth' or 'perception', got {name!r}")
-    if not source.has_truth:
-        raise ReplayError(
-            f"{source.name} has no ground-truth sidecar (not a recording): reading a plain "
-            "video needs perception's BoardReader, which has not landed yet"
-        )
-    return TruthReader()
+def _describe_agree(a: dict[str, Any]) -> str:
+    def ok(v: bool) -> str:
+        return "ok" if v else "DIFFERS"
+
+    cells = "-" if a["cells"] is None else f"{a['cells']}/128"
+    return (
+        f"vs truth: cells {cells}, pill {ok(a['pill'])}, next {ok(a['next'])}, kind {ok(a['kind'])}"
+    )
+
+
+READERS = ("auto", "perception", "truth")
+POLICIES = ("auto", "onnx", "deepest")
+
+
+def choose_reader(name: str, source: Source, model: str | Path | None = None) -> Reader:
+    """``auto`` or ``perception``: :class:`PerceptionReader` for the source's profile
+    (``model``: another board ONNX file); ``truth``: the recording's ground-truth sidecar.
+    Raises ReplayError for an unknown name, a missing or bad model, or a truth reader on a
+    source without a sidecar."""
+    if name not in READERS:
+        raise ReplayError(f"reader must be one of {', '.join(READERS)}, got {name!r}")
+    if name == "truth":
+        if not source.has_truth:
+            raise ReplayError(
+                f"{source.name} has no ground-truth sidecar (not a recording): --reader truth "
+                "reads only recordings; perception (--reader auto) reads any video"
+            )
+        return TruthReader()
+    try:
+        return PerceptionReader(source.profile, model)
+    except (FileNotFoundError, ValueError) as e:
+        raise ReplayError(f"perception's board reader: {e}") from None
+
+
+def choose_policy(name: str, taps_only: bool = False, model: str | Path | None = None) -> Decider:
+    """``auto`` or ``onnx``: :class:`OnnxPlacementPolicy` (``model``: another policy ONNX
+    file); ``deepest``: :class:`DeepestPolicy`. ``taps_only``: the planner's faster search.
+    Raises ReplayError for an unknown name or a missing or bad model."""
+    if name not in POLICIES:
+        raise ReplayError(f"policy must be one of {', '.join(POLICIES)}, got {name!r}")
+    if name == "deepest":
+        return DeepestPolicy(taps_only=taps_only)
+    try:
+        return OnnxPlacementPolicy(model, taps_only=taps_only)
+    except (FileNotFoundError, ValueError) as e:
+        raise ReplayError(f"the ONNX placement policy: {e}") from None
 
 
 def main_replay(
@@ -816,6 +1077,7 @@ def main_replay(
     out: str | None,
     profile_name: str | None,
     reader_name: str,
+    policy_name: str,
     level: int | None,
     speed: int | None,
     taps_only: bool,
@@ -827,13 +1089,14 @@ def main_replay(
         profile = Profile.load(profile_name) if profile_name else None
         source = open_source(path, profile)
         reader = choose_reader(reader_name, source)
+        decider = choose_policy(policy_name, taps_only=taps_only)
         src = Path(source.name)
         out_dir = Path(out) if out else src.with_name(src.stem + "_replay")
         summary = replay(
             source,
             out_dir,
             reader=reader,
-            policy=StandInPolicy(taps_only=taps_only),
+            policy=decider,
             level=level,
             speed=speed,
             max_frames=max_frames,
@@ -845,8 +1108,10 @@ def main_replay(
     ev = ", ".join(f"{k} {v}" for k, v in sorted(summary.events.items())) or "none"
     print(
         f"{summary.frames} frames replayed; events: {ev}; {summary.decisions} decisions "
-        f"({summary.agreed} of {summary.compared} equal to what was played); "
+        f"by {summary.policy} ({summary.agreed} of {summary.compared} equal to what was played); "
         f"written to {Path(summary.out_dir) / JSONL_FILE}"
         + (f" and {summary.video}" if summary.video else "")
     )
+    if summary.agreement is not None:
+        print(f"{summary.reader} {Agreement(**summary.agreement).describe()}")
     return 0

@@ -30,7 +30,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
+from engine import ScreenKind
 from engine.constants import Button
 from hil.capture import CaptureError, CaptureSource, Frame
 from hil.link import Link, LinkError
@@ -129,15 +130,15 @@ def onnx_policy_available() -> bool:
 
 
 def pick_reader(name: str, sim: bool) -> str:
-    """``auto``: on the simulated console the oracle (ground truth) for now: the tracker still
-    desyncs on every pill with the ONNX reader's falling-pill readings (issue 8, docs/RUN.md);
-    ``--reader onnx`` selects it. On a real capture the ONNX reader. Raises ValueError for a real
-    capture without the ONNX reader or the oracle on a rig."""
+    """``auto``: perception's ONNX reader whenever it is installed, in the simulator too (the
+    same pixels-to-state path as on a rig); the oracle (ground truth) only in the simulator
+    without it. Raises ValueError for a real capture without the ONNX reader or the oracle on a
+    rig."""
     if name == "auto":
-        if sim:
-            return "oracle"
         if onnx_reader_available():
             return "onnx"
+        if sim:
+            return "oracle"
         raise ValueError("a real capture needs the ONNX board reader (perception), not installed")
     if name == "oracle" and not sim:
         raise ValueError("--reader oracle reads the simulated console's ground truth: sim only")
@@ -165,16 +166,33 @@ def make_reader(name: str, profile: Any = None) -> Reader:
                 "the simulated console can use --reader oracle"
             ) from None
 
-        from hil.observation import observation_from_perception
+        from hil.observation import VirusAnimation, observation_from_perception
+        from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
+
+        y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
 
         class OnnxReader:
+            """perception's BoardReader, plus the virus animation label (VirusAnimation) from
+            the bottle's pixels in the model's crop: 2x2-pixel means of each cell."""
+
             name = "onnx"
 
             def __init__(self) -> None:
                 self.net = BoardReader(profile)
+                self.virus_anim = VirusAnimation()
 
             def __call__(self, frame: Any) -> Observation:
-                return observation_from_perception(self.net.read(frame.image))
+                net = self.net
+                crop = net.preprocess(frame.image)
+                obs = observation_from_perception(net.postprocess(net.infer(crop[None])))
+                bottle = crop[y0 : y0 + 16 * CELL, x0 : x0 + 8 * CELL].astype(np.float32)
+                looks = bottle.reshape(16, CELL // 2, 2, 8, CELL // 2, 2, 3).mean(axis=(2, 5))
+                looks = looks.transpose(0, 2, 1, 3, 4).reshape(16, 8, -1)
+                if obs.kind != ScreenKind.LEVEL:
+                    return obs
+                sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
+                label = self.virus_anim(looks, sure)
+                return replace(obs, virus_frame=label)
 
         return OnnxReader()
     raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")
@@ -696,6 +714,7 @@ class Runtime:
             "speed": lv.speed,
             "result": result,
             "base_frame": start,
+            "frame_counter_mod16": lv.fc0,
             "frames": None
             if start is None or self.ended_at_frame is None
             else self.ended_at_frame - start,
@@ -944,7 +963,15 @@ def run_sim(
         summary = rt.run()
         summary["sim"] = {
             "profile": profile.name,
-            "levels": [asdict(r.spec) | {"result": r.result} for r in console.records],
+            "levels": [
+                asdict(r.spec)
+                | {
+                    "result": r.result,
+                    "start_frame": r.start_frame,
+                    "frame_counter_mod16": (r.start_frame + console.fc_phase) & 15,
+                }
+                for r in console.records
+            ],
             "fc_phase": console.fc_phase,
         }
     finally:

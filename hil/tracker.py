@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -38,6 +38,8 @@ import engine
 from engine import ScreenKind
 from engine.constants import Phase
 from hil.observation import (
+    COLS,
+    ROWS,
     Observation,
     PillSeen,
     canonical_cells,
@@ -151,15 +153,48 @@ class FrameClock:
 class MatchConfig:
     """How strictly a prediction must agree with an observation.
 
-    min_confidence: cells read with less are not compared. cell_tolerance: confident cells
+    min_confidence: cells read with less are not compared, nor written into the shadow state
+    on a re-sync (the prediction is exact; an unsure reading is perception's doubt, e.g. a
+    virus colour misread on one animation frame). cell_tolerance: confident cells
     allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
     use those facts when both sides know them."""
 
-    min_confidence: float = 0.5
+    min_confidence: float = 0.9
     cell_tolerance: int = 0
     compare_next: bool = True
     compare_throw: bool = True
     compare_virus_frame: bool = True
+
+
+def _pill_cells(pill: PillSeen) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(row from the top, column) of the cells a pill's sprites cover, in drawn order (left
+    then right, bottom then top); rows may be -1 (the neck) for a vertical pill at the top."""
+    row = 15 - pill.y
+    if pill.rotation % 2 == 0:
+        return (row, pill.x), (row, pill.x + 1)
+    return (row, pill.x), (row - 1, pill.x)
+
+
+def _pill_hidden(pill: PillSeen, field: npt.NDArray[np.uint8]) -> bool:
+    """True when the bottle already shows ``pill`` in the cells its sprites cover: the lock
+    frame, whose picture has the locked pill's tiles under the last sprite (the sprite one
+    line lower, fallingPill_spriteUpdate $872F), which a pixel reader cannot reliably tell
+    from the tiles alone. Pill halves only ($4x-$8x), in the sprite's colours."""
+    p = canonical_pill(pill)
+    for (r, c), color in zip(_pill_cells(p), p.colors, strict=True):
+        if not (0 <= r < ROWS and 0 <= c < COLS):
+            return False
+        code = int(field[r, c])
+        if not (0x40 <= code < 0x90) or (code & 0x0F) != color:
+            return False
+    return True
+
+
+def _same_picture(pred: ScreenKind, seen: ScreenKind) -> bool:
+    """A predicted stage clear or top-out seen as a LEVEL picture: the console draws the bottle
+    as in play for the first frames of those phases (the STAGE CLEAR / GAME OVER boxes come
+    later, docs/RENDER.md "Terminal phases"), so a pixel reader cannot tell them yet."""
+    return seen == ScreenKind.LEVEL and pred in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT)
 
 
 def mismatches(
@@ -168,15 +203,23 @@ def mismatches(
     """What differs between a predicted and an observed screen: a subset of "kind", "board",
     "pill", "next", "throw", "virus_frame" (empty: they agree)."""
     out = []
-    if pred.kind != obs.kind:
+    if pred.kind != obs.kind and not _same_picture(pred.kind, obs.kind):
         out.append("kind")
     if pred.kind == ScreenKind.PAUSED or obs.kind == ScreenKind.PAUSED:
         return out
     sure = np.asarray(obs.confidence) >= cfg.min_confidence
+    for pill in (pred.falling, obs.falling):
+        if pill is not None:  # the tiles under a falling pill's sprites are hidden
+            sure = sure.copy()
+            for r, c in _pill_cells(pill):
+                if 0 <= r < ROWS and 0 <= c < COLS:
+                    sure[r, c] = False
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
-    if (pred.falling is None) != (obs.falling is None) or (
+    if pred.falling is not None and obs.falling is None and _pill_hidden(pred.falling, obs.field):
+        pass  # the lock frame: the sprite over the same pill drawn in the bottle
+    elif (pred.falling is None) != (obs.falling is None) or (
         pred.falling is not None
         and obs.falling is not None
         and canonical_pill(pred.falling) != canonical_pill(obs.falling)
@@ -234,7 +277,12 @@ class TrackerConfig:
     the Profile's ``latency_frames``). jitter_ns: the most extra delay expected. mismatch_frames:
     consecutive disagreeing captures before a divergence is declared (one repeated or stale
     capture is not a divergence). align_window: base-frame hypotheses either side of the
-    prior. intro_frames: zero-input frames tabulated for the alignment."""
+    prior. intro_frames: zero-input frames tabulated for the alignment. align_wait: frames of
+    the first pill's fall watched before an ambiguous alignment is settled, when the reader
+    gives no throw frame (the pill is then decided on that much later), and at most until
+    lock_reserve frames before the pill would lock without input. board_frames: intro pictures
+    the level's board is voted over (two virus animation periods). track_virus_frame: compare
+    the virus animation frame after the alignment too."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -243,6 +291,10 @@ class TrackerConfig:
     mismatch_frames: int = 2
     align_window: int = 3
     intro_frames: int = 260
+    align_wait: int = 60
+    lock_reserve: int = 30
+    board_frames: int = 16
+    track_virus_frame: bool = False
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -271,6 +323,8 @@ class _Level:
         self.board: npt.NDArray[np.uint8] | None = None
         self.next0: tuple[int, int] | None = None
         self.tables: dict[int, list[Observation]] = {}
+        self.table_throw: dict[int, int] = {}  # first e whose preview is not next0
+        self.table_lock: dict[int, int] = {}  # first e after the first spawn without a pill
         self.misses: dict[tuple[int, int], int] = {}
         # Tracking:
         self.history: dict[int, engine.Game] = {}  # e -> confirmed state
@@ -287,6 +341,12 @@ class _Level:
         self.slip_run = 0
         self.last_seen: Observation | None = None
         self.result: str | None = None  # "stage_clear" / "top_out" once seen
+        # The previous level's last picture: the simulated console shows it until the new level
+        # starts, and a pixel reader calls it LEVEL (a stage clear looks like play at first).
+        self.stale: npt.NDArray[np.uint8] | None = None
+        self.pill_seen: int | None = None  # frame of the first capture with the first pill
+        self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
+        self.voted = 0
 
 
 class Tracker:
@@ -294,6 +354,13 @@ class Tracker:
 
     def __init__(self, config: TrackerConfig, log: Callable[[Event], None] | None = None) -> None:
         self.cfg = config
+        # While tracking, the virus animation frame is compared only when asked: it fixed the
+        # frameCounter phase at alignment, and a pixel reader's relative label that slips on a
+        # frame would be a false desync.
+        self._track_match = replace(
+            config.match,
+            compare_virus_frame=config.match.compare_virus_frame and config.track_virus_frame,
+        )
         self.clock = FrameClock(config.hz, config.window_us)
         self.log = log or (lambda _e: None)
         self.latched: dict[int, int] = {}  # frame -> mask the console read (STATUS)
@@ -350,7 +417,10 @@ class Tracker:
 
     def begin_level(self, level: int, speed: int, base_prior: int) -> None:
         """A Start press was scheduled: the level's state 0 is expected in frame base_prior."""
+        last = self.lv.last_seen if self.lv is not None else None
         self.lv = _Level(level, speed, base_prior)
+        if last is not None:
+            self.lv.stale = np.array(last.field, dtype=np.uint8)
         self.state = LevelState.ALIGNING
         self.levels_started += 1
         self.log(Event("level_expected", base_prior, {"level": level, "speed": speed}))
@@ -382,6 +452,19 @@ class Tracker:
                 table.append(predicted_observation(g))
                 g.step(0)
             lv.tables[c] = table
+            # From the first throw on the preview shows a pill of the reserve, unknown here.
+            lv.table_throw[c] = next(
+                (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
+                len(table),
+            )
+            spawn = next((e for e in range(len(table)) if table[e].falling is not None), None)
+            lv.table_lock[c] = (
+                len(table)
+                if spawn is None
+                else next(
+                    (e for e in range(spawn, len(table)) if table[e].falling is None), len(table)
+                )
+            )
         w = self.cfg.align_window
         lv.misses = {
             (b, c): 0 for b in range(lv.base_prior - w, lv.base_prior + w + 1) for c in range(16)
@@ -403,13 +486,14 @@ class Tracker:
                     ok |= not (obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board))
                 elif e < len(table):
                     informative = True
-                    ok |= not mismatches(table[e], obs, self.cfg.match)
+                    known = e < lv.table_throw[c]
+                    ok |= not mismatches(table[e], obs, self.cfg.match, next_known=known)
                 if ok:
                     break
             if informative and not ok:
                 lv.misses[(b, c)] = miss + 1
 
-    def _try_align(self, force: bool = False) -> None:
+    def _try_align(self, force: bool = False, now: int | None = None) -> None:
         lv = self.lv
         assert lv is not None
         if not lv.misses:
@@ -419,8 +503,14 @@ class Tracker:
         runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
         # b is pinned once the first pill is thrown (intro + throw frames tabulated).
         seen_enough = any(g - b >= 150 for frames, _ in lv.observations for g in frames)
-        if force or (runner_up >= best + 2 and seen_enough):
-            self._start_tracking(b, c, ambiguous=runner_up < best + 2)
+        # While the first pill falls its decision is due: one contradicting capture decides.
+        margin = 1 if lv.pill_seen is not None else 2
+        # ... and the wait ends while the pill can still be steered (the no-input table says
+        # when it would lock).
+        if now is not None and lv.pill_seen is not None:
+            force |= lv.table_lock[c] - (now - b) <= self.cfg.lock_reserve
+        if force or (runner_up >= best + margin and seen_enough):
+            self._start_tracking(b, c, ambiguous=runner_up < best + margin)
 
     def _start_tracking(self, b: int, c: int, ambiguous: bool) -> None:
         lv = self.lv
@@ -562,15 +652,40 @@ class Tracker:
         assert lv is not None
         lv.observations.append((frames, obs))
         if lv.board is None:
-            if obs.kind == ScreenKind.LEVEL and obs.virus_count > 0 and obs.falling is None:
-                lv.board = np.array(obs.field, dtype=np.uint8)
-                lv.next0 = obs.next_colors
+            fresh = lv.stale is None or int((obs.field != lv.stale).sum()) > STALE_CELLS
+            if (
+                obs.kind == ScreenKind.LEVEL
+                and obs.virus_count > 0
+                and obs.falling is None
+                and fresh
+            ):
+                # The board is voted over board_frames pictures (the sum of confidence per cell
+                # and code): a reader unsure of a virus on one animation frame is sure on the
+                # other, and a board read wrong at the start stays wrong in the shadow.
+                if lv.votes is None:
+                    lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
+                    lv.next0 = obs.next_colors
+                rows, cols = np.indices((ROWS, COLS))
+                lv.votes[rows, cols, obs.field] += np.asarray(obs.confidence, np.float32)
+                lv.voted += 1
+            if lv.votes is not None and (
+                lv.voted >= self.cfg.board_frames or obs.falling is not None
+            ):
+                lv.board = lv.votes.argmax(axis=-1).astype(np.uint8)
                 self._build_tables()
         else:
             self._score(frames, obs)
         if lv.board is not None:
-            # A pill in sight: its decision is due, so settle on the best hypothesis now.
-            self._try_align(force=obs.falling is not None)
+            # The first pill in sight: its decision is due. Its fall (no input yet, so still in
+            # the tables) pins the base frame when the intro could not (a pixel reader sees no
+            # throw frame), so watch it for align_wait frames before settling on the best
+            # hypothesis.
+            if obs.falling is not None and lv.pill_seen is None:
+                lv.pill_seen = frames.stop - 1
+            waited = lv.pill_seen is not None and frames.stop - 1 - lv.pill_seen >= (
+                self.cfg.align_wait if obs.next_throw_frame is None else 0
+            )
+            self._try_align(force=waited, now=frames.stop - 1)
 
     def force_alignment(self) -> bool:
         """Start tracking on the best hypothesis now (a decision is due). False if the board
@@ -601,7 +716,7 @@ class Tracker:
         match = None
         worst: list[str] = []
         for g, pred, spawns, known in reversed(self._candidates(frames)):
-            diff = mismatches(pred, obs, self.cfg.match, known)
+            diff = mismatches(pred, obs, self._track_match, known)
             if not diff:
                 match = (g, pred, spawns)
                 break
@@ -617,6 +732,10 @@ class Tracker:
         lv.run_obs = []
         g, pred, spawns = match
         self.last_matched = self.frame_match = g
+        if pred.kind in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT):
+            # The predicted end, confirmed by a picture of its board (see _same_picture).
+            name = "stage_clear" if pred.kind == ScreenKind.STAGE_CLEAR else "top_out"
+            return events + [self._end(name, g)]
         if spawns > lv.reported_spawn and pred.falling is not None:
             lv.reported_spawn = spawns
             if spawns not in lv.next_by_spawn and obs.next_colors is not None:
@@ -669,7 +788,7 @@ class Tracker:
         # timing slip, not a different game: look a frame or two further either side.
         wide = range(frames.start - 2, frames.stop + 1)
         for g, pred, _s, known in reversed(self._candidates(wide)):
-            if g not in frames and not mismatches(pred, obs, self.cfg.match, known):
+            if g not in frames and not mismatches(pred, obs, self._track_match, known):
                 lv.mismatch_run = 0
                 lv.run_obs = []
                 lv.slip_run += 1
@@ -713,7 +832,7 @@ class Tracker:
                 before, spawns = got
                 for variant in _MICROSTATE_GUESSES:
                     game = before.clone()
-                    _write_board(game, obs)
+                    _write_board(game, obs, self.cfg.match.min_confidence)
                     if obs.falling is not None and falling(game):
                         _write_pill(game, obs.falling)
                         for name, value in variant:
@@ -744,7 +863,7 @@ class Tracker:
             cands = [f - lv.base for f in frames if f - lv.base > e0]
             if not cands:
                 continue
-            if all(mismatches(preds[e], obs, self.cfg.match) for e in cands):
+            if all(mismatches(preds[e], obs, self._track_match) for e in cands):
                 return False
         return True
 
@@ -773,7 +892,7 @@ class Tracker:
         if template is None:
             return []
         game, spawns = template
-        _write_board(game, obs)
+        _write_board(game, obs, self.cfg.match.min_confidence)
         game.pill_colors[:] = f.colors
         if obs.next_colors is not None:
             game.next_colors[:] = obs.next_colors
@@ -860,14 +979,17 @@ def _usable_seed(level: int) -> int:
     raise ValueError(f"no usable RNG seed for level {level}")
 
 
+STALE_CELLS = 2  # a picture within this many cells of the last level's is still that level
+
+
 def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
     return bool(np.array_equal(obs.field, board))
 
 
-def _write_board(game: engine.Game, obs: Observation) -> None:
+def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> None:
     """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
     as tile $Fx)."""
-    sure = (np.asarray(obs.confidence) >= 0.5).reshape(-1)
+    sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
     shown = np.asarray(game.shown)

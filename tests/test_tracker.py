@@ -4,13 +4,15 @@ repeats) fed to the tracker in host-time order, without a serial port."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
-from hil.observation import Observation, PillSeen, observation_from_facts
+from hil.observation import Observation, PillSeen, VirusAnimation, observation_from_facts
 from hil.tracker import FrameClock, LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
 
 P = 1e9 / 60.0988  # ns per console frame
@@ -90,8 +92,10 @@ def drive(
     repeat=0.0,
     seed=0,
     until=None,
+    seen=None,
 ):
-    """Feeds statuses and captures in host-time order; returns the tracker's events."""
+    """Feeds statuses and captures in host-time order; returns the tracker's events.
+    ``seen``: Observation -> Observation, what a reader makes of the picture (default exact)."""
     shown = con.play()
     timing = Timing(latency_frames=latency, jitter_ms=jitter_ms, repeat_rate=repeat)
     sched = TimingModel(timing, seed=seed).for_console_frames(con.frames - 2)
@@ -117,6 +121,8 @@ def drive(
                 if state is None
                 else observation_from_facts(engine.screen_facts(state))
             )
+            if seen is not None:
+                obs = seen(obs)
             events += tracker.on_frame(host, obs)
     return events
 
@@ -293,3 +299,121 @@ def test_stage_clear_and_top_out_are_read_off_the_screen():
         field = np.full((16, 8), 0xFF, np.uint8)
         events = tracker.on_frame(t, Observation(kind, field))
         assert names(events)[0] == name and tracker.state == LevelState.ENDED
+
+
+@pytest.mark.parametrize("flip", [0, 1])
+def test_relative_virus_labels_give_the_frame_counter_parity(flip):
+    """A pixel reader labels the virus animation relative to the first look it saw (either
+    way round): alignment finds frameCounter mod 8 (so its parity, the bit gameplay reads),
+    and a pill played through fast drops stays in step."""
+    con = Console(level=4, speed=0, seed=0x2468, base=21, fc_phase=45, frames=480)
+    spawn_frame, spawn = first_spawn(con)
+    # Without a throw frame the tracker watches the first pill fall for align_wait frames
+    # before it settles the alignment (the runtime decides the pill only then).
+    tracker = make_tracker()
+    wait = tracker.cfg.align_wait + 10
+    for _ in range(wait):
+        spawn.step(0)
+    plan = engine.plan(spawn)
+    # The deepest placement: Down held, where frameCounter's parity decides each fast drop.
+    idx = max(int(i) for i in plan.placements)
+    masks = plan.masks(idx)
+    assert sum(1 for m in masks if int(m) & 0x04) >= 4
+    for i, m in enumerate(masks):
+        con.masks[spawn_frame + wait + i] = int(m)
+    tracker.begin_level(4, 0, con.base)
+    tracker.on_schedule(spawn_frame + wait, masks)
+
+    def relabel(obs):
+        v = obs.virus_frame
+        return replace(obs, virus_frame=None if v is None else v ^ flip, next_throw_frame=None)
+
+    events = drive(tracker, con, seen=relabel)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1 and starts[0].frame == con.base
+    assert starts[0].data["frame_counter_mod16"] == (con.fc0 + 8 * flip) % 16
+    assert "desync" not in names(events), [e.to_json() for e in events if e.name == "desync"]
+    assert "lock" in names(events)
+
+
+def test_without_any_virus_animation_the_parity_is_a_guess():
+    """The counter-case that makes the label necessary: no virus animation and no throw frame
+    read, the alignment cannot tell frameCounter's phase (all 16 hypotheses tie)."""
+    con = Console(level=4, speed=0, seed=0x2468, base=21, fc_phase=45, frames=300)
+    tracker = make_tracker()
+    tracker.begin_level(4, 0, con.base)
+    events = drive(tracker, con, seen=lambda o: replace(o, virus_frame=None, next_throw_frame=None))
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1 and starts[0].data["ambiguous"]
+
+
+def test_a_predicted_end_seen_as_the_bottle_in_play_is_not_a_mismatch():
+    field = np.full((16, 8), 0xFF, np.uint8)
+    seen = Observation(ScreenKind.LEVEL, field)
+    for kind in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT):
+        assert mismatches(Observation(kind, field), seen, MatchConfig()) == []
+        # the other way round (the end seen, play predicted) is a real disagreement
+        assert mismatches(seen, Observation(kind, field), MatchConfig()) == ["kind"]
+    other = field.copy()
+    other[15, 0] = 0xD1
+    assert mismatches(Observation(ScreenKind.STAGE_CLEAR, field), replace(seen, field=other),
+                      MatchConfig()) == ["board"]  # fmt: skip
+
+
+def _looks(pattern: np.ndarray, field: np.ndarray, rng, noise=3.0) -> np.ndarray:
+    viruses = ((field & 0xF0) == 0xD0)[..., None]
+    x = np.broadcast_to(pattern, (16, 8, pattern.size)).astype(np.float32)
+    x = x + rng.normal(0, noise, x.shape).astype(np.float32)
+    return x * viruses + 40.0 * ~viruses
+
+
+def test_virus_animation_labels_two_looks_consistently_and_restarts_on_a_new_board():
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0, 255, 48), rng.uniform(0, 255, 48)
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field[[9, 12, 15], [1, 4, 6]] = [0xD0, 0xD1, 0xD2]
+    anim = VirusAnimation()
+    truth = [(k // 8) % 2 for k in range(3, 80)]  # starts mid-way through frame 0's 8 frames
+    labels = [anim(_looks(b if t else a, field, rng), field) for t in truth]
+    assert labels == truth
+    # a virus cleared, a pill piece beside them, one cell misread as a virus: still the level
+    fewer = field.copy()
+    fewer[9, 1] = 0xB0
+    fewer[14, 6] = 0x52
+    fewer[3, 3] = 0xD1
+    assert anim(_looks(b, fewer, rng), fewer) == 1 and anim(_looks(a, fewer, rng), fewer) == 0
+    # the last virus misread in another colour for a frame: no restart, the labels go on
+    last = np.full((16, 8), 0xFF, np.uint8)
+    last[15, 6] = 0xD2
+    misread = last.copy()
+    misread[15, 6] = 0xD0
+    assert anim(_looks(a, misread, rng), misread) is None
+    assert anim(_looks(b, last, rng), last) == 1 and anim(_looks(a, last, rng), last) == 0
+    # nothing to read
+    assert anim(_looks(a, fewer, rng), np.full((16, 8), 0xFF, np.uint8)) is None
+    # a new level's board (three of its four viruses not there before, one of them a colour
+    # change): the first look seen is label 0 again
+    other = field.copy()
+    other[9, 1] = 0xFF
+    other[12, 4] = 0xD2
+    other[[5, 6], [0, 7]] = 0xD0
+    assert anim(_looks(b, other, rng), other) == 0
+    assert anim(_looks(a, other, rng), other) == 1
+    with pytest.raises(ValueError, match="looks must be"):
+        anim(np.zeros((16, 8)), field)
+
+
+def test_the_lock_frame_sprite_over_the_same_tiles_is_not_a_pill_mismatch():
+    """On the lock frame the bottle already shows the pill under its last sprite; a reader that
+    sees only the tiles there agrees with the prediction. Elsewhere a missing pill is one."""
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field[15, 2], field[15, 3] = 0x62, 0x70  # blue left half, yellow right half, bottom row
+    pill = PillSeen(2, 0, 2, (0, 2))  # rotation 2: 1st half (yellow) drawn on the right
+    pred = Observation(ScreenKind.LEVEL, field, falling=pill)
+    assert mismatches(pred, Observation(ScreenKind.LEVEL, field), MatchConfig()) == []
+    swapped = field.copy()
+    swapped[15, 2], swapped[15, 3] = 0x60, 0x72
+    assert "pill" in mismatches(pred, Observation(ScreenKind.LEVEL, swapped), MatchConfig())
+    empty = np.full((16, 8), 0xFF, np.uint8)
+    falling = Observation(ScreenKind.LEVEL, empty, falling=pill)
+    assert mismatches(falling, Observation(ScreenKind.LEVEL, empty), MatchConfig()) == ["pill"]
