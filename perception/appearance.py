@@ -108,13 +108,16 @@ def randomize(tiles: TileSet, rng: np.random.Generator) -> TileSet:
         if tile in PILL_TILES:
             sprite = mask if rng.random() < 0.7 else perturb_shape(mask, rng, 2)
             _write_template(patterns, SPR_BANK, tile, sprite)
+    # New random shapes for the virus and the clearing tile only now and then: with them
+    # often, the shape stopped telling a virus from a clearing cell, and the model learnt to
+    # guess from the neighbours (a red virus beside red ones read as clearing).
     for bank in BG_BANKS:  # the two animation frames of the small viruses
-        if rng.random() < 0.3:
+        if rng.random() < 0.1:
             shape = random_shape(rng, rng.uniform(0.4, 0.7))
         else:
             shape = perturb_shape(_template_mask(patterns, bank, VIRUS), rng, amount)
         _write_template(patterns, bank, VIRUS, shape)
-    if rng.random() < 0.3:
+    if rng.random() < 0.1:
         shape = random_shape(rng, rng.uniform(0.25, 0.5))
     else:
         shape = perturb_shape(_template_mask(patterns, 0, CLEARING), rng, amount)

@@ -6,13 +6,15 @@ Observation, on one core (ONNX Runtime with one thread, OpenCV with one thread),
 the shipped profiles (calibration/profiles) before timing; only ``BoardReader.read`` is timed.
 Reports median, trimmed mean (10 % cut at each end) and min, and each stage alone
 (preprocess: crop sampling and colour; infer: ONNX Runtime; postprocess: decoding), as
-opencv_zoo's benchmark does. The goal is under 3 ms at 1080p.
+opencv_zoo's benchmark does, and the machine's load average around the run (other work on
+the machine slows every number). The goal is under 3 ms at 1080p.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -76,6 +78,7 @@ def bench(model: Path | None, repeats: int, warmup: int, frames: int) -> dict[st
     from perception.reader import DEFAULT_MODEL
 
     cv2.setNumThreads(1)
+    load_before = os.getloadavg()
     game = engine.Game(12, 1, 0x8988)
     pictures = []
     for f in range(frames * 40):
@@ -93,6 +96,9 @@ def bench(model: Path | None, repeats: int, warmup: int, frames: int) -> dict[st
         "warmup": warmup,
         "model": str(model or DEFAULT_MODEL),
         "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        # other work on the machine: 1-minute load average before and after the timing
+        "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "goal_ms_1080p": 3.0,
         **results,
     }

@@ -36,8 +36,11 @@ from calibration.forward import NoiseSource, forward
 from calibration.profile import CHROMA
 from calibration.window import aligned_window, forward_window
 from engine.constants import TERMINAL_PHASES, Button, Phase
+from engine.render import render_indices
 from perception.appearance import randomize
 from perception.layout import (
+    BOTTLE_X,
+    BOTTLE_Y,
     CROP_H,
     CROP_W,
     CROP_X,
@@ -52,6 +55,7 @@ from perception.preprocess import CropSampler, Placement
 
 MAX_GAME_FRAMES = 8000
 TERMINAL_COPIES = 6
+THROW_RATE = 0.12  # share of the next pill's throw frames sampled (training)
 WINDOW_MARGIN = 20.0  # capture pixels around the crop: filter support and JPEG block rows
 
 
@@ -63,6 +67,9 @@ class Labels:
     sprite classes (neck row, then the 16 field rows). next_colors: int64 [2] the next pill's
     colours in the game's order (1st half, 2nd half), -1 when none is drawn. kind: ScreenKind.
     field_visible: False when the bottle is not drawn (pause, other screens): no cell loss.
+    next_throw: the next pill's throw frame (``pillThrownFrame``; 0 at rest beside the doctor),
+    for the evaluation's error breakdown. alike: uint32 [16, 8] bit masks of the cell classes
+    the picture cannot tell from the label (:func:`alike_classes`; filled for evaluation).
     """
 
     cells: np.ndarray
@@ -70,6 +77,10 @@ class Labels:
     next_colors: np.ndarray
     kind: int
     field_visible: bool = True
+    next_throw: int = 0
+    alike: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros((FIELD_ROWS, FIELD_COLS), np.uint32)
+    )
 
 
 def falling_cells(pill: engine.FallingPill) -> list[tuple[int, int, int]]:
@@ -103,30 +114,80 @@ def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
         for r, c, color in falling_cells(facts.falling):
             sprite[r, c] = 1 + color
     next_colors = np.full(2, -1, np.int64)
+    throw = 0
     if facts.next is not None:
         next_colors[:] = facts.next.colors
+        throw = int(facts.next.throw_frame)
     visible = facts.kind != engine.ScreenKind.PAUSED
-    return Labels(cell_classes(facts.bottle), sprite, next_colors, int(kind), visible)
+    return Labels(cell_classes(facts.bottle), sprite, next_colors, int(kind), visible, throw)
+
+
+# every code a field cell can show, in class order (clearing cells as the tile $Fx that
+# render_fieldRow draws)
+SHOWN_CODES = np.array(
+    [0xFF] + [t | c for t in (0x40, 0x50, 0x60, 0x70, 0x80, 0xF0, 0xD0) for c in range(3)],
+    np.uint8,
+)
+
+
+def alike_classes(game: engine.Game, tiles: engine.TileSet) -> np.ndarray:
+    """uint32 [16, 8]: per field cell, a bit mask of the cell classes (perception.layout) the
+    picture of ``game`` cannot tell from the class the cell shows; 0 where every class would
+    be drawn differently.
+
+    The picture of a cell is rendered (``engine.render.render_indices``) with each of the 22
+    codes written to the cell (field and nametable, as the NMI may redraw the row from the
+    field); a class is alike when its picture is the same as the shown one. Only cells mostly
+    covered by sprite pixels are tried. This happens under the falling pill: its sprites are
+    drawn one line below the grid (OAM Y + 1), so the lower half of a vertical pill covers its
+    cell, the upper half that cell's top line; with the clean-room drawings a lower pill half
+    drawn there looks like an empty cell. On the lock frame and while the rows are redrawn such
+    a cell may already show the locked pill or not, and the picture is the same."""
+    base = render_indices(game, tiles)
+    shown = cell_classes(engine.screen_facts(game).bottle)  # after the NMI's row redraw
+    out = np.zeros((FIELD_ROWS, FIELD_COLS), np.uint32)
+    px = base[BOTTLE_Y : BOTTLE_Y + 8 * FIELD_ROWS, BOTTLE_X : BOTTLE_X + 8 * FIELD_COLS]
+    covered = (px.reshape(FIELD_ROWS, 8, FIELD_COLS, 8) >= 17).sum(axis=(1, 3))
+    for r, c in zip(*np.nonzero(covered >= 40), strict=True):
+        y, x = BOTTLE_Y + 8 * int(r), BOTTLE_X + 8 * int(c)
+        cell = base[y : y + 8, x : x + 8]
+        trial = game.clone()
+        mask = 0
+        for k, code in enumerate(SHOWN_CODES):
+            if k == shown[r, c]:
+                continue
+            # the field and the nametable: the NMI may redraw this row from the field
+            clearing = code >> 4 == 0xF and code != 0xFF
+            trial.field[8 * r + c] = 0xB0 | (code & 0x0F) if clearing else code
+            trial.shown[8 * r + c] = code
+            if np.array_equal(render_indices(trial, tiles)[y : y + 8, x : x + 8], cell):
+                mask |= 1 << k
+        out[r, c] = mask
+    return out
 
 
 def random_board(rng: np.random.Generator, top: int) -> np.ndarray:
     """A random field (uint8 [128] RAM codes) filled from row ``top`` down: viruses, whole
     pills (top/bottom or left/right pairs), singles and clearing cells ($Bx) of random colours.
     Random play rarely clears, so singles and clearing cells are rare in played games; boards
-    like these put every cell code in front of the model often."""
+    like these put every cell code in front of the model often. The pill's way down from the
+    spawn (columns 3-4 of rows 0-3) is left empty, so boards can reach the top rows without
+    ending the game at once."""
     field = np.full((16, 8), 0xFF, np.uint8)
+    free = np.zeros((16, 8), bool)
+    free[:4, 3:5] = True
     fill = rng.uniform(0.25, 0.9)
     kinds = ("virus", "horizontal", "vertical", "single", "clearing")
     weights = np.array([0.25, 0.2, 0.2, 0.2, 0.15])
     for r in range(top, 16):
         for c in range(8):
-            if field[r, c] != 0xFF or rng.random() > fill:
+            if field[r, c] != 0xFF or free[r, c] or rng.random() > fill:
                 continue
             kind = kinds[int(rng.choice(len(kinds), p=weights))]
             a, b = (int(v) for v in rng.integers(0, 3, size=2))
-            if kind == "horizontal" and c < 7 and field[r, c + 1] == 0xFF:
+            if kind == "horizontal" and c < 7 and field[r, c + 1] == 0xFF and not free[r, c + 1]:
                 field[r, c], field[r, c + 1] = 0x60 | a, 0x70 | b
-            elif kind == "vertical" and r < 15:
+            elif kind == "vertical" and r < 15 and not free[r + 1, c]:
                 field[r, c], field[r + 1, c] = 0x40 | a, 0x50 | b
             elif kind == "clearing":
                 field[r, c] = 0xB0 | a
@@ -225,6 +286,7 @@ class GameStream:
     (training); without, frames are sampled uniformly (evaluation: the natural mix).
     ``board_rate``: share of games whose pills now and then (35 % of the new pills) get a
     random board (:func:`random_board`) below them (training: every cell code, often).
+    ``mark_alike``: fill ``Labels.alike`` (:func:`alike_classes`; evaluation).
     """
 
     def __init__(
@@ -236,6 +298,7 @@ class GameStream:
         emit: float = 0.08,
         hard: bool = True,
         board_rate: float = 0.0,
+        mark_alike: bool = False,
     ) -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
@@ -246,6 +309,7 @@ class GameStream:
         self.emit = emit
         self.hard = hard
         self.board_rate = board_rate
+        self.mark_alike = mark_alike
         self._games: Iterator[Shown] | None = None
 
     def _new_game(self) -> Iterator[Shown]:
@@ -275,7 +339,8 @@ class GameStream:
             mask = player.mask(game)
             if boards and player.fresh and rng.random() < 0.35:
                 # a new pill is in play (top rows free): give it a random board below
-                inject_board(game, random_board(rng, int(rng.integers(4, 14))))
+                inject_board(game, random_board(rng, int(rng.integers(1, 14))))
+            before = prev
             prev = game.clone()
             game.step(mask)
             facts = engine.screen_facts(game)
@@ -283,6 +348,7 @@ class GameStream:
             if ended and facts.kind == engine.ScreenKind.OTHER:
                 return  # demo end / soft reset: not a picture we can label
             p = self.emit
+            lock = False
             if not self.hard:
                 pass
             elif facts.kind == engine.ScreenKind.LEVEL and int(game.phase) == Phase.INTRO:
@@ -290,18 +356,34 @@ class GameStream:
             elif facts.kind == engine.ScreenKind.PAUSED:
                 p = 0.2
             elif facts.falling is not None and _sprite_over_pill(facts):
-                p = 0.3
+                p, lock = 0.3, True
+            elif facts.next is not None and facts.next.throw_frame:
+                p = max(p, THROW_RATE)
             elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
                 p = max(p, 0.3)
             if (ended and self.hard) or rng.random() < p:
+                labels = labels_from_facts(facts, int(game.phase))
+                if self.mark_alike and facts.falling is not None:
+                    labels.alike = alike_classes(game, tiles)
                 shown = Shown(
-                    engine.render_frame(game, tiles),
-                    engine.render_frame(prev, tiles),
-                    labels_from_facts(facts, int(game.phase)),
+                    engine.render_frame(game, tiles), engine.render_frame(prev, tiles), labels
                 )
                 # the one picture of a stage clear / top-out: seen through several chains
                 for _ in range(TERMINAL_COPIES if ended and self.hard else 1):
                     yield shown
+                before_facts = engine.screen_facts(prev)
+                if lock and before_facts.falling is not None:
+                    # and the frame before the lock: the same sprite over the cells not yet
+                    # drawn; only the nametable line above the sprite tells the two apart.
+                    # (When the lock frame shows only the lower half of a vertical pill, the
+                    # pictures are the same: no pair; see alike_classes.)
+                    picture = engine.render_frame(prev, tiles)
+                    if (picture != shown.picture).any():
+                        yield Shown(
+                            picture,
+                            engine.render_frame(before, tiles),
+                            labels_from_facts(before_facts, int(prev.phase)),
+                        )
             if ended:
                 return
 
@@ -355,7 +437,7 @@ def training_profile(rng: np.random.Generator) -> Profile:
             noise=maybe(0.8, 1.0, 7.0),
             chroma=CHROMA[int(rng.integers(len(CHROMA)))],
             jpeg_quality=int(rng.integers(35, 91)) if rng.random() < 0.6 else None,
-            combing=bool(rng.random() < 0.25),
+            combing=bool(rng.random() < 0.4),
         )
         p = p.replace(artifacts=a)
     return p

@@ -2,8 +2,9 @@
 
 Falling pill: the sprite head gives, per cell of the neck row and the field, the probability
 of "no sprite" and of a half of each colour. Every place a pill can be drawn (horizontal: two
-neighbours in a row; vertical: two in a column) is scored by the log-odds of "both cells hold
-a half, all others none", assuming independent cells; the best place wins if it is more
+neighbours in a row of the field; vertical: two in a column, the upper one possibly in the
+neck row) is scored by the log-odds of "both cells hold a half, all others none", assuming
+independent cells; the best place wins if it is more
 likely than "no pill at all". This always gives a well-formed pill (two adjacent halves), so a
 doubtful cell cannot produce a three-cell or one-cell pill.
 """
@@ -30,6 +31,11 @@ def decode_falling(probs: np.ndarray) -> FallingPill | None:
     p0 = np.clip(probs[0].astype(np.float64), EPS, 1.0 - EPS)
     odds = np.log1p(-p0) - np.log(p0)  # log-odds of "a half is here", per cell
     horizontal = odds[:, :-1] + odds[:, 1:]  # [17, 7]: left half at (r, c)
+    # the pill's y starts at pillStartingY ($0F, the top field row) when it spawns
+    # (game_logic, the next pill's setup) and only decreases, so a horizontal pill is never in
+    # the neck row; only a vertical pill's upper half is (a thrown next pill passing the neck
+    # at the end of its arc was read as one)
+    horizontal[0] = -np.inf
     vertical = odds[1:, :] + odds[:-1, :]  # [16, 8]: bottom half at (r + 1, c)
     h, v = float(horizontal.max()), float(vertical.max())
     best = max(h, v)
@@ -70,8 +76,14 @@ def decode_next(probs: np.ndarray) -> NextPill | None:
 
 
 def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray) -> Observation:
-    """One frame's model outputs (no batch axis) -> Observation."""
+    """One frame's model outputs (no batch axis) -> Observation.
+
+    A cell under a falling-pill sprite is occluded: the picture shows the sprite, and only a
+    line of the nametable above it. On the lock frame the locked pill is drawn there too and
+    the model often reads the cell as empty, so its confidence is scaled by the probability
+    that no sprite covers it: a reader of the Observation (the tracker) skips such cells."""
     field, conf = decode_cells(cells)
+    conf = conf * sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
     k = int(kind.argmax())
     return Observation(
         field=field,

@@ -71,7 +71,9 @@ class Observation:
         bottom, $6x left, $7x right, $8x single, $Bx clearing - the screen draws it as tile
         $Fx -, $Dx virus, $FF empty; low nibble the colour), the bottle as the PICTURE shows it
         (it lags the game state by up to 16 frames while rows are redrawn).
-    confidence: float32 [16, 8] the model's probability of each cell's code.
+    confidence: float32 [16, 8] the model's probability of each cell's code, times the
+        probability that no falling-pill sprite covers the cell (an occluded cell is a guess:
+        on the lock frame the locked pill is drawn under the sprite).
     falling: the falling pill's sprites, or None when none is drawn.
     next: the next pill, or None when none is drawn.
     kind: what the frame shows (ScreenKind); ``field`` means something only for GAMEPLAY,

@@ -198,18 +198,23 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         prefetch_factor=4 if args.workers > 0 else None,
     )
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
+    budget_s = 60.0 * args.minutes if args.minutes > 0 else math.inf
     warm = max(1, args.steps // 20)
+    start = time.time()
 
-    def lr_at(step: int) -> float:
+    def done(step: int) -> float:
+        """How far training is: steps done or time spent, whichever is further along."""
+        return max(step / args.steps, (time.time() - start) / budget_s)
+
+    def lr_at(step: int, progress: float) -> float:
         if step < warm:
-            return (step + 1) / warm
-        t = (step - warm) / max(1, args.steps - warm)
-        return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * t))
+            return args.lr * (step + 1) / warm
+        t = min(1.0, (progress - warm / args.steps) / (1.0 - warm / args.steps))
+        return args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * max(t, 0.0))))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
     history: list[dict[str, float]] = []
     running: dict[str, float] = {}
-    start = time.time()
+    step = 0
     columns = (
         TextColumn("[bold]training"),
         BarColumn(),
@@ -221,14 +226,20 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model.train()
     with Progress(*columns, disable=args.quiet) as progress:
         task = progress.add_task("train", total=args.steps, status="")
-        for step, b in zip(range(args.steps), loader, strict=False):
-            out = model(b["image"], logits=True)
+        for b in loader:
+            progress_now = done(step)
+            if progress_now >= 1.0:
+                break
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, progress_now)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                out = model(b["image"], logits=True)
+            out = tuple(o.float() for o in out)
             parts = losses(out, b)
             loss = torch.stack(list(parts.values())).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            sched.step()
             with torch.no_grad():
                 errs = batch_errors(out, b)
             now = {
@@ -248,14 +259,37 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 if step % 500 == 0 and not args.quiet:  # a line that survives in a log file
                     progress.console.print(f"step {step} ({time.time() - start:.0f} s): {status}")
             progress.update(task, advance=1)
-    return {"model": model, "history": history, "train_s": time.time() - start}
+            step += 1
+    if running and history[-1]["step"] != step - 1:
+        history.append({"step": step - 1, "time_s": time.time() - start, **running})
+    return {
+        "model": model,
+        "history": history,
+        "train_s": time.time() - start,
+        "steps_done": step,
+        "time_bound": step < args.steps,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m perception.train", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--steps", type=int, default=3000, help="optimizer steps (3000)")
+    p.add_argument("--steps", type=int, default=5000, help="optimizer steps (5000)")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=28.0,
+        help="wall-clock budget: the schedule runs on steps or time, whichever is further "
+        "along, and training stops at either end (28; 0: steps only)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("bf16", "fp32"),
+        default="bf16",
+        help="bf16: convolutions and linear layers in bfloat16 (torch.autocast; weights stay "
+        "float32), 1.75x faster on a CPU with AMX / AVX-512 BF16; fp32 elsewhere (bf16)",
+    )
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (3e-3)")
     p.add_argument(
@@ -307,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         "train_s": result["train_s"],
         "eval_s": time.time() - start,
         "steps": args.steps,
+        "steps_done": result["steps_done"],
+        "time_bound": result["time_bound"],
+        "minutes_budget": args.minutes,
+        "precision": args.precision,
         "batch": args.batch,
         "onnx_bytes": size,
         "onnx_vs_torch_max_diff": diff,

@@ -15,11 +15,12 @@ from perception.appearance import randomize
 from perception.data import (
     GameStream,
     TrainingSamples,
+    alike_classes,
     crop_of,
     falling_cells,
     labels_from_facts,
 )
-from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, ScreenKind
+from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, ScreenKind, cell_classes
 from perception.preprocess import CropSampler, Placement
 
 
@@ -50,6 +51,54 @@ def test_sprite_labels_sit_where_the_pill_sprites_are_drawn():
         assert (labels.sprite > 0).sum() == 2
         assert sorted(labels.sprite[labels.sprite > 0] - 1) == sorted(facts.falling.colors)
     assert seen == {0, 1, 2, 3}  # every rotation was checked
+
+
+def test_alike_classes_are_the_classes_the_picture_cannot_tell_apart():
+    clean = engine.TileSet.clean_room()
+    patterns = clean.patterns.copy()
+    for tile in (0x40, 0x50, 0x60, 0x70):  # the pill sprites drawn as full 8 x 8 blocks
+        patterns[2, tile : tile + 3] = 3
+    opaque = dataclasses.replace(clean, patterns=patterns)
+    everything = (1 << 22) - 1
+    bottom = sum(1 << k for k in cell_classes(np.array([0x50, 0x51, 0x52])))
+    virus = sum(1 << k for k in cell_classes(np.array([0xD0, 0xD1, 0xD2])))
+    seen = set()
+    for g in played_game(1500):
+        pill = engine.screen_facts(g).falling
+        if pill is None or pill.y > 14:
+            continue
+        lower = (15 - pill.y, pill.x)
+        shown = int(cell_classes(engine.screen_facts(g).bottle)[lower])
+        alike = alike_classes(g, opaque)
+        if pill.rotation % 2:  # every pixel of the lower half's cell is a sprite pixel
+            assert alike[lower] == everything & ~(1 << shown)
+            clean_alike = int(alike_classes(g, clean)[lower])
+            if shown == 0:  # clean-room: a lower half drawn there looks like the empty cell
+                assert clean_alike & bottom == bottom and not clean_alike & virus
+        # the cells away from the pill are drawn as they are
+        far = np.ones((16, 8), bool)
+        far[max(0, lower[0] - 1) : lower[0] + 1, pill.x : pill.x + 2] = False
+        assert (alike[far] == 0).all()
+        seen.add(pill.rotation % 2)
+    assert seen == {0, 1}
+
+
+def test_training_games_pair_each_sampled_lock_frame_with_the_frame_before():
+    rng = np.random.default_rng(11)
+    stream = iter(GameStream(rng, "train", engine.TileSet.clean_room(), False, emit=0.0))
+    pairs = 0
+    previous = next(stream)
+    for _ in range(60):
+        shown = next(stream)
+        a, b = previous.labels, shown.labels
+        under = [(r - 1, c) for r, c in np.argwhere(a.sprite > 0) if r >= 1]
+        lock = any(a.cells[r, c] != 0 for r, c in under)
+        if lock and (b.sprite == a.sprite).all():  # a lock frame, then the frame before
+            assert all(b.cells[r, c] == 0 for r, c in under)
+            assert (shown.picture != previous.picture).any()
+            pairs += 1
+        previous = shown
+    assert pairs >= 2
 
 
 def test_labels_kinds_intro_pause():

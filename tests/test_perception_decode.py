@@ -77,6 +77,15 @@ def test_decode_falling_none_and_always_two_adjacent_halves():
     assert (pill.rotation, pill.colors) == (0, (0, 1))
 
 
+def test_decode_falling_never_puts_a_horizontal_pill_in_the_neck_row():
+    # the thrown next pill crosses the neck at the end of its arc; a falling pill's y is at
+    # most pillStartingY ($0F), so two halves side by side there are no falling pill
+    assert decode_falling(sprite_probs({(0, 3): 1, (0, 4): 0}, p=0.8)) is None
+    # with a half below one of them, the likeliest pill is the vertical one
+    pill = decode_falling(sprite_probs({(0, 3): 1, (0, 4): 0, (1, 3): 2}, p=0.8))
+    assert pill is not None and (pill.x, pill.y, pill.rotation, pill.colors) == (3, 15, 1, (2, 1))
+
+
 def test_canonical_pill_matches_what_rotation_2_and_3_draw():
     # rotation 2 draws the 1st half on the right: the picture equals rotation 0 swapped
     assert canonical_pill(3, 7, 2, (0, 1)) == canonical_pill(3, 7, 0, (1, 0))
@@ -98,3 +107,14 @@ def test_decode_next_and_kind():
         kind,
     )
     assert obs.kind == ScreenKind.PAUSED and not obs.board_visible and obs.falling is None
+
+
+def test_cells_under_the_falling_pill_sprite_are_not_trusted():
+    cells = np.full((N_CELL_CLASSES, 16, 8), 0.001, np.float32)
+    cells[0] = 0.979
+    obs = decode(
+        cells, sprite_probs({(9, 3): 1, (9, 4): 2}), np.zeros(7, np.float32), np.eye(N_KINDS)[0]
+    )
+    assert obs.falling is not None and obs.falling.cells == ((8, 3), (8, 4))
+    assert obs.confidence[8, 3] < 0.1 and obs.confidence[8, 4] < 0.1
+    assert obs.confidence[7, 3] > 0.9 and obs.confidence[9, 3] > 0.9

@@ -28,13 +28,14 @@ def test_shipped_model_reads_held_out_frames(name, frames):
     reader = BoardReader(Profile.load(name))
     r = evaluate_profile(reader, frames, seed=77, tiles=engine.TileSet.clean_room())
     assert r["board_frames"] >= frames // 2
-    # A small sample, and a regression floor for the shipped model, not the goal: the
-    # shipped model reads the falling and next pill exactly on 98-100 % of held-out frames per
-    # profile (perception/models/board.report.md), short of the 99.5 % goal.
-    assert r["cell_accuracy"] >= 0.999, r["first_errors"]
-    assert r["falling_exact"] >= 0.9
-    assert r["next_exact"] >= 0.9
-    assert r["kind_accuracy"] >= 0.9
+    # A small sample of the held-out evaluation (perception/models/board.report.md: 600 frames
+    # per profile, 8 profiles), with floors a frame or two under what the shipped model reads
+    # on it (all right but two composite cells in two frames), so a worse model fails.
+    assert r["cell_accuracy"] >= 0.9995, r["first_errors"]
+    assert r["board_exact"] >= 0.93, r["first_errors"]
+    assert r["falling_exact"] >= 0.97
+    assert r["next_exact"] >= 0.97
+    assert r["kind_accuracy"] >= 0.95
 
 
 def test_read_and_read_batch_agree_and_shapes():
@@ -81,3 +82,29 @@ def test_reader_errors_are_clear(tmp_path):
     junk.write_bytes(b"not a model")
     with pytest.raises(ValueError, match="cannot load"):
         BoardReader(profile, junk)
+
+
+def test_evaluate_keep_meta_re_evaluates_a_report_in_place(tmp_path):
+    import json
+
+    from perception.evaluate import main
+
+    report = tmp_path / "board.report.json"
+    with pytest.raises(SystemExit, match="existing report"):
+        main(["--report", str(report), "--keep-meta"])
+    report.write_text(
+        json.dumps({"meta": {"command": "python -m perception.train", "train_s": 60}})
+    )
+    main(["--frames", "2", "--random-profiles", "0", "--report", str(report), "--keep-meta"])
+    written = json.loads(report.read_text())
+    assert written["meta"]["command"] == "python -m perception.train"
+    assert "--keep-meta" in written["meta"]["evaluation_command"]
+    assert set(written["profiles"]) == {
+        "composite_480p_combing",
+        "hdmi_1080p_bilinear",
+        "ideal_720p_nearest",
+        "mjpeg_720p_q70",
+        "square_1080p_area",
+    }
+    md = report.with_suffix(".md").read_text()
+    assert "python -m perception.train" in md and "evaluated by" in md
