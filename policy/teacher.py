@@ -318,4 +318,3 @@ class Teacher:
         idx = int(e.placements[int(np.argmax(values))])
         # expand() locks placements without stepping masks; the one played uses the planner's.
         return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
-
