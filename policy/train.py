@@ -1,6 +1,7 @@
 """Teacher labels, imitation training, DAgger with the engine, ONNX export.
 
-    python -m policy.train --out out/train            # the shipped model's recipe (docs/POLICY.md)
+    python -m policy.train --out out/train    # labels, imitation, 2 DAgger rounds
+                                              # (the shipped model: docs/POLICY.md "Reproduce")
 
 1. label: the teacher (policy.teacher) plays seeded games (levels 0-20, all speeds, even seeds
    below 0x8000: evaluation uses 0x8000 and up) and every spawn state is recorded with the
