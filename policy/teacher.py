@@ -1,18 +1,18 @@
 """The teacher: an exact search over placements with the engine, and a board evaluation.
 
 At a spawn state the teacher expands every reachable placement of the current pill
-(engine._core.expand: the planner's masks to the lock, then the engine itself resolves the
-clean-up, clears, cascades and the next throw), evaluates the boards at the next spawn, keeps
-the best `beam` of them and expands each again with the visible next pill (2-ply). A leaf's
-value is, in frames (higher is better):
+(engine._core.expand: each placement locked on the planner's lock frame, then the engine itself
+resolves the clean-up, clears, cascades and the next throw), evaluates the boards at the next
+spawn, keeps the best `beam` of them and expands each again with the visible next pill (2-ply).
+A leaf's value is, in frames (higher is better):
 
     - (frames from the root spawn to the leaf's spawn)            the time spent
     - virus * viruses left                                         work still to do
-    - the board terms below                                        how hard that work is
+    - the board terms (Weights)                                    how hard that work is
 
-and a stage clear is worth CLEAR - frames, a top-out TOP_OUT + frames (a later one is less
-bad). A first-ply child's value is its best leaf. docs/POLICY.md gives the reasoning and the
-measured strength.
+and a stage clear is worth CLEAR - frames, a top-out TOPPED + frames (a later one is less
+bad). A first-ply child's value is its best leaf, less a penalty when the next pill's reachable
+set is small. docs/POLICY.md gives the reasoning and the measured strength.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 import engine
 from engine import _core
-from policy.play import MAX_SETTLE_FRAMES, STAGE_CLEAR, TOP_OUT, Decision
+from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, TOP_OUT, Decision
 
 CLEAR = 1.0e7
 TOPPED = -1.0e7
@@ -294,7 +294,7 @@ class Teacher:
             searched[:] = True
             return e, v1, searched
         values = v1.copy()
-        alive = np.flatnonzero(e.phases == PLAYING_PHASE)
+        alive = np.flatnonzero(e.phases == PLAYING)
         order = alive[np.argsort(-v1[alive], kind="stable")][: self.beam]
         for k in order:
             e2 = self._expand(e.child(int(k)))
@@ -306,7 +306,7 @@ class Teacher:
             values[k] = leaf_values(e2.fields, e2.viruses, e2.phases, t2, w).max()
             values[k] -= w.mobility * short * short
             searched[k] = True
-        terminal = e.phases != PLAYING_PHASE
+        terminal = e.phases != PLAYING
         searched |= terminal
         if (~searched).any():
             floor = values[searched].min() if searched.any() else 0.0
@@ -318,6 +318,3 @@ class Teacher:
         idx = int(e.placements[int(np.argmax(values))])
         # expand() locks placements without stepping masks; the one played uses the planner's.
         return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
-
-
-PLAYING_PHASE = int(engine.Phase.PLAYING)

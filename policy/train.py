@@ -1,6 +1,7 @@
 """Teacher labels, imitation training, DAgger with the engine, ONNX export.
 
-    python -m policy.train --out out/train            # the shipped model's recipe (docs/POLICY.md)
+    python -m policy.train --out out/train    # labels, imitation, 2 DAgger rounds
+                                              # (the shipped model: docs/POLICY.md "Reproduce")
 
 1. label: the teacher (policy.teacher) plays seeded games (levels 0-20, all speeds, even seeds
    below 0x8000: evaluation uses 0x8000 and up) and every spawn state is recorded with the
@@ -191,14 +192,21 @@ _SHAPES: dict[str, tuple[int, ...]] = {
 }
 
 
-def training_episodes(count: int, rng: np.random.Generator, levels: Sequence[int]) -> list[Episode]:
-    """`count` random games: level from `levels`, any speed, even seed below 0x8000."""
+def training_episodes(
+    count: int,
+    rng: np.random.Generator,
+    levels: Sequence[int],
+    speeds: Sequence[int] | None = None,
+) -> list[Episode]:
+    """`count` random games: level from `levels`, speed from `speeds` (None: any of LOW, MED,
+    HI), even seed in [2, 0x8000), frameCounter in [0, 256). With speeds None the draws are
+    those of the earlier recipe (one rng.integers(3) per game), so old datasets reproduce."""
     out = []
     for _ in range(count):
         seed = int(rng.integers(1, TRAIN_SEED_LIMIT // 2)) * 2
-        out.append(
-            Episode(int(rng.choice(levels)), int(rng.integers(3)), seed, int(rng.integers(256)))
-        )
+        level = int(rng.choice(levels))
+        speed = int(rng.integers(3)) if speeds is None else int(rng.choice(speeds))
+        out.append(Episode(level, speed, seed, int(rng.integers(256))))
     return out
 
 
@@ -343,7 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--games", type=int, default=600, help="teacher games for imitation")
     ap.add_argument("--dagger-rounds", type=int, default=2)
     ap.add_argument("--dagger-games", type=int, default=300, help="network games per round")
-    ap.add_argument("--levels", default="0-20")
+    ap.add_argument("--levels", default="0-20", help="levels of the teacher games")
+    ap.add_argument("--speeds", default="low,med,hi", help="speeds of the teacher games")
+    ap.add_argument("--dagger-levels", default=None, help="levels of DAgger games (--levels)")
+    ap.add_argument("--dagger-speeds", default=None, help="speeds of DAgger games (--speeds)")
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--dagger-epochs", type=int, default=6)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -365,23 +376,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import torch
 
-    from policy.eval import parse_levels
+    from policy.eval import parse_levels, parse_speeds
     from policy.model import PlacementNet, export_onnx
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model_out = Path(args.model_out) if args.model_out else out / "policy.onnx"
-    levels = parse_levels(args.levels)
+    try:
+        levels = parse_levels(args.levels)
+        dagger_levels = parse_levels(args.dagger_levels or args.levels)
+        speeds = parse_speeds(args.speeds)
+        dagger_speeds = parse_speeds(args.dagger_speeds or args.speeds)
+    except ValueError as e:
+        ap.error(str(e))
     log: dict[str, Any] = {"args": vars(args), "rounds": []}
 
     def jobs(count: int, model: str | None, stage: int) -> list[LabelJob]:
         # teacher games draw from default_rng(seed), DAgger round r from default_rng([seed, r])
         rng = np.random.default_rng(args.seed if stage == 0 else [args.seed, stage])
-        return [
-            LabelJob(ep, model, args.taps_only, args.beam, args.max_frames)
-            for ep in training_episodes(count, rng, levels)
-        ]
+        lv, sp = (levels, speeds) if stage == 0 else (dagger_levels, dagger_speeds)
+        eps = training_episodes(count, rng, lv, None if sp == [0, 1, 2] else sp)
+        return [LabelJob(ep, model, args.taps_only, args.beam, args.max_frames) for ep in eps]
 
     def summary(results: Sequence[Result]) -> dict[str, float]:
         return {

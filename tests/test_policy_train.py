@@ -1,0 +1,52 @@
+"""policy.train: teacher labels become soft targets over the teacher's candidates only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from policy.eval import EVAL_SEED_START
+from policy.train import FIELDS, TRAIN_SEED_LIMIT, Dataset, K, training_episodes
+
+
+def one_state_dataset(cand: list[int], value: list[float]) -> Dataset:
+    c = np.full((1, K), -1, np.int16)
+    v = np.zeros((1, K), np.float32)
+    c[0, : len(cand)] = cand
+    v[0, : len(value)] = value
+    reachable = np.zeros(512, bool)
+    reachable[cand] = True
+    arrays = {
+        "field": np.full((1, 128), 0xFF, np.uint8),
+        "pill": np.array([[0, 1]], np.uint8),
+        "next": np.array([[2, 2]], np.uint8),
+        "level": np.array([20], np.uint8),
+        "speed": np.array([2], np.uint8),
+        "speed_ups": np.array([3], np.uint8),
+        "viruses": np.array([84], np.uint8),
+        "mask": np.packbits(reachable)[None],
+        "cand": c,
+        "value": v,
+        "choice": np.array([cand[0]], np.int16),
+    }
+    assert set(arrays) == set(FIELDS)
+    return Dataset(arrays)
+
+
+def test_soft_targets_follow_teacher_values() -> None:
+    d = one_state_dataset([130, 7, 300], [-1000.0, -1012.0, -1e6])
+    t = d.targets(temperature=12.0)[0]
+    assert t.shape == (512,) and abs(t.sum() - 1) < 1e-6
+    assert np.isclose(t[130] / t[7], np.exp(1.0), rtol=1e-5)  # 12 frames apart: a factor e
+    assert t[300] < 1e-30 and np.count_nonzero(t) == 2
+    board, extras, mask = d.tensors()
+    assert board.shape == (1, 11, 16, 8) and extras.shape == (1, 18)
+    assert mask[0, [130, 7, 300]].all() and mask.sum() == 3
+
+
+def test_training_games_never_use_evaluation_seeds() -> None:
+    rng = np.random.default_rng(7)
+    eps = training_episodes(400, rng, [15, 20], [2])
+    assert all(e.seed % 2 == 0 and 0 < e.seed < TRAIN_SEED_LIMIT for e in eps)
+    assert TRAIN_SEED_LIMIT <= EVAL_SEED_START
+    assert {e.level for e in eps} == {15, 20} and {e.speed for e in eps} == {2}
+    assert {e.speed for e in training_episodes(60, rng, [0])} == {0, 1, 2}
