@@ -94,7 +94,7 @@ def check_run(proc: subprocess.Popen, levels, log: Path) -> dict:
     assert summary["underruns"] == 0 and summary["watchdog_trips"] == 0
     assert summary["decisions"] == sum(r["pills"] for r in summary["levels"]) > 0
     assert 0 < summary["peak_rss_mb"] < 600
-    assert summary["capture"]["width"] == 1280 and summary["capture"]["height"] == 720
+    assert summary["sim"]["profile"] == PROFILE
     lat = summary["capture_latency_frames"]
     assert 3.0 <= lat["p50"] <= 4.5  # 3 frames + sampling + jitter, as the profile says
     events = read_log(log)
@@ -103,6 +103,7 @@ def check_run(proc: subprocess.Popen, levels, log: Path) -> dict:
         assert name in names
     assert names.count("stage_clear") == len(levels) and names[-1] == "summary"
     assert events[-1]["levels_cleared"] == len(levels)
+    assert events[-1]["capture"]["width"] == 1280 and events[-1]["capture"]["height"] == 720
     plans = [e for e in events if e["event"] == "plan"]
     assert all(p["first_frame"] <= p["lock_frame"] for p in plans)
     return summary
@@ -118,9 +119,13 @@ def test_sim_fast_plays_five_levels_to_stage_clear_with_onnx_models(tmp_path):
     try:
         summaries = [check_run(p, g, log) for p, g, log in zip(procs, GROUPS, logs, strict=True)]
     finally:
-        for p in procs:
+        for p in procs:  # a failed check leaves the other process and its pipes open
             if p.poll() is None:
                 p.kill()
+            for pipe in (p.stdout, p.stderr):
+                if pipe is not None:
+                    pipe.close()
+            p.wait()
     played = [(r["level"], r["speed"]) for s in summaries for r in s["levels"]]
     assert {lv for lv, _ in played} >= {0, 20} and {sp for _, sp in played} == {0, 1, 2}
     assert sum(len(s["levels"]) for s in summaries) >= 5
