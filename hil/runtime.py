@@ -185,11 +185,11 @@ def make_reader(name: str, profile: Any = None) -> Reader:
                 net = self.net
                 crop = net.preprocess(frame.image)
                 obs = observation_from_perception(net.postprocess(net.infer(crop[None])))
+                if obs.kind != ScreenKind.LEVEL:
+                    return obs
                 bottle = crop[y0 : y0 + 16 * CELL, x0 : x0 + 8 * CELL].astype(np.float32)
                 looks = bottle.reshape(16, CELL // 2, 2, 8, CELL // 2, 2, 3).mean(axis=(2, 5))
                 looks = looks.transpose(0, 2, 1, 3, 4).reshape(16, 8, -1)
-                if obs.kind != ScreenKind.LEVEL:
-                    return obs
                 sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
                 label = self.virus_anim(looks, sure)
                 return replace(obs, virus_frame=label)

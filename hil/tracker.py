@@ -207,10 +207,9 @@ def mismatches(
         out.append("kind")
     if pred.kind == ScreenKind.PAUSED or obs.kind == ScreenKind.PAUSED:
         return out
-    sure = np.asarray(obs.confidence) >= cfg.min_confidence
+    sure = np.asarray(obs.confidence) >= cfg.min_confidence  # a new array
     for pill in (pred.falling, obs.falling):
         if pill is not None:  # the tiles under a falling pill's sprites are hidden
-            sure = sure.copy()
             for r, c in _pill_cells(pill):
                 if 0 <= r < ROWS and 0 <= c < COLS:
                     sure[r, c] = False
@@ -690,14 +689,6 @@ class Tracker:
                 self.cfg.align_wait if obs.next_throw_frame is None else 0
             )
             self._try_align(force=waited, now=frames.stop - 1)
-
-    def force_alignment(self) -> bool:
-        """Start tracking on the best hypothesis now (a decision is due). False if the board
-        has not been seen yet."""
-        if self.state != LevelState.ALIGNING or self.lv is None or self.lv.board is None:
-            return False
-        self._try_align(force=True)
-        return True
 
     def _candidates(self, frames: range) -> list[tuple[int, Observation, int, bool]]:
         """(frame, predicted observation, spawns, next known) per candidate frame."""
