@@ -28,20 +28,26 @@ from typing import Any
 GOAL_P99_MS = 8.0
 
 
+DEFAULT_LEVELS = ((0, 1), (10, 2), (20, 2))
+
+
 def bench(
     *,
-    level: int = 0,
-    speed: int = 1,
-    frames: int = 1500,
+    levels: tuple[tuple[int, int], ...] | list[tuple[int, int]] = DEFAULT_LEVELS,
+    frames: int = 6000,
     profile: str = "mjpeg_720p_q70",
     reader: str = "oracle",
     policy: str = "heuristic",
     taps_only: bool = False,
 ) -> dict[str, Any]:
-    """Runs the session and returns the JSON-ready report (see the module docstring)."""
+    """Runs the session and returns the JSON-ready report (see the module docstring).
+
+    levels: (level 0..24, speed 0..2) played in a chain, each to its end, until ``frames``
+    console frames have passed."""
     from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
 
-    settings = RunSettings(levels=[LevelPlan(level, speed)], fast=True, max_frames=frames)
+    plans = [LevelPlan(lv, sp) for lv, sp in levels]
+    settings = RunSettings(levels=plans, fast=True, max_frames=frames)
     summary, _ = run_sim(
         settings, SimOptions(profile=profile), reader=reader, policy=policy, taps_only=taps_only
     )
@@ -58,8 +64,7 @@ def bench(
         "bench": "hil bench",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "settings": {
-            "level": level,
-            "speed": speed,
+            "levels": [[p.level, p.speed] for p in plans],
             "frames": frames,
             "profile": profile,
             "reader": summary["reader"],
@@ -82,14 +87,24 @@ def bench(
         "run": {
             k: summary[k]
             for k in ("captured_frames", "decisions", "desyncs", "late_schedules", "peak_rss_mb")
+        }
+        | {
+            "levels_played": [
+                {k: r[k] for k in ("level", "speed", "result", "frames")}
+                for r in summary["levels"]
+            ]
         },
     }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--level", type=int, default=0, help="level 0..24 (default 0)")
-    p.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
-    p.add_argument("--frames", type=int, default=1500, help="console frames to play (1500)")
+    p.add_argument(
+        "--levels",
+        default=",".join(f"{lv}:{sp}" for lv, sp in DEFAULT_LEVELS),
+        help='levels played in a chain, "LEVEL:SPEED,..." (speed 0 LOW, 1 MED, 2 HI; '
+        'default "0:1,10:2,20:2")',
+    )
+    p.add_argument("--frames", type=int, default=6000, help="console frames to play (6000)")
     p.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (mjpeg_720p_q70)")
     p.add_argument("--reader", default="auto", help="auto, oracle or onnx")
     p.add_argument("--policy", default="auto", help="auto, heuristic or onnx")
@@ -99,9 +114,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace) -> int:
     from hil.runtime import pick_policy, pick_reader
 
+    levels = []
+    for item in args.levels.split(","):
+        lv, _, sp = item.strip().partition(":")
+        try:
+            levels.append((int(lv), int(sp or 1)))
+        except ValueError:
+            raise SystemExit(f"hil bench: --levels item {item!r} is not LEVEL:SPEED") from None
     report = bench(
-        level=args.level,
-        speed=args.speed,
+        levels=levels,
         frames=args.frames,
         profile=args.profile,
         reader=pick_reader(args.reader, sim=True),

@@ -13,6 +13,7 @@ frames counted by the firmware from 0.
 
 from __future__ import annotations
 
+import binascii
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
@@ -54,13 +55,7 @@ class ProtocolError(ValueError):
 def crc16(data: bytes) -> int:
     """CRC-16/IBM-3740 (alias CRC-16/CCITT-FALSE): poly 0x1021, init 0xFFFF, no reflection,
     xorout 0. ``crc16(b"123456789") == 0x29B1`` (the catalogue's check value)."""
-    crc = 0xFFFF
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-            crc &= 0xFFFF
-    return crc
+    return binascii.crc_hqx(data, 0xFFFF)  # the same polynomial, computed in C
 
 
 def cobs_encode(data: bytes) -> bytes:

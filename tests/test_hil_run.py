@@ -213,7 +213,7 @@ def test_real_time_sim_plays_a_level_in_step():
 
 def test_bench_and_latency_calibration_print_json(profile_path):
     bench = subprocess.run(
-        [sys.executable, "-m", "hil.cli", "bench", "--frames", "420", "--speed", "2",
+        [sys.executable, "-m", "hil.cli", "bench", "--frames", "420", "--levels", "0:2",
          "--profile", profile_path, "--reader", "oracle"],
         capture_output=True, text=True,
     )  # fmt: skip
@@ -222,6 +222,7 @@ def test_bench_and_latency_calibration_print_json(profile_path):
     for key in ("capture_to_observation_ms", "spawn_to_wire_ms"):
         assert report[key]["median"] <= report[key]["p99"]
     assert report["goal"]["p99_ms"] == 8.0
+    assert report["settings"]["levels"] == [[0, 2]]
     cal = subprocess.run(
         [sys.executable, "-m", "hil.cli", "calibrate", "latency", "--fast", "--presses", "8",
          "--profile", profile_path, "--reader", "oracle"],

@@ -93,15 +93,18 @@ def drive(
     seed=0,
     until=None,
     seen=None,
+    status_delay_ns=0.0,
 ):
     """Feeds statuses and captures in host-time order; returns the tracker's events.
-    ``seen``: Observation -> Observation, what a reader makes of the picture (default exact)."""
+    ``seen``: Observation -> Observation, what a reader makes of the picture (default exact).
+    ``status_delay_ns``: statuses reach the tracker this much after they arrive (the runtime
+    reads them after a frame's decision)."""
     shown = con.play()
     timing = Timing(latency_frames=latency, jitter_ms=jitter_ms, repeat_rate=repeat)
     sched = TimingModel(timing, seed=seed).for_console_frames(con.frames - 2)
     items = []
     for g in range(con.frames - 1):
-        items.append((latch_ns(g) + WINDOW_US * 1000, 0, g))
+        items.append((latch_ns(g) + WINDOW_US * 1000 + status_delay_ns, 0, g))
     for k in range(len(sched)):
         items.append((float(sched.time_ns[k]), 1, int(sched.console_frame[k])))
     items.sort()
@@ -112,6 +115,7 @@ def drive(
             break
         host = int(t) + HOST_OFFSET
         if kind == 0:
+            host -= int(status_delay_ns)  # the time it arrived, as the link stamps it
             # The firmware reports the byte it served; a fault is the console ignoring it.
             tracker.on_status(g, device_us(g), con.masks.get(g, 0), host)
         else:
@@ -242,6 +246,31 @@ def test_shadow_state_follows_a_played_pill_through_latency_and_jitter():
     assert "lock" in names(events) and names(events).count("spawn") >= 2
     truth = con.play()
     last = len(truth) - 2
+    got = tracker.state_at(last - con.base)
+    assert got is not None
+    for attr in COMPARED:
+        assert np.array_equal(getattr(got[0], attr), getattr(truth[last], attr)), attr
+
+
+def test_statuses_read_after_each_frame_keep_the_shadow_in_step():
+    # The runtime reads the STATUS messages after a frame's decision: the tracker sees each
+    # capture before the status of the frame that latched just before it arrived.
+    con = Console(level=5, speed=2, seed=0x4321, base=15, frames=420)
+    spawn_frame, spawn = first_spawn(con)
+    plan = engine.plan(spawn)
+    masks = plan.masks(int(plan.placements[len(plan) // 3]))
+    for i, m in enumerate(masks):
+        con.masks[spawn_frame + i] = int(m)
+    tracker = make_tracker()
+    tracker.begin_level(5, 2, con.base)
+    assert tracker.wants_virus_frame  # the alignment compares the virus animation label
+    tracker.on_schedule(spawn_frame, masks)
+    events = drive(tracker, con, seed=3, status_delay_ns=P)
+    assert "desync" not in names(events), [e.to_json() for e in events if e.name == "desync"]
+    assert "level_start" in names(events) and "lock" in names(events)
+    assert tracker.state == LevelState.TRACKING and not tracker.wants_virus_frame
+    truth = con.play()
+    last = len(truth) - 3
     got = tracker.state_at(last - con.base)
     assert got is not None
     for attr in COMPARED:
