@@ -90,8 +90,7 @@ def bench(
         }
         | {
             "levels_played": [
-                {k: r[k] for k in ("level", "speed", "result", "frames")}
-                for r in summary["levels"]
+                {k: r[k] for k in ("level", "speed", "result", "frames")} for r in summary["levels"]
             ]
         },
     }
