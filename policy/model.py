@@ -72,8 +72,9 @@ class PlacementNet(nn.Module):
         return torch.where(mask, logits, torch.full_like(logits, MASKED))
 
 
-def export_onnx(model: PlacementNet, path: str | Path) -> None:
-    """Writes `model` as ONNX (opset 17, dynamic batch) to `path`."""
+def export_onnx(model: nn.Module, path: str | Path) -> None:
+    """Writes `model` (a PlacementNet, or a module with its signature such as
+    policy.ensemble.PolicyEnsemble) as ONNX (opset 17, dynamic batch) to `path`."""
     model = model.eval()
     board = torch.zeros(1, BOARD_PLANES, ROWS, COLS)
     extras = torch.zeros(1, EXTRAS)
@@ -87,7 +88,7 @@ def export_onnx(model: PlacementNet, path: str | Path) -> None:
 
 
 def _export(
-    model: PlacementNet,
+    model: nn.Module,
     board: torch.Tensor,
     extras: torch.Tensor,
     mask: torch.Tensor,

@@ -93,3 +93,29 @@ def test_shipped_model_loads_and_masks() -> None:
     to_spawn(g)
     plan = _core.plan(g, taps_only=True)
     assert plan.reachable[policy.choose(Observation.from_game(g), plan.reachable)]
+
+
+def test_an_ensemble_averages_its_members_log_probabilities(tmp_path: Path) -> None:
+    from policy.ensemble import build, load_member
+
+    torch.manual_seed(3)
+    nets = [PlacementNet(channels=8, blocks=1), PlacementNet(channels=12, blocks=2)]
+    paths = []
+    for i, net in enumerate(nets):
+        paths.append(tmp_path / f"m{i}.pt")
+        torch.save(net.state_dict(), paths[-1])
+    assert (load_member(paths[1]).channels, load_member(paths[1]).num_blocks) == (12, 2)
+    report = build(paths, tmp_path / "ens.onnx")
+    assert report["onnx_vs_torch_max_diff"] < 1e-4
+    board, extras, mask = random_inputs(32, np.random.default_rng(4))
+    got = PlacementPolicy(tmp_path / "ens.onnx").logits(board, extras, mask)
+    logp = []
+    for net in nets:
+        z = np.where(mask, torch_logits(net.eval(), board, extras, mask), -np.inf)
+        logp.append(z - np.logaddexp.reduce(z, axis=1, keepdims=True))
+    want = np.mean(logp, axis=0)
+    np.testing.assert_allclose(got[mask], want[mask], atol=1e-4)
+    assert (got[~mask] <= -1e8).all()  # unreachable placements stay masked
+    with pytest.raises(ValueError, match="not a PlacementNet"):
+        torch.save({"x": torch.zeros(1)}, tmp_path / "bad.pt")
+        load_member(tmp_path / "bad.pt")
