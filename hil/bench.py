@@ -111,15 +111,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from hil.runtime import pick_policy, pick_reader
+    from hil.runtime import parse_levels, pick_policy, pick_reader
 
-    levels = []
-    for item in args.levels.split(","):
-        lv, _, sp = item.strip().partition(":")
-        try:
-            levels.append((int(lv), int(sp or 1)))
-        except ValueError:
-            raise SystemExit(f"hil bench: --levels item {item!r} is not LEVEL:SPEED") from None
+    try:
+        levels = [(p.level, p.speed) for p in parse_levels(args.levels, 1)]
+    except ValueError as exc:
+        raise SystemExit(f"hil bench: {exc}") from None
     report = bench(
         levels=levels,
         frames=args.frames,

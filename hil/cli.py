@@ -120,16 +120,12 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
 def _levels(args: argparse.Namespace) -> list[tuple[int, int]]:
     """--levels "L[:S],..." or --level/--speed chained --max-levels times."""
     if args.levels:
-        out = []
-        for item in args.levels.split(","):
-            lv, _, sp = item.strip().partition(":")
-            try:
-                out.append((int(lv), int(sp) if sp else args.speed))
-            except ValueError:
-                raise SystemExit(
-                    f"hil run: --levels item {item!r} is not LEVEL or LEVEL:SPEED"
-                ) from None
-        return out
+        from hil.runtime import parse_levels
+
+        try:
+            return [(p.level, p.speed) for p in parse_levels(args.levels, args.speed)]
+        except ValueError as exc:
+            raise SystemExit(f"hil run: {exc}") from None
     return [(min(args.level + i, 24), args.speed) for i in range(args.max_levels)]
 
 

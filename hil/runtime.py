@@ -252,6 +252,19 @@ class LevelPlan:
     speed: int
 
 
+def parse_levels(text: str, speed: int) -> list[LevelPlan]:
+    """``"LEVEL[:SPEED],..."`` (``hil run --levels``, ``hil bench --levels``) -> LevelPlans;
+    an item without a speed gets ``speed``. Raises ValueError naming a malformed item."""
+    out = []
+    for item in text.split(","):
+        lv, _, sp = item.strip().partition(":")
+        try:
+            out.append(LevelPlan(int(lv), int(sp) if sp else speed))
+        except ValueError:
+            raise ValueError(f"--levels item {item!r} is not LEVEL or LEVEL:SPEED") from None
+    return out
+
+
 @dataclass
 class RunSettings:
     """What ``hil run`` does; see ``hil run --help`` and docs/RUN.md."""

@@ -231,7 +231,10 @@ def test_alignment_finds_the_level_start_and_frame_counter(speed, prior_error):
     assert "desync" not in names(events)
 
 
-def test_shadow_state_follows_a_played_pill_through_latency_and_jitter():
+@pytest.mark.parametrize("status_delay_ns", [0.0, P])
+def test_shadow_state_follows_a_played_pill_through_latency_and_jitter(status_delay_ns):
+    # status_delay_ns P: the runtime reads the STATUS messages after a frame's decision, so
+    # the tracker sees each capture before the status of the frame latched just before it.
     con = Console(level=5, speed=1, seed=0x4321, base=15, frames=420)
     spawn_frame, spawn = first_spawn(con)
     plan = engine.plan(spawn)
@@ -240,37 +243,14 @@ def test_shadow_state_follows_a_played_pill_through_latency_and_jitter():
         con.masks[spawn_frame + i] = int(m)
     tracker = make_tracker()
     tracker.begin_level(5, 1, con.base)
-    tracker.on_schedule(spawn_frame, masks)
-    events = drive(tracker, con, repeat=0.01, seed=2)
-    assert "desync" not in names(events), [e.to_json() for e in events if e.name == "desync"]
-    assert "lock" in names(events) and names(events).count("spawn") >= 2
-    truth = con.play()
-    last = len(truth) - 2
-    got = tracker.state_at(last - con.base)
-    assert got is not None
-    for attr in COMPARED:
-        assert np.array_equal(getattr(got[0], attr), getattr(truth[last], attr)), attr
-
-
-def test_statuses_read_after_each_frame_keep_the_shadow_in_step():
-    # The runtime reads the STATUS messages after a frame's decision: the tracker sees each
-    # capture before the status of the frame that latched just before it arrived.
-    con = Console(level=5, speed=2, seed=0x4321, base=15, frames=420)
-    spawn_frame, spawn = first_spawn(con)
-    plan = engine.plan(spawn)
-    masks = plan.masks(int(plan.placements[len(plan) // 3]))
-    for i, m in enumerate(masks):
-        con.masks[spawn_frame + i] = int(m)
-    tracker = make_tracker()
-    tracker.begin_level(5, 2, con.base)
     assert tracker.wants_virus_frame  # the alignment compares the virus animation label
     tracker.on_schedule(spawn_frame, masks)
-    events = drive(tracker, con, seed=3, status_delay_ns=P)
+    events = drive(tracker, con, repeat=0.01, seed=2, status_delay_ns=status_delay_ns)
     assert "desync" not in names(events), [e.to_json() for e in events if e.name == "desync"]
-    assert "level_start" in names(events) and "lock" in names(events)
+    assert "lock" in names(events) and names(events).count("spawn") >= 2
     assert tracker.state == LevelState.TRACKING and not tracker.wants_virus_frame
     truth = con.play()
-    last = len(truth) - 3
+    last = len(truth) - 2
     got = tracker.state_at(last - con.base)
     assert got is not None
     for attr in COMPARED:
