@@ -1,4 +1,4 @@
-"""calibration room (see ../shared/DESIGN.md): the capture chain as data and as a model.
+"""calibration room (see docs/ARCHITECTURE.md): the capture chain as data and as a model.
 
 ``Profile`` (geometry, colour, artifacts, timing; JSON files in calibration/profiles/),
 ``CaptureModel`` / ``forward`` (NES RGB frames -> captured BGR frames with the chain's

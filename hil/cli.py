@@ -638,7 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--frames", type=int, default=600, help="console frames to check (600)")
     st.add_argument("--seed", type=int, default=0, help="seed of the random masks")
-    st.add_argument("--build-dir", help="where to build the test ROM (default build/testrom)")
+    st.add_argument(
+        "--build-dir", help="build the test ROM from its source here first (needs cc65)"
+    )
     st.set_defaults(func=_cmd_emu_selftest)
     es = emu_sub.add_parser(
         "start", help="your Dr. Mario ROM: menus to a level, engine parity of its board (JSON)"
