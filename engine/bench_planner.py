@@ -91,7 +91,8 @@ def _time_plan(states: list[engine.Game], repeats: int, **kw) -> list[float]:
 
 def _first_call_us(states: list[engine.Game]) -> list[float]:
     """One plan() per state, each on a state not planned before in this process."""
-    return [_best_us(lambda g=g.clone(): _core.plan(g), 1) for g in states]
+    fresh = [g.clone() for g in states]
+    return [_best_us(lambda g=g: _core.plan(g), 1) for g in fresh]
 
 
 def _time_masks_one(states: list[engine.Game], repeats: int, seed: int) -> list[float]:

@@ -37,7 +37,7 @@ def test_batch_run_counts_game_frames_in_play():
     b = engine.Batch([10] * 4, [1, 2, 0, 1], seeds)
     want = sum(
         frames_until_over(10, s, seed, masks[:, i])
-        for i, (s, seed) in enumerate(zip([1, 2, 0, 1], seeds))
+        for i, (s, seed) in enumerate(zip([1, 2, 0, 1], seeds, strict=True))
     )
     assert b.run(masks) == want
     assert b.run(masks[:10]) == sum(10 for p in b.phase.tolist() if p < TERMINAL)

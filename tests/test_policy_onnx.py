@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-
 from types import ModuleType
 from typing import Any
 
@@ -106,7 +105,9 @@ def test_shipped_model_loads_and_masks() -> None:
     assert plan.reachable[policy.choose(Observation.from_game(g), plan.reachable)]
 
 
-def test_an_ensemble_averages_its_members_log_probabilities(torch: ModuleType, tmp_path: Path) -> None:
+def test_an_ensemble_averages_its_members_log_probabilities(
+    torch: ModuleType, tmp_path: Path
+) -> None:
     from policy.ensemble import build, load_member
     from policy.model import PlacementNet, torch_logits
 

@@ -1,8 +1,8 @@
 """Generate engine/src/render_tables.h (the renderer's game facts) from nes_tables.json.
 
 The JSON is the public disassembly's data tables (Nostaljipi/dr-mario-disassembly) converted to
-JSON, in engine/data/nes_tables.json (engine/data/README.md). The generated header is committed, so building the
-engine needs neither this script nor the reference folder. It holds palettes, sprite layout
+JSON, in engine/data/nes_tables.json (engine/data/README.md). The generated header is committed,
+so building the engine needs neither this script nor the JSON. It holds palettes, sprite layout
 tables and VRAM/OAM coordinates only: no nametable or CHR data of the game.
 
 Run: python tools/gen_render_tables.py [--reference DIR]
