@@ -229,3 +229,181 @@ class VirtualDevice:
                 if data:
                     self._lib.nb_rx(self._core, data, len(data), self._now_us)
                 self._flush()
+
+
+# ---- the firmware image itself, emulated ---------------------------------------------------
+
+FIRMWARE_DIR = Path(__file__).resolve().parent.parent / "firmware"
+DEFAULT_UF2 = FIRMWARE_DIR / "dist" / "nes_bridge_pico.uf2"
+HARNESS = FIRMWARE_DIR / "emu" / "harness.mjs"
+
+
+class EmulatorError(RuntimeError):
+    """The rp2040js harness could not start or stopped unexpectedly."""
+
+
+class EmulatedFirmware:
+    """The committed UF2 running in rp2040js (``firmware/emu/harness.mjs``, Node.js) with a
+    simulated NES reading the pad with Dr. Mario's timing; the host side is a TCP bridge to
+    the emulated USB CDC, so ``hil.link.Link(dev.port)`` talks to the real firmware image.
+
+    ``cpu_mhz``: the emulated CPU clock (the firmware assumes 125 MHz; lower runs faster
+    and leaves the firmware fewer instructions per microsecond). ``frame_us``: NES frame
+    spacing (emulated us). ``frames``: stop the NES after this many (None: never).
+    ``lockstep``: frames only on :meth:`latch` (a drop-in for VirtualDevice's console side).
+    ``boot``: "power_on", "after_uf2_copy" (boot ROM rebooted through the watchdog) or
+    "after_watchdog" (the firmware's own watchdog fired).
+
+    ``reads[f]`` is ``(read1, read2)`` of NES frame f (1 = pressed, A = 0x80); ``events``
+    lists ``(name, nes_frame, t_us)``. Raises EmulatorError if Node.js or the harness's
+    ``npm ci`` is missing, or the firmware does not enumerate.
+    """
+
+    def __init__(
+        self,
+        uf2: Path | str = DEFAULT_UF2,
+        *,
+        cpu_mhz: float = 25.0,
+        frame_us: int = 16639,
+        frames: int | None = None,
+        lockstep: bool = False,
+        boot: str = "power_on",
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        import shutil
+        import subprocess
+
+        node = shutil.which("node")
+        if node is None:
+            raise EmulatorError("Node.js (node) is not installed; firmware/README.md 'Emulator'")
+        if not (HARNESS.parent / "node_modules" / "rp2040js").is_dir():
+            raise EmulatorError(f"rp2040js is not installed: run `npm ci` in {HARNESS.parent}")
+        if not Path(uf2).is_file():
+            raise EmulatorError(f"no such UF2: {uf2}")
+        cmd = [node, str(HARNESS), "--uf2", str(uf2), "--cpu-mhz", str(cpu_mhz)]
+        cmd += ["--frame-us", str(frame_us)] + os.environ.get("NB_EMU_ARGS", "").split()
+        if frames is not None:
+            cmd += ["--frames", str(frames)]
+        if lockstep:
+            cmd.append("--lockstep")
+        if boot != "power_on":
+            cmd.append({"after_uf2_copy": "--boot-after-uf2-copy", "after_watchdog": "--boot-after-watchdog"}[boot])
+        self.reads: dict[int, tuple[int, int]] = {}
+        self.events: list[tuple[str, int, int]] = []
+        self.done: dict[str, object] | None = None
+        self._cv = threading.Condition()
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self._port: int | None = None
+        self._reader = threading.Thread(target=self._read_stdout, name="fw-emu", daemon=True)
+        self._reader.start()
+        with self._cv:
+            if not self._cv.wait_for(lambda: self._port is not None or self.done is not None,
+                                     start_timeout_s):
+                self.close()
+                raise EmulatorError("the emulated firmware did not enumerate on USB")
+        if self._port is None:
+            raise EmulatorError(f"the harness stopped: {self.events[-3:]}")
+        self.port = f"socket://127.0.0.1:{self._port}"
+
+    def _read_stdout(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            w = line.split()
+            with self._cv:
+                if not w:
+                    continue
+                if w[0] == "F":
+                    self.reads[int(w[1])] = (int(w[2], 16), int(w[3], 16))
+                elif w[0] == "E":
+                    self.events.append((w[1], int(w[2]), int(w[3])))
+                elif w[0] == "READY":
+                    self._port = int(w[1])
+                elif w[0] == "DONE":
+                    import json
+
+                    self.done = json.loads(line[5:])
+                self._cv.notify_all()
+        with self._cv:
+            if self.done is None:
+                self.done = {}
+            self._cv.notify_all()
+
+    def command(self, line: str) -> None:
+        """Sends a harness command: "usb unmount", "usb suspend", "usb resume", "nes stop",
+        "nes start", "frame N" (lockstep)."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(line + "\n")
+        self._proc.stdin.flush()
+
+    def wait_frame(self, frame: int, timeout_s: float = 60.0) -> None:
+        """Waits until NES frame ``frame`` was read. Raises EmulatorError on timeout."""
+        with self._cv:
+            if not self._cv.wait_for(
+                lambda: frame in self.reads or self.done is not None, timeout_s
+            ):
+                raise EmulatorError(f"NES frame {frame} not read within {timeout_s} s")
+            if frame not in self.reads:
+                raise EmulatorError(f"the harness stopped before frame {frame}: {self.done}")
+
+    def wait_event(
+        self, name: str, since: int = 0, timeout_s: float = 60.0
+    ) -> tuple[str, int, int]:
+        """Waits for the first event called ``name`` at or after ``events[since]``."""
+        with self._cv:
+            seen = since
+            start = [e for e in self.events if e[0] == name]
+            if not self._cv.wait_for(
+                lambda: any(e[0] == name for e in self.events[seen:]) or self.done is not None,
+                timeout_s,
+            ):
+                raise EmulatorError(f"no {name} event within {timeout_s} s")
+            new = [e for e in self.events[seen:] if e[0] == name]
+            if not new:
+                raise EmulatorError(f"the harness stopped before {name}: {start}")
+            return new[0]
+
+    @property
+    def last_frame(self) -> int:
+        with self._cv:
+            return max(self.reads, default=-1)
+
+    def latch(self, frame_time_us: int = 0, reads: int = 2, read_gap_us: int = 0) -> int:
+        """Lockstep console side (VirtualDevice's interface): plays one NES frame with Dr.
+        Mario's two reads and returns the byte read. The frame's time is the emulator's
+        (frames are ``frame_us`` apart); the arguments exist for interface compatibility.
+        Raises AssertionError if the two reads differ."""
+        del frame_time_us, reads, read_gap_us
+        nxt = self.last_frame + 1
+        self.command("frame 1")
+        self.wait_frame(nxt)
+        a, b = self.reads[nxt]
+        if a != b:
+            raise AssertionError(f"reads of frame {nxt} differ: {a:02x} {b:02x}")
+        return a
+
+    def close(self) -> None:
+        """Stops the harness (never raises)."""
+        try:
+            self.command("quit")
+        except (OSError, ValueError):
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - a stuck child is killed
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=10)
+        for f in (self._proc.stdin, self._proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> EmulatedFirmware:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
