@@ -64,10 +64,10 @@ def test_10000_scheduled_frames_both_reads_exact() -> None:
     with _device() as dev, _link(dev) as link:
         assert link.hello is not None and link.hello.window_us == 5000
         first = _stream(dev, link, masks)
+        st = link.wait_status(first + len(masks) - 1, timeout_s=10)  # the stream's last frame
         link.clear()
-        link.poll(0.1)
-        st = link.statuses[-1]
     assert _wrong(dev, first, masks) == []
+    assert st.mask == masks[-1] and st.flags & p.StatusFlags.FROM_QUEUE
     assert st.underruns == 0 and st.arm_misses == 0 and st.protocol_errors == 0
     assert st.late_schedules == 0 and st.tx_drops == 0
     assert dev.done is not None
@@ -172,3 +172,24 @@ def test_reset_reason_tells_a_uf2_copy_from_a_stuck_firmware(boot: str, reason: 
         info = link.info()
     assert info.reset_reason == reason and info.board == "pico"
     assert info.firmware_version == "1.1.0" and info.latches > 0 and info.latches_lost == 0
+
+
+def test_hil_link_check_prints_version_board_reason_and_latch_rate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hil.cli import main
+
+    assert main(["link", "check", "--port", "emulated", "--seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "firmware: 1.1.0 (protocol 1), board: pico" in out
+    assert "reset reason: power-on, boot 1" in out
+    # NTSC: 60.0988 frames/s, two latches per frame (getInputs [$B7E1] reads twice)
+    assert "latch rate: 120." in out and "60.1" in out and "2.00 latches per frame" in out
+
+
+def test_hil_link_check_bad_port_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from hil.cli import main
+
+    assert main(["link", "check", "--port", "/nonexistent/tty"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("hil link check:")
