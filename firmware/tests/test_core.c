@@ -299,7 +299,7 @@ static const struct {
 } k_types[] = {{"HELLO", NB_HELLO},   {"SCHEDULE", NB_SCHEDULE}, {"CLEAR", NB_CLEAR},
                {"CONFIG", NB_CONFIG}, {"PING", NB_PING},         {"HELLO_ACK", NB_HELLO_ACK},
                {"ACK", NB_ACK},       {"NACK", NB_NACK},         {"STATUS", NB_STATUS},
-               {"PONG", NB_PONG}};
+               {"PONG", NB_PONG},     {"INFO", NB_INFO},         {"INFO_ACK", NB_INFO_ACK}};
 
 static uint8_t type_code(const char* name) {
   for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
@@ -369,6 +369,24 @@ static size_t core_encode(const item_t* it, uint8_t type, uint8_t seq, uint8_t* 
       on_message(&c, &m, num(it, "device_us"));
       break;
     }
+    case NB_INFO_ACK: {
+      char board[17] = {0};
+      uint8_t raw[16];
+      hex(it, "board_raw", raw, sizeof raw);
+      memcpy(board, raw, 16);
+      nb_set_identity(&c, (uint8_t)num(it, "version_major"), (uint8_t)num(it, "version_minor"),
+                      (uint8_t)num(it, "version_patch"), board);
+      c.cfg.reset_reason = (uint32_t)num(it, "reset_reason");
+      c.cfg.boot_count = (uint32_t)num(it, "boot_count");
+      c.n.latches = (uint32_t)num(it, "latches");
+      c.n.latches_lost = (uint32_t)num(it, "latches_lost");
+      c.n.host_losses = (uint16_t)num(it, "host_losses");
+      c.n.replays = (uint16_t)num(it, "replays");
+      c.n.takeovers = (uint16_t)num(it, "takeovers");
+      m.type = NB_INFO;
+      on_message(&c, &m, num(it, "device_us"));
+      break;
+    }
     default:
       return 0;
   }
@@ -422,10 +440,15 @@ static void check_host_effect(const item_t* it, uint8_t type, const uint8_t* wir
     case NB_CLEAR:
       CHECK(r.type[0] == NB_ACK && r.body[0][0] == NB_CLEAR, "clear acked");
       break;
+    case NB_INFO:
+      CHECK(r.type[0] == NB_INFO_ACK && r.len[0] == NB_INFO_ACK_LEN &&
+                nb_get64(r.body[0] + 8) == 1000,
+            "info answered with the device time");
+      break;
     default:
       break;
   }
-  if (type != NB_HELLO) {
+  if (type != NB_HELLO && type != NB_INFO) {
     CHECK(r.body[0][1] == num(it, "seq") || r.type[0] == NB_PONG, "reply echoes seq");
   }
 }
