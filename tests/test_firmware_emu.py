@@ -5,17 +5,19 @@ and the host is hil.link over the emulated USB CDC.
 Emulation settings (firmware/README.md, "Emulator"): the RP2040 CPU runs at 25 MHz of
 emulated time (the firmware's own 125 MHz would only give its main loop more room), NES
 frames are 3 ms apart and the latch window is 1 ms (CONFIG), so 10,000 frames take about a
-minute. Needs Node.js and `npm ci` in firmware/emu (firmware/ci.sh does it)."""
+minute. Needs Node.js and `npm ci` in firmware/emu (firmware/ci.sh does it).
+NB_TEST_UF2=path runs the same tests on another build (e.g. one from before a fix)."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 
 from hil import protocol as p
 from hil.link import Link
-from hil.vdevice import EmulatedFirmware
+from hil.vdevice import DEFAULT_UF2, EmulatedFirmware
 
 PERIOD_US = 3000
 WINDOW_US = 1000
@@ -24,7 +26,8 @@ CPU_MHZ = 25.0
 
 
 def _device(**kw: object) -> EmulatedFirmware:
-    return EmulatedFirmware(frame_us=PERIOD_US, cpu_mhz=CPU_MHZ, **kw)  # type: ignore[arg-type]
+    uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    return EmulatedFirmware(uf2, frame_us=PERIOD_US, cpu_mhz=CPU_MHZ, **kw)  # type: ignore[arg-type]
 
 
 def _link(dev: EmulatedFirmware) -> Link:

@@ -135,7 +135,7 @@ function dataPressed() {
 }
 
 const cdc = new USBCDC(mcu.usbCtrl);
-let usbReady = false, client = null, fromHost = [];
+let usbReady = false, client = null, fromHost = [], hostBytesFrom = 0;
 cdc.onDeviceConnected = () => {
   usbReady = true;
   cdc.cdcSetControlLineState(0); // no host has the port open yet
@@ -153,6 +153,9 @@ const server = createServer((sock) => {
   client = sock;
   sock.setNoDelay(true);
   cdc.cdcSetControlLineState(3); // DTR | RTS: port open
+  // An OS raises DTR when a program opens the port, before the program can write: hold
+  // the host's bytes until the line state has reached the firmware.
+  hostBytesFrom = mcu.clock.nanos + 500_000;
   event('port_open');
   sock.on('data', (d) => {
     for (const b of d) fromHost.push(b);
@@ -283,7 +286,7 @@ function runSlice(sliceNs) {
     }
   }
   // Host bytes into the CDC OUT endpoint FIFO (rp2040js's USBCDC holds 512).
-  while (fromHost.length && cdc.txFIFO.itemCount < cdc.txFIFO.size) {
+  while (fromHost.length && clock.nanos >= hostBytesFrom && cdc.txFIFO.itemCount < cdc.txFIFO.size) {
     cdc.sendSerialByte(fromHost.shift());
   }
 }
