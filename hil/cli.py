@@ -426,7 +426,9 @@ def _cmd_link_check(args: argparse.Namespace) -> int:
     reasons = {0: "power-on", 1: "firmware watchdog (stuck firmware)", 2: "other"}
     print(f"port: {args.port}")
     print(f"firmware: {info.firmware_version} (protocol {p_version()}), board: {info.board}")
-    print(f"reset reason: {reasons.get(info.reset_reason, info.reset_reason)}, boot {info.boot_count}")
+    print(
+        f"reset reason: {reasons.get(info.reset_reason, info.reset_reason)}, boot {info.boot_count}"
+    )
     sts = [s for s in sts if first is None or s.frame > first.frame]
     if len(sts) >= 2:
         dt_us = sts[-1].first_latch_us - sts[0].first_latch_us

@@ -287,7 +287,13 @@ class EmulatedFirmware:
         if lockstep:
             cmd.append("--lockstep")
         if boot != "power_on":
-            cmd.append({"after_uf2_copy": "--boot-after-uf2-copy", "after_watchdog": "--boot-after-watchdog"}[boot])
+            cmd.append(
+                {
+                    "after_uf2_copy": "--boot-after-uf2-copy",
+                    "after_watchdog": "--boot-after-watchdog",
+                }[boot]
+            )
+        self.port: str = ""  # pyserial URL of the TCP bridge, set once USB is enumerated
         self.reads: dict[int, tuple[int, int]] = {}
         self.events: list[tuple[str, int, int]] = []
         self.done: dict[str, object] | None = None
@@ -299,8 +305,9 @@ class EmulatedFirmware:
         self._reader = threading.Thread(target=self._read_stdout, name="fw-emu", daemon=True)
         self._reader.start()
         with self._cv:
-            if not self._cv.wait_for(lambda: self._port is not None or self.done is not None,
-                                     start_timeout_s):
+            if not self._cv.wait_for(
+                lambda: self._port is not None or self.done is not None, start_timeout_s
+            ):
                 self.close()
                 raise EmulatorError("the emulated firmware did not enumerate on USB")
         if self._port is None:

@@ -53,7 +53,9 @@ def _stream(dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20) -> 
     return first
 
 
-def _wrong(dev: EmulatedFirmware, first: int, masks: bytes) -> list[tuple[int, int, tuple[int, int]]]:
+def _wrong(
+    dev: EmulatedFirmware, first: int, masks: bytes
+) -> list[tuple[int, int, tuple[int, int]]]:
     return [
         (first + i, m, dev.reads[first + i])
         for i, m in enumerate(masks)

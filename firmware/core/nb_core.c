@@ -340,8 +340,7 @@ void nb_host_lost(nb_core_t* c) {
   c->tx_len = 0;
 }
 
-void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch,
-                     const char* board) {
+void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch, const char* board) {
   c->fw_version[0] = major;
   c->fw_version[1] = minor;
   c->fw_version[2] = patch;

@@ -55,7 +55,7 @@ extern "C" {
 #define NB_FLAG_LATCH_LOST 0x20u /* the board lost latch events since the previous STATUS */
 #define NB_FLAG_HOST_LOST 0x40u  /* armed after the host closed the port / USB went away */
 /* HELLO_ACK.flags bits. */
-#define NB_HELLO_SESSION 0x01u  /* versions match, session open */
+#define NB_HELLO_SESSION 0x01u   /* versions match, session open */
 #define NB_HELLO_TOOK_OVER 0x02u /* this HELLO ended another open session */
 
 /* Reset causes reported in HELLO_ACK (filled by the board glue). */
@@ -169,8 +169,7 @@ void nb_latches_lost(nb_core_t* c, uint32_t n);
 void nb_host_lost(nb_core_t* c);
 
 /* Firmware version and board name reported in INFO (board: up to 15 characters). */
-void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch,
-                     const char* board);
+void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch, const char* board);
 
 /* Bytes from the host (any chunking); acts on each frame with a valid CRC. */
 void nb_rx(nb_core_t* c, const uint8_t* data, uint32_t len, uint64_t now_us);

@@ -68,7 +68,7 @@ enum nb_err {
   NB_ERR_VERSION = 7,
   NB_ERR_NO_SESSION = 8,
   NB_ERR_RANGE = 9,
-  NB_ERR_REPLAY = 10,   /* a host seq not after the session's last one: not acted on */
+  NB_ERR_REPLAY = 10,     /* a host seq not after the session's last one: not acted on */
   NB_ERR_TAKEN_OVER = 11, /* a HELLO ended an open session (another host took over) */
 };
 

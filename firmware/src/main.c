@@ -54,8 +54,7 @@ int main(void) {
   nb_config_default(&cfg);
   boot_info(&cfg.boot_count, &cfg.reset_reason);
   nb_init(&core, &cfg);
-  nb_set_identity(&core, NB_FW_VERSION_MAJOR, NB_FW_VERSION_MINOR, NB_FW_VERSION_PATCH,
-                  BOARD_NAME);
+  nb_set_identity(&core, NB_FW_VERSION_MAJOR, NB_FW_VERSION_MINOR, NB_FW_VERSION_PATCH, BOARD_NAME);
 
   uint32_t word;
   nb_poll(&core, time_us_64(), &word); /* frame 0: no buttons */

@@ -744,7 +744,6 @@ static void test_arm_miss(void) {
         "back in step on frame 3");
 }
 
-
 /* Defect 7: a window under the game's 222 us between its two reads splits frames. */
 static void test_config_min_window(void) {
   static nb_core_t c;
@@ -915,7 +914,8 @@ static void test_takeover(void) {
   nb_put16(h, NB_PROTO_VERSION);
   send(&c, NB_HELLO, 0, h, 2, 10);
   drain(&c, &r);
-  CHECK(r.n == 1 && r.type[0] == NB_HELLO_ACK && r.body[0][2] == (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER),
+  CHECK(r.n == 1 && r.type[0] == NB_HELLO_ACK &&
+            r.body[0][2] == (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER),
         "HELLO_ACK says it took over (flags %02x)", r.body[0][2]);
   CHECK(c.n.takeovers == 1 && c.n.last_error == NB_ERR_TAKEN_OVER, "takeover counted");
   console_frame(&c, 1000, &pushes);
