@@ -224,6 +224,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     capture_seed=args.capture_seed,
                     console_seed=args.console_seed,
                     faults=_faults(args.fault),
+                    firmware=args.firmware,
                 ),
                 reader=reader,
                 policy=policy,
@@ -528,6 +529,8 @@ def _add_game_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hil.vdevice import DEFAULT_UF2
+
     parser = argparse.ArgumentParser(
         prog="hil",
         description=(
@@ -580,6 +583,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
     run.add_argument("--sim", action="store_true", help="the simulated console (default)")
     run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
+    run.add_argument(
+        "--firmware",
+        nargs="?",
+        const=str(DEFAULT_UF2),
+        metavar="UF2",
+        help="sim with --fast: the controller is this firmware image (default the committed "
+        "one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
+    )
     run.add_argument("--level", type=int, default=0, help="first level 0..24 (default 0)")
     run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
     run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')

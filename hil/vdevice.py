@@ -250,7 +250,9 @@ class EmulatedFirmware:
     ``cpu_mhz``: the emulated CPU clock (the firmware assumes 125 MHz; lower runs faster
     and leaves the firmware fewer instructions per microsecond). ``frame_us``: NES frame
     spacing (emulated us). ``frames``: stop the NES after this many (None: never).
-    ``lockstep``: frames only on :meth:`latch` (a drop-in for VirtualDevice's console side).
+    ``driven``: no NES of its own; the caller drives the firmware clock and the reads with
+    :meth:`read`, :meth:`advance` and :meth:`latch`, VirtualDevice's console-side interface
+    (``hil.console_sim.SimConsole`` takes it as its ``device``).
     ``boot``: "power_on", "after_uf2_copy" (boot ROM rebooted through the watchdog) or
     "after_watchdog" (the firmware's own watchdog fired).
 
@@ -266,7 +268,7 @@ class EmulatedFirmware:
         cpu_mhz: float = 25.0,
         frame_us: int = 16639,
         frames: int | None = None,
-        lockstep: bool = False,
+        driven: bool = False,
         boot: str = "power_on",
         start_timeout_s: float = 60.0,
     ) -> None:
@@ -284,8 +286,8 @@ class EmulatedFirmware:
         cmd += ["--frame-us", str(frame_us)] + os.environ.get("NB_EMU_ARGS", "").split()
         if frames is not None:
             cmd += ["--frames", str(frames)]
-        if lockstep:
-            cmd.append("--lockstep")
+        if driven:
+            cmd.append("--driven")
         if boot != "power_on":
             cmd.append(
                 {
@@ -298,6 +300,7 @@ class EmulatedFirmware:
         self.events: list[tuple[str, int, int]] = []
         self.done: dict[str, object] | None = None
         self._cv = threading.Condition()
+        self._answers: list[list[str]] = []  # "R"/"A" replies of the driven mode
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -325,6 +328,8 @@ class EmulatedFirmware:
                     self.reads[int(w[1])] = (int(w[2], 16), int(w[3], 16))
                 elif w[0] == "E":
                     self.events.append((w[1], int(w[2]), int(w[3])))
+                elif w[0] in ("R", "A"):
+                    self._answers.append(w)
                 elif w[0] == "READY":
                     self._port = int(w[1])
                 elif w[0] == "DONE":
@@ -376,19 +381,47 @@ class EmulatedFirmware:
         with self._cv:
             return max(self.reads, default=-1)
 
-    def latch(self, frame_time_us: int = 0, reads: int = 2, read_gap_us: int = 0) -> int:
-        """Lockstep console side (VirtualDevice's interface): plays one NES frame with Dr.
-        Mario's two reads and returns the byte read. The frame's time is the emulator's
-        (frames are ``frame_us`` apart); the arguments exist for interface compatibility.
-        Raises AssertionError if the two reads differ."""
-        del frame_time_us, reads, read_gap_us
-        nxt = self.last_frame + 1
-        self.command("frame 1")
-        self.wait_frame(nxt)
-        a, b = self.reads[nxt]
-        if a != b:
-            raise AssertionError(f"reads of frame {nxt} differ: {a:02x} {b:02x}")
-        return a
+    def _ask(self, line: str, timeout_s: float = 60.0) -> list[str]:
+        with self._cv:
+            self._answers.clear()
+        self.command(line)
+        with self._cv:
+            if not self._cv.wait_for(
+                lambda: bool(self._answers) or self.done is not None, timeout_s
+            ):
+                raise EmulatorError(f"no answer to {line!r} within {timeout_s} s")
+            if not self._answers:
+                raise EmulatorError(f"the harness stopped: {self.done}")
+            return self._answers.pop(0)
+
+    def read(self, t_us: int) -> int:
+        """Driven mode: one controller read (latch, 8 clocks with Dr. Mario's timing) at
+        firmware time ``t_us`` (us; at once if the firmware clock is already past it,
+        because serving USB ran it on). Returns the byte read (1 = pressed, A = 0x80)."""
+        return int(self._ask(f"read {int(t_us)}")[1], 16)
+
+    def advance(self, t_us: int) -> None:
+        """Driven mode: runs the firmware up to time ``t_us`` (us) without a latch."""
+        self._ask(f"adv {int(t_us)}")
+
+    def window_us(self) -> int:
+        """The firmware's default latch window (us); a host's CONFIG may change it."""
+        return 5000
+
+    def latch(
+        self, frame_time_us: int, reads: int = 2, read_gap_us: int = DEFAULT_READ_GAP_US
+    ) -> int:
+        """Driven mode, VirtualDevice's interface: ``reads`` reads from ``frame_time_us``,
+        then the end of the latch window. Raises AssertionError if the reads differ."""
+        masks = {self.read(frame_time_us + i * read_gap_us) for i in range(reads)}
+        self.advance(frame_time_us + self.window_us())
+        if len(masks) != 1:
+            raise AssertionError(f"reads of one frame differ: {sorted(masks)}")
+        return masks.pop()
+
+    def unplug(self) -> None:
+        """Pulls the USB cable: the host's port closes and the firmware sees a bus reset."""
+        self.command("usb unplug")
 
     def close(self) -> None:
         """Stops the harness (never raises)."""

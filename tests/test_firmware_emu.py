@@ -198,3 +198,23 @@ def test_hil_link_check_bad_port_is_one_line_exit_2(capsys: pytest.CaptureFixtur
     assert main(["link", "check", "--port", "/nonexistent/tty"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("hil link check:")
+
+
+def test_hil_run_with_the_firmware_image_clears_a_level() -> None:
+    """`hil run --fast --firmware`: the simulated console's two reads per frame are served by
+    the emulated firmware's DATA line; the runtime talks to it over the emulated CDC."""
+    from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+
+    settings = RunSettings(levels=[LevelPlan(0, 2)], fast=True, max_frames=6000)
+    uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    summary, console = run_sim(
+        settings,
+        SimOptions(profile="ideal_720p_nearest", firmware=uf2),
+        reader="oracle",
+        policy="heuristic",
+        say=lambda m: None,
+    )
+    assert isinstance(console.device, EmulatedFirmware)
+    assert summary["levels_cleared"] == 1, summary
+    for key in ("desyncs", "late_schedules", "underruns", "arm_misses", "watchdog_trips"):
+        assert summary[key] == 0, (key, summary)

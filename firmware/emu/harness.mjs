@@ -34,9 +34,13 @@
 // stdout, one line each: "READY <port>" once USB is enumerated and the server listens;
 // "F <frame> <read1> <read2>" per NES frame (hex bytes, 1 = pressed, A = 0x80);
 // "E <event> <frame> <t_us>" for events; "DONE <json>" at the end.
-// stdin, one line each: "usb unmount" (bus reset), "usb suspend", "usb resume", "nes stop",
-// "nes start", "quit"; in --lockstep mode "frame" plays one NES frame and the run then
-// pauses until the next "frame" line (the "F" line answers it).
+// stdin, one line each: "usb unmount" (bus reset), "usb unplug" (port gone + bus reset),
+// "usb suspend", "usb resume", "nes stop", "nes start", "quit"; in --lockstep mode
+// "frame N" plays N more NES frames. In --driven mode there is no free-running NES: the
+// caller drives the firmware clock, "adv US" runs to firmware time US (answer "A US") and
+// "read US" does one controller read there (answer "R <byte> <t_us>"); while no command is
+// pending the emulation runs only to serve the host's bytes (hil.vdevice.EmulatedFirmware,
+// the device of `hil run --fast --firmware`).
 
 import { createServer } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -135,6 +139,7 @@ function dataPressed() {
 }
 
 const cdc = new USBCDC(mcu.usbCtrl);
+let serveUntil = 0;
 let usbReady = false, client = null, fromHost = [], hostBytesFrom = 0;
 cdc.onDeviceConnected = () => {
   usbReady = true;
@@ -159,6 +164,7 @@ const server = createServer((sock) => {
   event('port_open');
   sock.on('data', (d) => {
     for (const b of d) fromHost.push(b);
+    serveUntil = mcu.clock.nanos + 3_000_000; // run on a while so the replies go out
   });
   sock.on('close', () => {
     client = null;
@@ -189,9 +195,13 @@ function frameEdges() {
   }
   return e;
 }
-const EDGES = frameEdges();
+const DRIVEN = 'driven' in args;
+// --driven: the caller drives time and the reads ("adv US", "read US" on stdin), as
+// hil.console_sim's simulated console does with hil.vdevice.VirtualDevice; one read each.
+const EDGES = DRIVEN ? frameEdges().slice(0, 2 + 3 * 8) : frameEdges();
+let readDone = false;
 
-let nesOn = !LOCKSTEP, nesFrame = -1, frameStart = 0, edgeIdx = EDGES.length;
+let nesOn = !LOCKSTEP && !DRIVEN, nesFrame = -1, frameStart = 0, edgeIdx = EDGES.length;
 let nextFrameAt = Infinity, lockstepPending = 0;
 const reads = [0, 0], bits = [0, 0];
 let framesDone = 0;
@@ -217,6 +227,10 @@ function nesEvent(now) {
   else {
     reads[v] = (reads[v] << 1) | (dataPressed() ? 1 : 0);
     bits[v]++;
+  }
+  if (edgeIdx >= EDGES.length && DRIVEN) {
+    readDone = true;
+    return;
   }
   if (edgeIdx >= EDGES.length) {
     say(`F ${nesFrame} ${hex(reads[0])} ${hex(reads[1])}`);
@@ -293,9 +307,17 @@ function runSlice(sliceNs) {
 
 const rl = createInterface({ input: process.stdin });
 let quit = false;
+const driven = [];
 rl.on('line', (line) => {
   const w = line.trim().split(/\s+/);
   if (w[0] === 'quit') quit = true;
+  else if (DRIVEN && (w[0] === 'adv' || w[0] === 'read')) driven.push([w[0], Number(w[1])]);
+  else if (w[0] === 'usb' && w[1] === 'unplug') {
+    if (client) client.destroy(); // the host's port goes away
+    mcu.usbCtrl.sieStatus |= 1 << 19; // and the device sees a bus reset
+    mcu.usbCtrl.sieStatusUpdated();
+    event('usb_unplug');
+  }
   else if (w[0] === 'frame' && LOCKSTEP) {
     lockstepPending += Number(w[1] ?? 1);
     if (nextFrameAt === Infinity && edgeIdx >= EDGES.length) nextFrameAt = clock.nanos;
@@ -325,8 +347,43 @@ rl.on('close', () => {
 
 const t0 = Date.now();
 let listening = false;
+
+// Driven mode: run to the caller's device time (us on the firmware clock); a time already
+// passed (USB service ran the clock on) is served at once.
+async function runDriven() {
+  const cmd = driven.shift();
+  if (cmd) {
+    const [what, us] = cmd;
+    while (clock.nanos < us * 1000) {
+      runSlice(Math.min(200_000, us * 1000 - clock.nanos));
+      if ((clock.nanos / 1000) % 1000 < 200) await new Promise((res) => setImmediate(res));
+    }
+    if (what === 'read') {
+      edgeIdx = 0;
+      frameStart = clock.nanos;
+      reads[0] = 0;
+      readDone = false;
+      while (!readDone) runSlice(20_000);
+      say(`R ${hex(reads[0])} ${Math.round(frameStart / 1000)}`);
+    } else {
+      say(`A ${Math.round(clock.nanos / 1000)}`);
+    }
+    return;
+  }
+  if (fromHost.length || clock.nanos < serveUntil) {
+    runSlice(50_000);
+    await new Promise((res) => setImmediate(res));
+  } else {
+    await new Promise((res) => setTimeout(res, 1));
+  }
+}
+
 async function main() {
   while (!quit) {
+    if (DRIVEN && listening) {
+      await runDriven();
+      continue;
+    }
     runSlice(200_000); // 200 us of emulated time, then serve the sockets and stdin
     if (usbReady && !listening) {
       listening = true;
