@@ -70,6 +70,7 @@ def load_core(path: Path | None = None) -> ctypes.CDLL:
         "nb_poll": ([vp, u64, ctypes.POINTER(u32)], ctypes.c_bool),
         "nb_rx": ([vp, ctypes.c_char_p, u32, u64], None),
         "nb_tx": ([vp, ctypes.c_char_p, u32], u32),
+        "nb_host_lost": ([vp], None),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -153,7 +154,10 @@ class VirtualDevice:
     # ---- lifecycle ---------------------------------------------------------------------
 
     def unplug(self) -> None:
-        """Simulates pulling the USB cable: the pty's far end goes away."""
+        """Simulates pulling the USB cable: the pty's far end goes away, and the core does
+        what the firmware does when USB goes (nb_host_lost: released from the next frame)."""
+        with self._lock:
+            self._lib.nb_host_lost(self._core)
         self.close()
 
     def close(self) -> None:
@@ -297,6 +301,7 @@ class EmulatedFirmware:
             )
         self.port: str = ""  # pyserial URL of the TCP bridge, set once USB is enumerated
         self.reads: dict[int, tuple[int, int]] = {}
+        self._last_frame = -1
         self.events: list[tuple[str, int, int]] = []
         self.done: dict[str, object] | None = None
         self._cv = threading.Condition()
@@ -325,7 +330,9 @@ class EmulatedFirmware:
                 if not w:
                     continue
                 if w[0] == "F":
-                    self.reads[int(w[1])] = (int(w[2], 16), int(w[3], 16))
+                    f = int(w[1])
+                    self.reads[f] = (int(w[2], 16), int(w[3], 16))
+                    self._last_frame = max(self._last_frame, f)
                 elif w[0] == "E":
                     self.events.append((w[1], int(w[2]), int(w[3])))
                 elif w[0] in ("R", "A"):
@@ -378,8 +385,8 @@ class EmulatedFirmware:
 
     @property
     def last_frame(self) -> int:
-        with self._cv:
-            return max(self.reads, default=-1)
+        """The last NES frame read (-1 before the first)."""
+        return self._last_frame
 
     def _ask(self, line: str, timeout_s: float = 60.0) -> list[str]:
         with self._cv:

@@ -37,18 +37,22 @@ def _link(dev: EmulatedFirmware) -> Link:
 
 
 def _stream(dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20) -> int:
-    """Schedules masks from a frame ``lead`` frames ahead, keeping <= 150 frames queued;
-    returns the first frame. Waits until the last one was read."""
+    """Schedules masks from a frame ``lead`` frames ahead, keeping up to 240 frames queued;
+    returns the first frame. Waits until the last one was read. The NES may not start a
+    frame that is not scheduled yet (harness "gate"): the emulator runs at its own pace, and
+    a host slowed down by a loaded machine must not make frames late."""
     first = dev.last_frame + lead
+    dev.command(f"gate {first - 1}")
     sent, end = first, first + len(masks)
     while dev.last_frame < end + 1:
-        if sent < end and sent - dev.last_frame < 150:
+        if sent < end and sent - dev.last_frame < 240 - p.MAX_MASKS:
             n = min(p.MAX_MASKS, end - sent)
             ack = link.schedule(sent, masks[sent - first : sent - first + n])
             assert (ack.accepted, ack.late, ack.too_far) == (n, 0, 0)
             sent += n
+            dev.command(f"gate {sent - 1 if sent < end else 1 << 40}")
         else:
-            link.poll(0.005)
+            link.poll(0.002)
             link.keepalive()
     return first
 

@@ -203,6 +203,9 @@ let readDone = false;
 
 let nesOn = !LOCKSTEP && !DRIVEN, nesFrame = -1, frameStart = 0, edgeIdx = EDGES.length;
 let nextFrameAt = Infinity, lockstepPending = 0;
+// "gate N": NES frames after N wait (emulated time runs on, no latch) until a later gate
+// lets them start: a test's host then cannot fall behind the NES however slow its machine.
+let gate = Infinity, gated = false;
 const reads = [0, 0], bits = [0, 0];
 let framesDone = 0;
 
@@ -240,6 +243,10 @@ function nesEvent(now) {
       nextFrameAt = lockstepPending > 0 ? frameStart + FRAME_NS : Infinity;
     } else {
       nextFrameAt = nesOn && framesDone < MAX_FRAMES ? frameStart + FRAME_NS : Infinity;
+      if (nextFrameAt !== Infinity && nesFrame + 1 > gate) {
+        gated = true;
+        nextFrameAt = Infinity;
+      }
     }
   }
 }
@@ -312,6 +319,13 @@ rl.on('line', (line) => {
   const w = line.trim().split(/\s+/);
   if (w[0] === 'quit') quit = true;
   else if (DRIVEN && (w[0] === 'adv' || w[0] === 'read')) driven.push([w[0], Number(w[1])]);
+  else if (w[0] === 'gate') {
+    gate = Number(w[1]);
+    if (gated && nesFrame + 1 <= gate) {
+      gated = false;
+      nextFrameAt = Math.max(clock.nanos, frameStart + FRAME_NS);
+    }
+  }
   else if (w[0] === 'usb' && w[1] === 'unplug') {
     if (client) client.destroy(); // the host's port goes away
     mcu.usbCtrl.sieStatus |= 1 << 19; // and the device sees a bus reset
