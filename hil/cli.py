@@ -224,6 +224,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     capture_seed=args.capture_seed,
                     console_seed=args.console_seed,
                     faults=_faults(args.fault),
+                    firmware=args.firmware,
                 ),
                 reader=reader,
                 policy=policy,
@@ -398,6 +399,57 @@ def _cmd_emu_selftest(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _cmd_link_check(args: argparse.Namespace) -> int:
+    """Check a flashed controller: version, board, reset reason, latch rate."""
+    from hil.link import Link, LinkError
+    from hil.vdevice import EmulatedFirmware, EmulatorError
+
+    if args.seconds <= 0:
+        print("hil link check: --seconds must be positive", file=sys.stderr)
+        return 2
+    emu = None
+    port = args.port
+    try:
+        if port == "emulated":  # the committed UF2 in rp2040js, NES at Dr. Mario's timing
+            emu = EmulatedFirmware()
+            port = emu.port
+        with Link(port) as link:
+            info = link.info()
+            first = link.statuses[-1] if link.statuses else None
+            link.poll(args.seconds)
+            sts = list(link.statuses)
+    except (LinkError, EmulatorError, OSError) as e:
+        print(f"hil link check: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if emu is not None:
+            emu.close()
+    reasons = {0: "power-on", 1: "firmware watchdog (stuck firmware)", 2: "other"}
+    print(f"port: {args.port}")
+    print(f"firmware: {info.firmware_version} (protocol {p_version()}), board: {info.board}")
+    print(
+        f"reset reason: {reasons.get(info.reset_reason, info.reset_reason)}, boot {info.boot_count}"
+    )
+    sts = [s for s in sts if first is None or s.frame > first.frame]
+    if len(sts) >= 2:
+        dt_us = sts[-1].first_latch_us - sts[0].first_latch_us
+        frames = sts[-1].frame - sts[0].frame
+        latches = sum(s.latches for s in sts[1:])
+        print(
+            f"latch rate: {latches * 1e6 / dt_us:.1f}/s ({frames * 1e6 / dt_us:.2f} frames/s, "
+            f"{latches / frames:.2f} latches per frame); latches lost: {info.latches_lost}"
+        )
+    else:
+        print("latch rate: no latches (console off, not wired, or not reading the pad)")
+    return 0
+
+
+def p_version() -> int:
+    from hil.protocol import PROTOCOL_VERSION
+
+    return PROTOCOL_VERSION
+
+
 def _cmd_emu_start(args: argparse.Namespace) -> int:
     """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
     from hil.emu import MUSIC, EmuError, print_json, start_game
@@ -477,6 +529,8 @@ def _add_game_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hil.vdevice import DEFAULT_UF2
+
     parser = argparse.ArgumentParser(
         prog="hil",
         description=(
@@ -529,6 +583,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
     run.add_argument("--sim", action="store_true", help="the simulated console (default)")
     run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
+    run.add_argument(
+        "--firmware",
+        nargs="?",
+        const=str(DEFAULT_UF2),
+        metavar="UF2",
+        help="sim with --fast: the controller is this firmware image (default the committed "
+        "one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
+    )
     run.add_argument("--level", type=int, default=0, help="first level 0..24 (default 0)")
     run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
     run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')
@@ -652,6 +714,20 @@ def build_parser() -> argparse.ArgumentParser:
     es.add_argument("--png", help="write the first frame of play here")
     es.add_argument("--no-crc", action="store_true", help="accept an unverified dump")
     es.set_defaults(func=_cmd_emu_start)
+
+    lk = sub.add_parser("link", help="the controller (firmware): check a flashed Pico")
+    lk_sub = lk.add_subparsers(dest="link_command", metavar="LINK_COMMAND")
+    lk.set_defaults(func=lambda _args: _print_help(lk))
+    ck = lk_sub.add_parser(
+        "check", help="print firmware version, board, reset reason and the console's latch rate"
+    )
+    ck.add_argument(
+        "--port",
+        required=True,
+        help="serial port (/dev/ttyACM0, COM5), or 'emulated' for the committed UF2 in rp2040js",
+    )
+    ck.add_argument("--seconds", type=float, default=1.0, help="how long to count latches (1)")
+    ck.set_defaults(func=_cmd_link_check)
     return parser
 
 

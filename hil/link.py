@@ -166,6 +166,12 @@ class Link:
         assert isinstance(pong, p.Pong)
         return pong
 
+    def info(self) -> p.InfoAck:
+        """The firmware's INFO: version, board, reset reason, boot and latch counters."""
+        info = self._request(p.Info(), p.InfoAck)
+        assert isinstance(info, p.InfoAck)
+        return info
+
     def keepalive(self) -> None:
         """Pings if nothing was sent for KEEPALIVE_S, so the device watchdog stays fed while
         frames already queued play out."""

@@ -932,6 +932,9 @@ class SimOptions:
     capture_seed: int = 0
     console_seed: int = 0
     faults: list[Any] = field(default_factory=list)
+    # A UF2 path: the controller is that firmware image in rp2040js (hil.vdevice.
+    # EmulatedFirmware, lockstep only) instead of the C core on a pty.
+    firmware: str | None = None
 
 
 def run_sim(
@@ -957,6 +960,16 @@ def run_sim(
     ]
     settings.latency_frames = profile.timing.latency_frames
     settings.jitter_ms = profile.timing.jitter_ms
+    device = None
+    if sim.firmware is not None:
+        from hil.vdevice import EmulatedFirmware, EmulatorError
+
+        if not settings.fast:
+            raise ValueError("--firmware runs in lockstep only: add --fast")
+        try:
+            device = EmulatedFirmware(sim.firmware, driven=True)
+        except EmulatorError as e:
+            raise ValueError(str(e)) from None
     console = SimConsole(
         levels,
         profile,
@@ -965,6 +978,7 @@ def run_sim(
         console_seed=sim.console_seed,
         max_frames=settings.max_frames + 600,
         faults=sim.faults,
+        device=device,
     )
     log = EventLog(log_path)
     try:
