@@ -20,6 +20,7 @@ from hil import protocol as p
 from hil.link import Link
 from hil.vdevice import DEFAULT_UF2, HARNESS, EmulatedFirmware
 
+
 @pytest.fixture
 def emulator() -> None:
     """rp2040js comes from npm, not pip: a user's `pip install -e .[test]` lacks it, so these
