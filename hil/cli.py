@@ -806,6 +806,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hil {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        # Ctrl-C while a C extension initialises (onnxruntime) surfaces as an ImportError
+        # caused by the KeyboardInterrupt: still an interruption, not a fault.
+        cause: BaseException | None = e
+        while cause is not None and not isinstance(cause, KeyboardInterrupt):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        print(f"hil {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

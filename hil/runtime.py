@@ -385,6 +385,15 @@ def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
     }
 
 
+def rss_mb() -> float | None:
+    """Resident memory of this process now (MB; /proc/self/statm), None where unavailable."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * resource.getpagesize() / (1024 * 1024), 1)
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process (resource.getrusage; MB)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -815,7 +824,7 @@ class Runtime:
             "pills": lv.decided_spawn,
         }
         self.results.append(rec)
-        self.log.write("level_end", **rec)
+        self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
         if result == "top_out" and self.s.stop_on_top_out:
             self.done = True
 
