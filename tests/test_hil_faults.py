@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_ines import build_rom  # a synthetic iNES file (tests/test_ines.py)
 
+import engine
 from hil import protocol as p
 from hil.link import Link, LinkRefused, check_port
 from hil.recording import Recording
@@ -136,10 +138,6 @@ def test_replay_out_at_a_file_and_a_missing_recording(tmp_path):
 
 
 def test_emu_start_names_the_flag_and_the_directory(tmp_path):
-    sys.path.insert(0, str(Path(__file__).parent))
-    import engine
-    from test_ines import build_rom
-
     one_line_error(hil("emu", "start", str(tmp_path)), "is a directory, not a ROM file")
     rom = tmp_path / "synthetic.nes"
     rom.write_bytes(build_rom(engine.TileSet.clean_room()))
