@@ -791,6 +791,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Runs a command. Bad input (a command's ``SystemExit("hil ...: reason")``): the one line
     on stderr, exit status 2. Ctrl-C before a command has anything to report: one line, 130."""
+    import os
+
+    # OpenCV's and FFmpeg's own warnings ("can't open camera by index", "File ended
+    # prematurely") would stand beside our one line; the user's setting wins.
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
