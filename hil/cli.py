@@ -788,9 +788,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class BadInput(SystemExit):
+    """Bad input, already reported in one line on stderr: exit status 2. ``str()`` is the
+    line (callers of :func:`main` can match it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs a command. Bad input (a command's ``SystemExit("hil ...: reason")``): the one line
-    on stderr, exit status 2. Ctrl-C before a command has anything to report: one line, 130."""
+    on stderr, then :class:`BadInput` (exit status 2). Ctrl-C before a command has anything to
+    report: one line, 130."""
     import os
 
     # OpenCV's and FFmpeg's own warnings ("can't open camera by index", "File ended
@@ -807,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         if isinstance(e.code, str):
             print(e.code, file=sys.stderr)
-            return 2
+            raise BadInput(e.code) from None
         raise
     except KeyboardInterrupt:
         print(f"hil {args.command}: interrupted", file=sys.stderr)
