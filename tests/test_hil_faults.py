@@ -400,13 +400,13 @@ def test_run_stats_are_streaming_aggregates():
     s = Series()
     for v in values:
         s.append(float(v))
-    assert len(s.bins) < 20_000 and len(s.recent) == 600  # not one entry per frame
+    assert len(s.bins) < 2_000 and len(s.recent) == 600  # not one entry per frame
     got = s.percentiles()
     assert got is not None and got["n"] == values.size and got["max"] == 350.0
     srt = np.sort(values)
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         exact = srt[int(np.ceil(q * values.size)) - 1]
-        assert abs(got[name] - exact) <= 0.001 * exact + 0.001, (name, got[name], exact)
+        assert abs(got[name] - exact) <= 0.005 * exact + 0.001, (name, got[name], exact)
     # Every per-frame number of the run's Stats is such an aggregate.
     st = Stats()
     per_frame = [k for k, v in vars(st).items() if isinstance(v, list)]
