@@ -327,12 +327,12 @@ class Agreement:
         self.next += int(c["next"])
         self.kind += int(c["kind"])
 
-    def describe(self) -> str:
+    def describe(self, against: str = "truth") -> str:
         def pct(n: int, d: int) -> str:
             return f"{100 * n / d:.2f} %" if d else "-"
 
         return (
-            f"vs truth over {self.frames} frames: "
+            f"vs {against} over {self.frames} frames: "
             f"cells {pct(self.cells_equal, 128 * self.board_frames)}"
             f", boards exact {pct(self.boards_exact, self.board_frames)}"
             f", pill {pct(self.pill, self.frames)}, next {pct(self.next, self.frames)}"
@@ -1051,7 +1051,7 @@ def replay(
                             f"policy: {policy.name}",
                         ]
                         if agree is not None:
-                            head.append(_describe_agree(agree))
+                            head.append(_describe_agree(agree, "run" if run else "truth"))
                         writer.write(
                             annotate(frame.image, source.profile, reading, choice, head + recent)
                         )
@@ -1120,13 +1120,14 @@ def _describe_decision(d: dict[str, Any]) -> str:
     )
 
 
-def _describe_agree(a: dict[str, Any]) -> str:
+def _describe_agree(a: dict[str, Any], against: str = "truth") -> str:
     def ok(v: bool) -> str:
         return "ok" if v else "DIFFERS"
 
     cells = "-" if a["cells"] is None else f"{a['cells']}/128"
     return (
-        f"vs truth: cells {cells}, pill {ok(a['pill'])}, next {ok(a['next'])}, kind {ok(a['kind'])}"
+        f"vs {against}: cells {cells}, pill {ok(a['pill'])}, next {ok(a['next'])}, "
+        f"kind {ok(a['kind'])}"
     )
 
 
@@ -1216,8 +1217,8 @@ def main_replay(
         + (f" and {summary.video}" if summary.video else "")
     )
     if summary.agreement is not None:
-        who = summary.compared_with or "truth"
-        print(f"{summary.reader} {Agreement(**summary.agreement).describe()} (compared with {who})")
+        against = "the run's readings" if summary.compared_with == RunReader.name else "truth"
+        print(f"{summary.reader} {Agreement(**summary.agreement).describe(against)}")
     if summary.live_decisions:
         print(
             f"decisions the run sent: {summary.live_decisions}; the replay chose the same "

@@ -235,7 +235,7 @@ def test_hil_run_recording_replays_with_no_flags(run_rec, tmp_path):
         "--reader", "perception", "--frames", "400",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "vs truth over 400 frames" in r.stdout and "compared with run" in r.stdout
+    assert "vs truth over 400 frames" in r.stdout  # the oracle's readings are the truth
 
 
 def test_a_run_with_the_onnx_reader_replays_to_the_same_readings(tmp_path, profile):
@@ -247,7 +247,7 @@ def test_a_run_with_the_onnx_reader_replays_to_the_same_readings(tmp_path, profi
     r = hil("replay", str(rec), "--quiet", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     n = len(Recording(rec))
-    assert f"vs truth over {n} frames: cells 100.00 %" in r.stdout, r.stdout
+    assert f"vs the run's readings over {n} frames: cells 100.00 %" in r.stdout, r.stdout
     assert "pill 100.00 %, next 100.00 %, kind 100.00 %" in r.stdout, r.stdout
 
 
