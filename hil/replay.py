@@ -1217,7 +1217,10 @@ def main_replay(
         + (f" and {summary.video}" if summary.video else "")
     )
     if summary.agreement is not None:
-        against = "the run's readings" if summary.compared_with == RunReader.name else "truth"
+        against = "truth"
+        if summary.compared_with == RunReader.name:
+            oracle = source.meta.get("reader") == "oracle"
+            against = "the truth (the run's oracle readings)" if oracle else "the run's readings"
         print(f"{summary.reader} {Agreement(**summary.agreement).describe(against)}")
     if summary.live_decisions:
         print(

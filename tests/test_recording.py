@@ -235,7 +235,7 @@ def test_hil_run_recording_replays_with_no_flags(run_rec, tmp_path):
         "--reader", "perception", "--frames", "400",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "vs truth over 400 frames" in r.stdout  # the oracle's readings are the truth
+    assert "vs the truth (the run's oracle readings) over 400 frames" in r.stdout, r.stdout
 
 
 def test_a_run_with_the_onnx_reader_replays_to_the_same_readings(tmp_path, profile):
