@@ -23,8 +23,10 @@ import select
 import sys
 import threading
 import tty
+from collections import deque
 from pathlib import Path
 
+PIO_WORDS_KEPT = 1024  # newest PIO words a VirtualDevice keeps (consumers read the last few)
 DEFAULT_READ_GAP_US = 120  # from one read's latch to the next (Dr. Mario reads twice per NMI)
 
 _LIB_NAMES = {"linux": "libnbcore.so", "darwin": "libnbcore.dylib", "win32": "nbcore.dll"}
@@ -102,7 +104,10 @@ class VirtualDevice:
         self._lock = threading.Lock()
         self._now_us = 0
         self._pending = b""  # taken from the core, not yet accepted by the pty
-        self.pio_words: list[int] = []  # every word the firmware would put in the PIO FIFO
+        # The newest words the firmware would put in the PIO FIFO (a long run keeps only the
+        # last PIO_WORDS_KEPT: memory stays flat), and how many there were in all.
+        self.pio_words: deque[int] = deque(maxlen=PIO_WORDS_KEPT)
+        self.pio_words_total = 0
         self._poll(0)
 
         self._master, self._slave = os.openpty()
@@ -189,6 +194,7 @@ class VirtualDevice:
         word = ctypes.c_uint32()
         if self._lib.nb_poll(self._core, self._now_us, ctypes.byref(word)):
             self.pio_words.append(word.value)
+            self.pio_words_total += 1
 
     def _flush(self) -> None:
         """Moves the core's outgoing bytes into the pty as far as it accepts them; the rest
