@@ -98,6 +98,17 @@ Raises ValueError (out of range, Start not held, a seed that cannot make the lev
           },
           py::arg("masks"), "Step once per entry of a uint8[N] mask array.")
       .def("clone", [](const PyFlow& p) { return PyFlow{p.f}; }, "An independent copy.")
+      .def(
+          "poke_cell",
+          [](PyFlow& p, const py::handle& index, const py::handle& code) {
+            const auto i = pa::in_range(index, "index", 0, drm::kFieldSize - 1, "field cell");
+            const auto v = static_cast<uint8_t>(pa::in_range(code, "code", 0, 255, "cell code"));
+            p.f.s.field[i] = v;
+            p.f.s.shown[i] = v;
+          },
+          py::arg("index"), py::arg("code"),
+          "Write a cell into RAM and the nametable alike (a disturbance for tests and fault "
+          "injection; the game never does this).")
       .def_property_readonly(
           "game", [](const PyFlow& p) { return drm::PyGame{p.f.s}; },
           "A copy of the game state as modelled (an engine.Game: field, shown, counters; in "
