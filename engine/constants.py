@@ -67,7 +67,9 @@ class FlowScreen(IntEnum):
     BLANK = 1  # rendering off while a screen loads
     LEVEL = 2
     CUTSCENE = 3
-    LOADING = 4  # first frame with rendering on after a load: the screen not yet scrolled into place
+    LOADING = (
+        4  # first frame with rendering on after a load: the screen not yet scrolled into place
+    )
 
 
 class Speed(IntEnum):

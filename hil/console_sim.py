@@ -118,7 +118,8 @@ class Fault:
 
 class SimConsole:
     """See the module docstring. ``levels``: played in order: each begins a game from the
-    options screen, except where the game's own chain (a stage clear's Start) reaches it. ``profile``: the capture chain.
+    options screen, except where the game's own chain (a stage clear's Start) reaches it.
+    ``profile``: the capture chain.
     ``capture_seed``: seeds the timing model and the noise. ``console_seed``: seeds the hidden
     frameCounter phase. ``max_frames``: console frames the capture schedule covers (the run
     ends when it is used up). ``render``: state -> RGB picture (engine.render_frame with the

@@ -50,6 +50,7 @@ from calibration import CaptureModel, Profile, TimingModel
 from engine import RomError
 from engine.ines import read_rom
 from hil import testrom
+from hil.capture import Frame as CaptureFrame
 from hil.link import Link
 from hil.recording import Frame
 from hil.vdevice import VirtualDevice
@@ -596,7 +597,9 @@ class EmuRun:
         game: str = "drmario",
     ) -> None:
         if not 0 <= level <= MAX_MENU_LEVEL:
-            raise ValueError(f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}")
+            raise ValueError(
+                f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}"
+            )
         if speed not in (0, 1, 2):
             raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
         self.emu = EmuConsole(rom, verify_crc=verify_crc, emulator=emulator, game=game)
@@ -715,9 +718,7 @@ class EmuRun:
                 self.flow = flow
         if flow.play_frame == flow.frame:
             self.levels.append({"level": int(flow.level), "speed": int(flow.speed)})
-        if self.emu.ram(DrMarioRam.MODE) != self.flow.mode or not np.array_equal(
-            field, self.flow.field
-        ):
+        if self.emu.ram(DrMarioRam.MODE) != flow.mode or not np.array_equal(field, flow.field):
             self.ram_mismatches += 1
 
     def picture(self, console_index: int) -> tuple[EmuFrame, Any]:
@@ -734,9 +735,8 @@ class _EmuRunCapture:
         self.next = 0
         self.delivered = 0
 
-    def newest(self, timeout_s: float) -> Frame | None:
+    def newest(self, timeout_s: float) -> CaptureFrame | None:
         from hil.capture import CaptureError
-        from hil.capture import Frame as CaptureFrame
 
         run = self.run
         sched = run.schedule

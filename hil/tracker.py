@@ -516,7 +516,8 @@ class Tracker:
         assert lv is not None and lv.base_prior is not None
         if not lv.misses:
             return
-        ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - lv.base_prior)))
+        prior = lv.base_prior
+        ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - prior)))
         (b, c), best = ranked[0]
         runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
         # b is pinned once the first pill is thrown (intro + throw frames tabulated).

@@ -35,7 +35,9 @@ def viruses(cells: np.ndarray) -> int:
     return int(((cells & 0xF0) == 0xD0).sum())
 
 
-@pytest.mark.parametrize(("level", "speed", "seed", "fc"), [(0, 1, 0x8988, 11), (20, 2, 0x1234, 200)])
+@pytest.mark.parametrize(
+    ("level", "speed", "seed", "fc"), [(0, 1, 0x8988, 11), (20, 2, 0x1234, 200)]
+)
 def test_intro_one_virus_a_frame_then_state_0_is_the_engines(level, speed, seed, fc):
     """toLevel holds modes 2 (frames 1-2) and 3 (frame 3); initData_level makes the reserve in
     frame 4 (mode 8); levelIntro calls addVirus once a frame from frame 6; the NMI draws each
@@ -51,7 +53,12 @@ def test_intro_one_virus_a_frame_then_state_0_is_the_engines(level, speed, seed,
     gen = engine.generate_level(level, seed)
     calls = gen["add_virus_calls"]
     assert modes[:4] == [2, 2, 3, 8] and set(modes[4:]) == {8}
-    assert screens[:4] == [FlowScreen.OPTIONS, FlowScreen.BLANK, FlowScreen.LOADING, FlowScreen.LEVEL]
+    assert screens[:4] == [
+        FlowScreen.OPTIONS,
+        FlowScreen.BLANK,
+        FlowScreen.LOADING,
+        FlowScreen.LEVEL,
+    ]
     assert counts[4] == 0 and counts[5] == 1  # first virus on frame 6
     assert flow.state0_frame == 6 + calls == len(counts)
     assert flow.add_virus_calls == calls

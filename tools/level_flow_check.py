@@ -26,7 +26,6 @@ import numpy as np
 import engine
 from hil.emu import DrMarioRam, EmuConsole, navigate_menus
 from hil.link import Link
-from hil.runtime import parse_levels
 
 NEXT_ACTION = 0x97  # currentP_nextAction (the zero-page copy of p1's, equal after the frame)
 BOTTLE_X, BOTTLE_Y = 12 * 8, 10 * 8  # fieldRow_PPUADDR_1P row 0: VRAM $214C -> tile (12, 10)
@@ -38,7 +37,9 @@ def picture_cells(picture: np.ndarray) -> np.ndarray:
     out = np.full(128, -1, np.int16)
     for r in range(16):
         for c in range(8):
-            tile = picture[BOTTLE_Y + 8 * r : BOTTLE_Y + 8 * r + 8, BOTTLE_X + 8 * c : BOTTLE_X + 8 * c + 8]
+            tile = picture[
+                BOTTLE_Y + 8 * r : BOTTLE_Y + 8 * r + 8, BOTTLE_X + 8 * c : BOTTLE_X + 8 * c + 8
+            ]
             px = tile.reshape(-1, 3).astype(int)
             lit = px[px.sum(1) > 120]
             if len(lit) < 4:
@@ -114,7 +115,9 @@ def compare(frames: list[dict], flow: engine.LevelFlow) -> list[str]:
         if flow.screen == engine.FlowScreen.LEVEL and flow.play_frame < 0:
             pc, mc = picture_cells(fr["picture"]), model_cells(flow.shown)
             if not np.array_equal(pc, mc):
-                bad.append(f"frame {k}: bottle picture differs at {np.flatnonzero(pc != mc)[:8].tolist()}")
+                bad.append(
+                    f"frame {k}: bottle picture differs at {np.flatnonzero(pc != mc)[:8].tolist()}"
+                )
     return bad
 
 
@@ -267,11 +270,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     if a.md:
-        lines = ["| level | speed | first virus | mode 4 (game / engine) | first pill (game / engine) | frame mismatches |", "|---|---|---|---|---|---|"]
+        lines = [
+            "| level | speed | first virus | mode 4 (game / engine) "
+            "| first pill (game / engine) | frame mismatches |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in rows:
             g, e = r["game"], r["engine"]
+            speed = "LOW MED HI".split()[r["speed"]]
             lines.append(
-                f"| {r['level']} | {'LOW MED HI'.split()[r['speed']]} | {g['first_virus']} | {g['play']} / {e['play']} | {g['pill']} / {e['pill']} | {r['mismatches']} |"
+                f"| {r['level']} | {speed} | {g['first_virus']} | {g['play']} / {e['play']} "
+                f"| {g['pill']} / {e['pill']} | {r['mismatches']} |"
             )
         Path(a.md).write_text("\n".join(lines) + "\n")
     print(json.dumps({"all_equal": ok, "cases": len(rows)}))

@@ -28,10 +28,10 @@ py::array_t<uint8_t> copy_cells(const uint8_t* cells) {
 }
 
 PyFlow make_flow(const py::handle& level_arg, const py::handle& speed_arg,
-                 const py::handle& seed_arg, const py::handle& fc_arg,
-                 const py::handle& held_arg, bool late_init) {
-  const int level = static_cast<int>(pa::in_range(level_arg, "level", 0, drm::kMaxSelectableLevel,
-                                                  "options screen levels 0..20"));
+                 const py::handle& seed_arg, const py::handle& fc_arg, const py::handle& held_arg,
+                 bool late_init) {
+  const int level = static_cast<int>(
+      pa::in_range(level_arg, "level", 0, drm::kMaxSelectableLevel, "options screen levels 0..20"));
   const int speed = static_cast<int>(pa::in_range(speed_arg, "speed", 0, 2, "0 LOW, 1 MED, 2 HI"));
   const auto seed = static_cast<uint16_t>(
       pa::in_range(seed_arg, "seed", 0, 0xFFFF, "RNG state $17 << 8 | $18 after the Start frame"));
@@ -58,7 +58,8 @@ PyFlow make_flow(const py::handle& level_arg, const py::handle& speed_arg,
 }  // namespace
 
 void register_level_flow(py::module_& m) {
-  py::class_<PyFlow> flow(m, "LevelFlow", R"doc(The game's level flow around play, one NMI frame per step.
+  py::class_<PyFlow> flow(m, "LevelFlow",
+                          R"doc(The game's level flow around play, one NMI frame per step.
 
 LevelFlow(level, speed, seed, frame_counter=0, held=0x10, late_init=False): the game right after the frame whose
 NMI read Start on the options screen (frame 0). level 0..20, speed 0 LOW / 1 MED / 2 HI, seed
@@ -97,7 +98,8 @@ Raises ValueError (out of range, Start not held, a seed that cannot make the lev
             for (py::ssize_t i = 0; i < masks.size(); ++i) drm::flow_step(p.f, d[i]);
           },
           py::arg("masks"), "Step once per entry of a uint8[N] mask array.")
-      .def("clone", [](const PyFlow& p) { return PyFlow{p.f}; }, "An independent copy.")
+      .def(
+          "clone", [](const PyFlow& p) { return PyFlow{p.f}; }, "An independent copy.")
       .def(
           "poke_cell",
           [](PyFlow& p, const py::handle& index, const py::handle& code) {
@@ -119,25 +121,31 @@ Raises ValueError (out of range, Start not held, a seed that cannot make the lev
       .def_property_readonly(
           "shown", [](const PyFlow& p) { return copy_cells(p.f.s.shown); },
           "uint8[128] the bottle's nametable cells after this frame's NMI (a copy).")
-      .def_property_readonly("frame", [](const PyFlow& p) { return p.f.frame; },
-                             "Frames stepped since the options Start frame (frame 0).")
-      .def_property_readonly("stage", [](const PyFlow& p) { return p.f.stage; },
-                             "engine.FlowStage value.")
-      .def_property_readonly("screen", [](const PyFlow& p) { return p.f.screen; },
-                             "engine.FlowScreen value: what the picture of this frame shows.")
-      .def_property_readonly("mode", [](const PyFlow& p) { return p.f.mode; },
-                             "The game's mode byte $46 after this frame.")
-      .def_property_readonly("level", [](const PyFlow& p) { return p.f.level; },
-                             "p1_level $0316 (the next level's number once the clear counted it).")
+      .def_property_readonly(
+          "frame", [](const PyFlow& p) { return p.f.frame; },
+          "Frames stepped since the options Start frame (frame 0).")
+      .def_property_readonly(
+          "stage", [](const PyFlow& p) { return p.f.stage; }, "engine.FlowStage value.")
+      .def_property_readonly(
+          "screen", [](const PyFlow& p) { return p.f.screen; },
+          "engine.FlowScreen value: what the picture of this frame shows.")
+      .def_property_readonly(
+          "mode", [](const PyFlow& p) { return p.f.mode; },
+          "The game's mode byte $46 after this frame.")
+      .def_property_readonly(
+          "level", [](const PyFlow& p) { return p.f.level; },
+          "p1_level $0316 (the next level's number once the clear counted it).")
       .def_property_readonly("speed", [](const PyFlow& p) { return p.f.speed; })
-      .def_property_readonly("score", [](const PyFlow& p) { return p.f.score; },
-                             "Points, carried from level to level.")
-      .def_property_readonly("rng", [](const PyFlow& p) { return p.f.rng; },
-                             "RNG state $17 << 8 | $18.")
+      .def_property_readonly(
+          "score", [](const PyFlow& p) { return p.f.score; },
+          "Points, carried from level to level.")
+      .def_property_readonly(
+          "rng", [](const PyFlow& p) { return p.f.rng; }, "RNG state $17 << 8 | $18.")
       .def_property_readonly("virus_left",
                              [](const PyFlow& p) { return drm::bcd_to_int(p.f.s.virus_left); })
-      .def_property_readonly("add_virus_calls", [](const PyFlow& p) { return p.f.add_virus_calls; },
-                             "levelIntro's addVirus calls so far in this level (one a frame).")
+      .def_property_readonly(
+          "add_virus_calls", [](const PyFlow& p) { return p.f.add_virus_calls; },
+          "levelIntro's addVirus calls so far in this level (one a frame).")
       .def_property_readonly("levels_started", [](const PyFlow& p) { return p.f.levels_started; })
       .def_property_readonly(
           "start_frame", [](const PyFlow& p) { return p.f.start_frame; },
@@ -146,16 +154,19 @@ Raises ValueError (out of range, Start not held, a seed that cannot make the lev
           "state0_frame", [](const PyFlow& p) { return p.f.state0_frame; },
           "Frame after which the level's engine State 0 holds (levelIntro_delay begins); -1 "
           "until then.")
-      .def_property_readonly("play_frame", [](const PyFlow& p) { return p.f.play_frame; },
-                             "Frame whose main loop set mode 4; -1 until then.")
+      .def_property_readonly(
+          "play_frame", [](const PyFlow& p) { return p.f.play_frame; },
+          "Frame whose main loop set mode 4; -1 until then.")
       .def_property_readonly(
           "pill_frame", [](const PyFlow& p) { return p.f.pill_frame; },
           "First frame whose buttons the falling pill reacts to (action_pillFalling runs); -1 "
           "until then.")
-      .def_property_readonly("end_frame", [](const PyFlow& p) { return p.f.end_frame; },
-                             "Frame the level ended (stage clear or top-out); -1 until then.")
-      .def_property_readonly("terminal", [](const PyFlow& p) { return drm::flow_terminal(p.f); },
-                             "True on the options screen after a game over, or after a reset.");
+      .def_property_readonly(
+          "end_frame", [](const PyFlow& p) { return p.f.end_frame; },
+          "Frame the level ended (stage clear or top-out); -1 until then.")
+      .def_property_readonly(
+          "terminal", [](const PyFlow& p) { return drm::flow_terminal(p.f); },
+          "True on the options screen after a game over, or after a reset.");
   m.def(
       "cutscene_before",
       [](const py::handle& level, const py::handle& speed) {

@@ -41,34 +41,34 @@ enum FlowScreen : uint8_t {
 };
 
 // Frame counts of the flow, from the disassembly (docs/LEVEL_FLOW.md derives each).
-inline constexpr int kFirstVirusFrame = 6;      // options Start frame s -> first addVirus at s+6
-inline constexpr int kNoVirusLeftDelay = 0x40;  // noVirusLeft_delay
-inline constexpr int kStatusUpdateDelay = 0x10; // statusUpdate_delay
-inline constexpr int kEndScreenDelay = 0x40;    // endScreen_delay
-inline constexpr int kEndLevelDelay = 0x80;     // endLevel_delay
+inline constexpr int kFirstVirusFrame = 6;       // options Start frame s -> first addVirus at s+6
+inline constexpr int kNoVirusLeftDelay = 0x40;   // noVirusLeft_delay
+inline constexpr int kStatusUpdateDelay = 0x10;  // statusUpdate_delay
+inline constexpr int kEndScreenDelay = 0x40;     // endScreen_delay
+inline constexpr int kEndLevelDelay = 0x80;      // endLevel_delay
 
 struct Flow {
-  State s;                // the game as modelled (field, shown, counters); the engine's in play
-  uint32_t frame;         // frames stepped since the Start frame that began the flow (frame 0)
-  uint32_t stage_frame;   // frames since the stage began (the stage's script position)
-  int32_t start_frame;    // frame whose NMI read the Start that began the current level
-  int32_t state0_frame;   // frame after which the current level's engine State 0 holds
-  int32_t play_frame;     // frame whose main loop set mode 4 (mainLoop_level); -1 until then
-  int32_t pill_frame;     // first frame whose buttons the falling pill reacts to; -1 until then
-  int32_t end_frame;      // frame the level ended (stage clear or top-out); -1 until then
-  uint32_t score;         // carried from level to level (toLevel zeroes it, toNextLevel keeps it)
-  uint16_t rng;           // $17 << 8 | $18
+  State s;               // the game as modelled (field, shown, counters); the engine's in play
+  uint32_t frame;        // frames stepped since the Start frame that began the flow (frame 0)
+  uint32_t stage_frame;  // frames since the stage began (the stage's script position)
+  int32_t start_frame;   // frame whose NMI read the Start that began the current level
+  int32_t state0_frame;  // frame after which the current level's engine State 0 holds
+  int32_t play_frame;    // frame whose main loop set mode 4 (mainLoop_level); -1 until then
+  int32_t pill_frame;    // first frame whose buttons the falling pill reacts to; -1 until then
+  int32_t end_frame;     // frame the level ended (stage clear or top-out); -1 until then
+  uint32_t score;        // carried from level to level (toLevel zeroes it, toNextLevel keeps it)
+  uint16_t rng;          // $17 << 8 | $18
   uint16_t add_virus_calls;  // levelIntro's addVirus calls so far in this level
-  uint8_t stage;          // FlowStage
-  uint8_t resume_stage;   // the stage a pause returns to
-  uint8_t screen;         // FlowScreen
-  uint8_t mode;           // the game's mode byte $46 as it is after the frame
-  uint8_t level;          // p1_level $0316 (incremented during the stage clear)
-  uint8_t speed;          // p1_speedSetting $030B
-  uint8_t to_add;         // p1_virusToAdd
-  uint8_t enable_pause;   // enablePause
-  uint8_t chained;        // the current level was entered from a stage clear
-  uint8_t levels_started; // levels begun by this flow (1 after the options Start)
+  uint8_t stage;             // FlowStage
+  uint8_t resume_stage;      // the stage a pause returns to
+  uint8_t screen;            // FlowScreen
+  uint8_t mode;              // the game's mode byte $46 as it is after the frame
+  uint8_t level;             // p1_level $0316 (incremented during the stage clear)
+  uint8_t speed;             // p1_speedSetting $030B
+  uint8_t to_add;            // p1_virusToAdd
+  uint8_t enable_pause;      // enablePause
+  uint8_t chained;           // the current level was entered from a stage clear
+  uint8_t levels_started;    // levels begun by this flow (1 after the options Start)
   // initData_level's frame overran the next NMI, so its closing NMI wait took one frame more
   // and every later frame of the level comes one frame later (the first virus on the 7th frame
   // after Start instead of the 6th). Whether it overruns depends on CPU cycles the engine does
@@ -76,7 +76,7 @@ struct Flow {
   // note events, not the board), so it is an input: set it before the load reaches initData
   // (the tracker measures it from the picture). Applies to the next initData_level only.
   uint8_t late_init;
-  uint8_t late_pending;   // the overrun frame is still to come
+  uint8_t late_pending;  // the overrun frame is still to come
 };
 
 // The flow right after the Start frame on the options screen: `level` 0..20, `speed` 0..2,
