@@ -497,11 +497,12 @@ class Tracker:
             informative = False
             for g in frames:
                 e = g - b
-                if e == -1:
-                    ok = True  # the last virus is drawn one frame before State 0's picture
-                elif e < 0:
+                if e < 0:
+                    # The last virus is drawn by the NMI of the frame before State 0's picture:
+                    # frame b - 1 shows the whole board, every earlier frame a partial one.
                     informative = True
-                    ok |= not (obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board))
+                    whole = obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board)
+                    ok |= whole if e == -1 else not whole
                 elif e < len(table):
                     informative = True
                     known = e < lv.table_throw[c]
