@@ -656,9 +656,16 @@ class EmuRun:
     # ---- stepping ----------------------------------------------------------------------------
 
     def _advance_to(self, sim_ns: float) -> None:
-        while (self.emu.video_frame - self.base_video) * self.period_ns <= sim_ns:
+        # A frame is emulated once its latch window has closed: VirtualDevice.latch sends the
+        # frame's STATUS at the window's end, and a host that read it before then (its clock
+        # is the console's) would see the firmware's clock ahead of its own.
+        window_ns = self.emu.device.window_us() * 1000.0
+        while (self.emu.video_frame - self.base_video) * self.period_ns + window_ns <= sim_ns:
             self._step()
         self._now_ns = int(sim_ns)
+        # The device's clock runs with the console's (as SimConsole's): messages the host sent
+        # are taken, and STATUS/PONG stamped, at the time the host sees now.
+        self.emu.device.advance(self.emu.frame_time_us(self.base_video) + int(sim_ns / 1000))
 
     def _step(self) -> None:
         if self.game != "drmario":  # the test ROM: the console and its pad, no game

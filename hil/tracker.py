@@ -102,8 +102,15 @@ class FrameClock:
     @property
     def period_ns(self) -> float:
         if self._period is None:
-            f0, t0 = self._samples[0]
+            # The slope over the newest run of samples without a gap: a frame in which the
+            # console read no controller (the game kept NMI off while loading a screen, as in
+            # Dr. Mario's menus) has no latch group, so its time would count as a frame period.
             f1, t1 = self._samples[-1]
+            f0, t0 = f1, t1
+            for f, t in reversed(self._samples):
+                if f0 - f > 0 and (t0 - t) * 1000.0 > (f0 - f) * self.nominal_ns * 1.5:
+                    break
+                f0, t0 = f, t
             self._period = (t1 - t0) * 1000.0 / (f1 - f0) if f1 - f0 >= 30 else self.nominal_ns
         return self._period
 
