@@ -620,6 +620,7 @@ class EmuRun:
         self._late_checked = False
         self.ram_mismatches = 0
         self.levels: list[dict[str, Any]] = []
+        self.late_inits = 0  # levels whose initData_level overran its frame (read off RAM)
         self.capture = _EmuRunCapture(self)
 
     # ---- the Console interface -------------------------------------------------------------
@@ -723,6 +724,7 @@ class EmuRun:
                 for m in masks:
                     flow.step(m)
                 self.flow = flow
+                self.late_inits += 1
         if flow.play_frame == flow.frame:
             self.levels.append({"level": int(flow.level), "speed": int(flow.speed)})
         if self.emu.ram(DrMarioRam.MODE) != flow.mode or not np.array_equal(field, flow.field):
@@ -957,6 +959,7 @@ def run_emu(
             "start_latches": run.start_latches[:16],
             "levels_seen": run.levels,
             "shadow_ram_mismatch_frames": run.ram_mismatches,
+            "late_init_levels": run.late_inits,
             "video_frames": run.emu.video_frame,
             "lag_frames": run.emu.lag_frames,
         }
