@@ -180,6 +180,17 @@ def test_frame_clock_maps_latches_schedules_and_captures():
         assert shown in frames and len(frames) <= 2
 
 
+def test_frame_clock_period_ignores_frames_without_a_latch():
+    """A frame in which the console read no controller (NMI off during a screen load) has no
+    latch group: the period comes from the newest run of frames without such a gap."""
+    clock = FrameClock(window_us=WINDOW_US)
+    t_us = DEVICE_US0
+    for g in range(120):
+        t_us += int(round(P / 1000)) * (3 if g == 50 else 1)  # two lag frames before frame 50
+        clock.on_status(g, t_us, int(t_us * 1000) + HOST_OFFSET + 6_000_000)
+    assert abs(clock.period_ns - P) < 1000.0  # whole-us timestamps: within 1 us
+
+
 def test_mismatches_names_what_differs_and_respects_confidence():
     field = np.full((16, 8), 0xFF, np.uint8)
     field[15, 0] = 0xD1
