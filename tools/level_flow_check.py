@@ -2,6 +2,7 @@
 
     python tools/level_flow_check.py --rom drmario.nes [--levels 0-20] [--speeds 0,1,2]
         [--json out.json] [--md table.md]
+    python tools/level_flow_check.py --rom drmario.nes --chain 0:1:3   # 3 levels chained
 
 For each level and speed: the menus are driven to the options screen's Start (hil.emu
 navigate_menus), then the game runs with no buttons until a few frames after the first
@@ -10,8 +11,10 @@ counter ($0324) and the bottle's cells read from the picture (the tile at the na
 of each cell, fieldRow_PPUADDR_1P: an empty cell is backdrop-black, a virus has the colour of its
 low nibble) with the engine's model; and the frames of the first virus, of mode 4 and of the first
 controllable pill (the first frame after $97 = 0 in mode 4). Prints JSON lines and, with --md, a
-Markdown table of the measured frame counts. The user's ROM stays outside the repository; nothing
-derived from it is written unless asked with --json/--md.
+Markdown table of the measured frame counts. ``--chain LEVEL:SPEED:N`` plays N levels chained
+by Start on the stage clear, with inputs planned on the engine, comparing mode and field on
+every frame (stage clear, its box, the next level's load and intro). The user's ROM stays outside
+the repository; nothing derived from it is written unless asked with --json/--md.
 """
 
 from __future__ import annotations
