@@ -3,6 +3,7 @@
     python tools/level_flow_check.py --rom drmario.nes [--levels 0-20] [--speeds 0,1,2]
         [--json out.json] [--md table.md]
     python tools/level_flow_check.py --rom drmario.nes --chain 0:1:3   # 3 levels chained
+    python tools/level_flow_check.py --rom drmario.nes --topout 10:2   # top-out, game over
 
 For each level and speed: the menus are driven to the options screen's Start (hil.emu
 navigate_menus), then the game runs with no buttons until a few frames after the first
@@ -238,6 +239,51 @@ def chain(rom: str, level: int, speed: int, levels: int) -> dict:
     return {"levels": rows, "frames": k, "mismatches": len(bad), "first_mismatches": bad[:8]}
 
 
+def topout(rom: str, level: int, speed: int) -> dict:
+    """Nobody plays: the pills stack up to the top-out, the game over screen follows, Start is
+    pressed every 4th frame there until the options screen; mode and field compared on every
+    frame (the GAME OVER box, the field filled with $FE at the end)."""
+    console = EmuConsole(rom)
+    bad: list[str] = []
+    with console:
+        res = navigate_menus(console, Link(console.device.port), level, speed)
+        flow = engine.LevelFlow(level, speed, res.seed, frame_counter=console.ram(0x43), held=0x10)
+        snap: engine.LevelFlow | None = None
+        since: list[int] = []
+        late = False
+        k = 0
+        while not flow.terminal and k < 30_000:
+            k += 1
+            mask = 0x10 if flow.stage == engine.FlowStage.GAME_OVER and k % 4 == 0 else 0
+            console.nes.controller = mask
+            console.nes.step(1)
+            flow.step(mask)
+            if snap is not None:
+                since.append(mask)
+            if flow.stage == engine.FlowStage.LOAD and flow.mode == 3:
+                snap, since = flow.clone(), []
+            field = console.ram_block(DrMarioRam.FIELD, 128)
+            mode = console.ram(DrMarioRam.MODE)
+            game_virus = bool(((field & 0xF0) == 0xD0).any())
+            if snap is not None and not late and mode == 8 and not game_virus:
+                if ((flow.field & 0xF0) == 0xD0).any():  # initData_level overran: replay
+                    flow = snap.clone()
+                    flow.late_init = True
+                    for m in since:
+                        flow.step(m)
+                    late = True
+            if mode != flow.mode or not np.array_equal(field, flow.field):
+                bad.append(f"frame {k}: mode {mode} vs {flow.mode}, stage {flow.stage}")
+    return {
+        "frames": k,
+        "top_out_frame": flow.end_frame,
+        "options": bool(flow.terminal and console.ram(DrMarioRam.MODE) == 1),
+        "late_init": late,
+        "mismatches": len(bad),
+        "first_mismatches": bad[:5],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rom", required=True)
@@ -246,10 +292,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--chain", help="LEVEL:SPEED:N play N levels chained from LEVEL at SPEED")
+    ap.add_argument("--topout", help="LEVEL:SPEED nobody plays: top-out, game over, options")
     a = ap.parse_args(argv)
     if not Path(a.rom).is_file():
         print(f"error: {a.rom}: no such ROM file", file=sys.stderr)
         return 2
+    if a.topout:
+        lv, sp = (int(x) for x in a.topout.split(":"))
+        r = topout(a.rom, lv, sp)
+        print(json.dumps(r))
+        return 0 if r["mismatches"] == 0 and r["options"] else 1
     if a.chain:
         lv, sp, n = (int(x) for x in a.chain.split(":"))
         r = chain(a.rom, lv, sp, n)
