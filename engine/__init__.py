@@ -10,13 +10,15 @@ from engine._core import (
     STATE_BYTES,
     Batch,
     Game,
+    LevelFlow,
     Plan,
+    cutscene_before,
     generate_level,
     pill_colors,
     plan,
     rng_step,
 )
-from engine.constants import Button, Cell, Phase, Speed
+from engine.constants import Button, Cell, FlowScreen, FlowStage, Phase, Speed
 from engine.ines import RomError
 from engine.render import (
     NES_PALETTE,
@@ -37,7 +39,10 @@ __all__ = [
     "Button",
     "Cell",
     "FallingPill",
+    "FlowScreen",
+    "FlowStage",
     "Game",
+    "LevelFlow",
     "NextPill",
     "Phase",
     "Plan",
@@ -46,6 +51,7 @@ __all__ = [
     "ScreenKind",
     "Speed",
     "TileSet",
+    "cutscene_before",
     "generate_level",
     "pill_colors",
     "plan",

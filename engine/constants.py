@@ -46,6 +46,32 @@ class Phase(IntEnum):
     SOFT_RESET = 6
 
 
+class FlowStage(IntEnum):
+    """Where engine.LevelFlow is (engine/src/level_flow.h, docs/LEVEL_FLOW.md)."""
+
+    LOAD = 0  # toLevel $817E + initData_level $8216 (modes 2, 3)
+    VIRUSES = 1  # levelIntro $9CAB: one addVirus call per frame (mode 8)
+    PLAY = 2  # the engine's State: levelIntro_delay, then mode 4
+    STAGE_CLEAR = 3  # checkVirusLeft $B269: waits, the box, Start
+    CUTSCENE = 4  # toNextLevel $9E66: cutscene or ending, Start
+    GAME_OVER = 5  # anyPlayerLoses $9542, playerLoses_endScreen $959A, Start
+    OPTIONS = 6  # back on the options screen (terminal)
+    SOFT_RESET = 7  # A+B+Select+Start (terminal)
+    PAUSED = 8  # checkPauseReset's pause loop before play
+
+
+class FlowScreen(IntEnum):
+    """What the picture of a LevelFlow frame shows."""
+
+    OPTIONS = 0
+    BLANK = 1  # rendering off while a screen loads
+    LEVEL = 2
+    CUTSCENE = 3
+    LOADING = (
+        4  # first frame with rendering on after a load: the screen not yet scrolled into place
+    )
+
+
 class Speed(IntEnum):
     LOW = 0
     MED = 1

@@ -290,6 +290,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     from hil.view import make_view
 
+    if args.emu:
+        return _run_emu(args)
     sim = args.sim or args.port is None
     if args.fast and not sim:
         raise SystemExit("hil run: --fast is for the simulated console (lockstep)")
@@ -369,6 +371,66 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=1))
     if signals.signum is not None:
         return 128 + signals.signum
+    return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
+
+
+def _run_emu(args: argparse.Namespace) -> int:
+    """hil run --emu ROM: the user's Dr. Mario in cynes, menus to --level/--speed, then the
+    game's chain of levels (docs/EMU.md). A missing, wrong or corrupt ROM: one line, exit 2."""
+    import json
+
+    from engine import RomError
+    from hil.emu import EmuError, run_emu
+    from hil.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
+    from hil.view import make_view
+
+    if args.port or args.capture:
+        print("hil run: --emu is its own console; leave out --port and --capture", file=sys.stderr)
+        return 2
+    try:
+        reader = pick_reader(args.reader, sim=True)  # the emulator carries a checked truth
+        policy = pick_policy(args.policy)
+        levels = [LevelPlan(lv, sp) for lv, sp in _levels(args)]
+    except ValueError as e:
+        print(f"hil run: {e}", file=sys.stderr)
+        return 2
+    if reader == "oracle":
+        print(
+            "hil run: --reader oracle on --emu: the engine's LevelFlow shadow of the game, "
+            "checked against its RAM every frame, stands in for perception",
+            file=sys.stderr,
+        )
+    view_kind = args.view
+    if view_kind == "auto":
+        view_kind = "none" if args.fast else "window"
+    view, close_view = make_view(view_kind)
+    settings = RunSettings(levels=levels, fast=True, max_frames=args.frames)
+    try:
+        summary = run_emu(
+            settings,
+            args.emu,
+            profile=args.profile,
+            reader=reader,
+            policy=policy,
+            taps_only=args.planner == "taps",
+            capture_seed=args.capture_seed,
+            log_path=args.log,
+            view=view,
+            game=args.emu_game,
+        )
+    except (RomError, EmuError, ValueError, FileNotFoundError) as e:
+        print(f"hil run: {e}", file=sys.stderr)
+        return 2
+    finally:
+        close_view()
+    summary.pop("capture", None)
+    print(
+        f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "
+        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"{summary['late_schedules']} late schedules",
+        file=sys.stderr,
+    )
+    print(json.dumps(summary, indent=1))
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
 
 
@@ -708,6 +770,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--port", help="controller serial port (/dev/ttyACM0): the real rig")
     run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
     run.add_argument("--sim", action="store_true", help="the simulated console (default)")
+    run.add_argument(
+        "--emu", metavar="ROM", help="your Dr. Mario ROM in the emulator (cynes): menus, chain"
+    )
+    run.add_argument(
+        "--emu-game",
+        choices=["drmario", "testrom"],
+        default="drmario",
+        help="--emu's game: drmario, or testrom (the project's test ROM: the path, no game; CI)",
+    )
     run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
     run.add_argument(
         "--firmware",

@@ -12,11 +12,20 @@ the firmware's latch groups, from 0):
    frame's step (render_frame draws what the console shows after its next NMI), then the game
    steps once with the byte the console read.
 
-Levels are chained without menus: the console waits on a black screen (first level) or on the
-last picture of the previous level; a Start press (rising edge) latched in frame ``s`` starts
-the next level, whose state 0 is shown in frame ``s + 1`` (``START_DELAY_FRAMES``). The game's
-frameCounter runs with the console: it is ``(g + fc_phase) & 0xFF`` in the picture of frame g,
-``fc_phase`` a hidden per-console constant drawn from the seed (the tracker must find it).
+The game's level flow is the engine's (engine.LevelFlow, docs/LEVEL_FLOW.md): before a game the
+console shows its options screen (drawn black: the engine does not draw menus); a Start press
+(rising edge) latched in frame ``s`` there starts the next of ``levels`` (level, speed, RNG seed)
+as the game does: toLevel and initData_level, the intro drawing one virus a frame from frame
+``s + 7``, the engine's State 0 shown in frame ``s + 1 + state0_frame``, the first pill after the
+real delay. A stage clear waits for Start (pressed or held, from 97 frames after the last virus)
+and chains to level + 1 at the same speed with the score carried; a top-out goes to the game over
+screen, whose Start returns to the options screen. :meth:`SimConsole.reset` is the console's
+RESET button (back to the options screen, for a run whose next level is not the game's next).
+The screens the engine does not draw (options, a screen loading, cutscenes) are black; the game
+screens are ``render_frame`` of the flow's state. The game's frameCounter runs with the console:
+it is ``(g + fc_phase) & 0xFF`` after frame g's NMI, ``fc_phase`` a hidden per-console constant
+drawn from the seed (the tracker must find it). ``late_init`` (per console, from the seed: about
+1 start in 10, as measured on the real game) makes initData_level overrun its frame.
 
 The capture chain is calibration's: ``TimingModel`` says which console frame each captured
 frame shows and when the host receives it (latency, jitter, rate conversion, drops, repeats),
@@ -43,12 +52,14 @@ import numpy as np
 
 import engine
 from calibration import CaptureModel, Profile, TimingModel
-from engine.constants import TERMINAL_PHASES, Button, Phase
+from engine.constants import Button, FlowScreen, FlowStage
 from hil.capture import CaptureError, Frame
 from hil.vdevice import VirtualDevice
 
 NES_HZ = 60.0988
-START_DELAY_FRAMES = 1  # Start latched in frame s -> the level's state 0 is the picture of s + 1
+# Share of level starts on which initData_level overruns its frame (docs/LEVEL_FLOW.md: 6 of 63
+# menu starts and 7 of 60 consecutive start frames measured on the real game).
+LATE_INIT_RATE = 0.1
 DEVICE_BOOT_US = 1_000_000  # the firmware clock reads this when console frame 0 latches
 READ_GAP_US = 120  # between Dr. Mario's two controller reads
 
@@ -77,7 +88,8 @@ class LevelRecord:
     """What the console did with one level (ground truth, for tests and the summary)."""
 
     spec: SimLevel
-    start_frame: int  # console frame whose picture is state 0
+    start_frame: int  # console frame whose picture is state 0 (-1 until the intro is drawn)
+    start_press: int = -1  # console frame that latched the Start which began the level
     end_frame: int | None = None  # console frame whose picture first shows the end
     result: str | None = None  # "STAGE_CLEAR" or "TOP_OUT"
     frames: int = 0  # engine frames stepped until the end
@@ -105,7 +117,9 @@ class Fault:
 
 
 class SimConsole:
-    """See the module docstring. ``levels``: played in order. ``profile``: the capture chain.
+    """See the module docstring. ``levels``: played in order: each begins a game from the
+    options screen, except where the game's own chain (a stage clear's Start) reaches it.
+    ``profile``: the capture chain.
     ``capture_seed``: seeds the timing model and the noise. ``console_seed``: seeds the hidden
     frameCounter phase. ``max_frames``: console frames the capture schedule covers (the run
     ends when it is used up). ``render``: state -> RGB picture (engine.render_frame with the
@@ -149,8 +163,9 @@ class SimConsole:
         self.window_us = self.device.window_us()
 
         self.frame = 0  # next console frame to latch
-        self.game: engine.Game | None = None
-        self.level_index = -1  # index into levels of the current (or last) level
+        self.flow: engine.LevelFlow | None = None  # the game in progress (None: options screen)
+        self.late_rng = np.random.default_rng([console_seed, 11])
+        self.level_index = -1  # index into levels of the current (or last) game
         self.records: list[LevelRecord] = []
         self.masks: list[int] = []  # byte the game used in each console frame
         self._prev_mask = 0
@@ -198,8 +213,13 @@ class SimConsole:
 
     # ---- the console ----------------------------------------------------------------------
 
+    @property
+    def game(self) -> engine.Game | None:
+        """A copy of the game state now (None on the options screen)."""
+        return None if self.flow is None else self.flow.game
+
     def _latch(self, g: int) -> None:
-        """Console frame g: the two reads, the picture, the game's step."""
+        """Console frame g: the two reads, the game's frame, the picture after its NMI."""
         t = self.latch_ns(g)
         dev = self.device
         us = self.device_us(t)
@@ -208,48 +228,80 @@ class SimConsole:
             raise AssertionError("the two reads of one frame differ")
         fault = self.faults.get(g)
         used = 0 if fault is not None and fault.kind == "drop_input" else mask
-        game = self.game
-        self._pictures[g] = None if game is None else game.clone()
-        self._pictures.pop(g - 600, None)
-        if game is not None and Phase(int(game.phase)) not in TERMINAL_PHASES:
-            if fault is not None and fault.kind == "garbage":  # in RAM and on screen
-                game.field[fault.row * 8 + fault.col] = fault.code
-                game.shown[fault.row * 8 + fault.col] = fault.code
-            game.step(used)
-            rec = self.records[-1]
-            rec.frames += 1
-            phase = Phase(int(game.phase))
-            if phase in TERMINAL_PHASES:
-                rec.end_frame = g + 1
-                rec.result = phase.name
+        flow = self.flow
+        shown: engine.Game | None = None
+        if flow is not None and not flow.terminal:
+            if fault is not None and fault.kind == "garbage" and flow.stage == FlowStage.PLAY:
+                self._garbage(fault)
+            before = flow.game  # render_frame draws what the console shows after its next NMI
+            levels = flow.levels_started
+            flow.step(used)
+            if flow.screen == FlowScreen.LEVEL:
+                shown = before
+            self._follow(flow, g, levels)
         elif used & Button.START and not self._prev_mask & Button.START:
-            self._start_next_level(g + START_DELAY_FRAMES)
+            self._new_game(g, used)
+        self._pictures[g] = shown
+        self._pictures.pop(g - 600, None)
         self._prev_mask = used
         self.masks.append(used)
         self.frame = g + 1
         self._pending_close = g
 
+    def _garbage(self, fault: Fault) -> None:
+        """A cell appears in RAM and on screen (the flow's state is rebuilt around it)."""
+        assert self.flow is not None
+        self.flow.poke_cell(fault.row * 8 + fault.col, fault.code)
+
+    def _follow(self, flow: engine.LevelFlow, g: int, levels_before: int) -> None:
+        """Keeps the level records in step with the flow after frame g."""
+        if flow.levels_started != levels_before:  # a stage clear's Start chained a level
+            spec = SimLevel(int(flow.level), int(flow.speed), int(flow.rng))
+            self.records.append(LevelRecord(spec, -1, start_press=g))
+            self.level_index = len(self.records) - 1
+            flow.late_init = bool(self.late_rng.random() < LATE_INIT_RATE)
+        rec = self.records[-1]
+        if flow.state0_frame >= 0 and rec.start_frame < 0:
+            rec.start_frame = rec.start_press + 1 + (flow.state0_frame - flow.start_frame)
+        if flow.stage == FlowStage.PLAY and rec.start_frame >= 0:
+            rec.frames = int(flow.game.frame)
+        if flow.end_frame >= 0 and rec.result is None:
+            rec.end_frame = g + 1
+            rec.result = "STAGE_CLEAR" if flow.stage == FlowStage.STAGE_CLEAR else "TOP_OUT"
+        if flow.stage == FlowStage.SOFT_RESET:
+            self.flow = None  # the title, then the options screen (menus are not modelled)
+
     def _close_window(self, g: int) -> None:
         self.device.advance(self.device_us(self.latch_ns(g)) + self.window_us)
         self._pending_close = None
 
-    def _start_next_level(self, start_frame: int) -> None:
-        if self.level_index + 1 >= len(self.levels):
-            return  # all levels played: the last picture stays
-        self.level_index += 1
-        spec = self.levels[self.level_index]
-        fc0 = (start_frame + self.fc_phase) & 0xFF
-        self.game = engine.Game(spec.level, spec.speed, spec.seed, frame_counter=fc0)
-        self.records.append(LevelRecord(spec, start_frame))
+    def _new_game(self, g: int, mask: int) -> None:
+        """Start latched in frame g on the options screen: the next of ``levels`` begins."""
+        if len(self.records) >= len(self.levels):
+            return  # all levels played: the options screen stays
+        spec = self.levels[len(self.records)]
+        late = bool(self.late_rng.random() < LATE_INIT_RATE)
+        self.flow = engine.LevelFlow(
+            spec.level,
+            spec.speed,
+            spec.seed,
+            frame_counter=(g + self.fc_phase) & 0xFF,
+            held=int(mask),
+            late_init=late,
+        )
+        self.records.append(LevelRecord(spec, -1, start_press=g))
+        self.level_index = len(self.records) - 1
+
+    def reset(self) -> None:
+        """The console's RESET button: the game in progress is dropped and the options screen
+        comes back (the menus are not modelled: the next Start begins the next level)."""
+        with self._lock:
+            self.flow = None
 
     @property
     def finished(self) -> bool:
         """True once the last level has ended (stage clear or top-out)."""
-        return (
-            self.level_index == len(self.levels) - 1
-            and bool(self.records)
-            and self.records[-1].result is not None
-        )
+        return len(self.records) >= len(self.levels) and self.records[-1].result is not None
 
     def _advance_to(self, sim_ns: float) -> None:
         """Runs every console event (latch, window close) up to sim time ``sim_ns``."""
@@ -365,7 +417,7 @@ class SimCapture:
             "console_frame": g - c.device_base_frame,
             "sim_frame": g,
             "facts": None if state is None else engine.screen_facts(state),
-            "level": c.level_index if state is not None else -1,
+            "level": len(c.records) - 1 if state is not None else -1,
             "arrival_ns": c.host_ns(float(sched.time_ns[k])),
         }
         return Frame(image, c.host_ns(float(sched.time_ns[k])), k, truth)

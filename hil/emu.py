@@ -50,6 +50,7 @@ from calibration import CaptureModel, Profile, TimingModel
 from engine import RomError
 from engine.ines import read_rom
 from hil import testrom
+from hil.capture import Frame as CaptureFrame
 from hil.link import Link
 from hil.recording import Frame
 from hil.vdevice import VirtualDevice
@@ -468,6 +469,7 @@ def navigate_menus(
     max_frames: int = 4000,
     wait_for_play: bool = False,
     keepalive_frames: int = 12,
+    press_start: bool = True,
 ) -> MenuResult:
     """Take Dr. Mario from power-on, the title, the attract demo or the options screen to the
     start of ``level`` (0..20) at ``speed`` (0 LOW, 1 MED, 2 HI), with ``music`` (0 fever,
@@ -475,7 +477,9 @@ def navigate_menus(
 
     Closed loop on the game's RAM: each console frame gets one scheduled byte (the stream never
     underruns); a press lasts one frame and the next decision waits until RAM shows its effect,
-    so a press the game ignored (a screen still loading) is simply repeated. The device
+    so a press the game ignored (a screen still loading) is simply repeated. ``press_start``
+    False: stop on the options screen once level, speed (and music) are set, before Start
+    (``start_frame`` and ``seed`` are then -1; the caller presses Start). The device
     watchdog is fed on console time (a PING when ``keepalive_frames`` video frames pass without
     a message). Ends with the stream cleared when the game leaves the options screen (or, with
     ``wait_for_play``, at its first frame of play). Raises ValueError for a target out of range
@@ -504,6 +508,19 @@ def navigate_menus(
             mask = 0
             if scheduled == target and console.console_frame >= wait_until:
                 mask = _menu_press(console.ram, level, speed, music)
+                on_options = console.ram(r.MODE) == MODE_OPTIONS and not console.ram(r.DEMO)
+                if mask == int(engine.Button.START) and on_options and not press_start:
+                    link.clear()
+                    return MenuResult(
+                        level=console.ram(r.LEVEL),
+                        speed=console.ram(r.SPEED),
+                        music=console.ram(r.MUSIC),
+                        seed=-1,
+                        start_frame=-1,
+                        presses=presses,
+                        video_frames=console.video_frame - first_video,
+                        play_frame=None,
+                    )
                 if mask:
                     presses += 1
                     wait_until = scheduled
@@ -540,6 +557,236 @@ def navigate_menus(
         video_frames=console.video_frame - first_video,
         play_frame=console.console_frame if wait_for_play else None,
     )
+
+
+# ---- hil run --emu: the emulator as the console the runtime plays ---------------------------
+
+
+class EmuRun:
+    """``hil run --emu ROM``: the user's Dr. Mario in cynes as a console the Runtime plays, like
+    hil.console_sim.SimConsole (a capture source on the console's frame clock, the controller
+    port, and how a level is started), in lockstep: the emulator runs up to each captured
+    frame's arrival time (the Profile's timing model), its picture goes through the forward
+    model.
+
+    :meth:`prepare` drives the menus through the firmware core (navigate_menus, without Start)
+    to ``level`` and ``speed`` on the options screen, and reads them back from the game's RAM
+    (the picture check of the options screen is perception's, not available here); the
+    Runtime then presses Start itself, and after each stage clear holds Start as the game asks,
+    so the game chains level after level.
+
+    Ground truth for ``--reader oracle``: an engine.LevelFlow shadow of the game, begun at the
+    frame the options screen took Start (RNG and frameCounter read from RAM) and fed the same
+    masks; each frame its field and mode are checked against RAM (``truth["ram_ok"]``), and
+    the one bit it cannot derive (initData_level overrunning its frame) is read off RAM by
+    replaying the flow. ``truth["facts"]`` is screen_facts of the shadow's shown state (None on
+    screens the engine does not draw). Raises RomError, EmuError, ValueError.
+    """
+
+    def __init__(
+        self,
+        rom: str | Path,
+        level: int,
+        speed: int,
+        profile: Profile,
+        *,
+        capture_seed: int = 0,
+        max_frames: int = 200_000,
+        verify_crc: bool = True,
+        emulator: Callable[[str], Emulator] | None = None,
+        game: str = "drmario",
+    ) -> None:
+        if not 0 <= level <= MAX_MENU_LEVEL:
+            raise ValueError(
+                f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}"
+            )
+        if speed not in (0, 1, 2):
+            raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
+        self.emu = EmuConsole(rom, verify_crc=verify_crc, emulator=emulator, game=game)
+        self.game = game
+        self.level, self.speed = level, speed
+        self.start_latches: list[int] = []  # console frames that latched Start
+        self.profile = profile
+        self.model = CaptureModel(profile, seed=capture_seed)
+        timing = TimingModel(profile.timing, seed=capture_seed, combing=profile.artifacts.combing)
+        self.schedule = timing.for_console_frames(max_frames)
+        self.period_ns = 1e9 / profile.timing.console_hz
+        self.base_video = 0  # video frame that is the capture schedule's frame 0
+        self._started_ns = time.monotonic_ns()
+        self._now_ns = 0
+        self._frames: dict[int, tuple[EmuFrame, Any]] = {}  # video frame -> (frame, facts)
+        self.flow: engine.LevelFlow | None = None
+        self._snap: tuple[engine.LevelFlow, list[int]] | None = None
+        self._late_checked = False
+        self.ram_mismatches = 0
+        self.levels: list[dict[str, Any]] = []
+        self.late_inits = 0  # levels whose initData_level overran its frame (read off RAM)
+        self.capture = _EmuRunCapture(self)
+
+    # ---- the Console interface -------------------------------------------------------------
+
+    @property
+    def port(self) -> str:
+        return self.emu.device.port
+
+    def now_ns(self) -> int:
+        return self._started_ns + self._now_ns
+
+    def prepare(self) -> MenuResult | None:
+        """Menus to ``level``/``speed`` on the options screen (no Start); checks them back.
+        The test ROM has no menus (None)."""
+        if self.game != "drmario":
+            self.base_video = self.emu.video_frame
+            return None
+        with Link(self.emu.device.port) as link:
+            res = navigate_menus(self.emu, link, self.level, self.speed, press_start=False)
+        if (res.level, res.speed) != (self.level, self.speed):
+            raise EmuError(
+                f"the options screen shows level {res.level} speed {res.speed}, not the "
+                f"level {self.level} speed {self.speed} asked for; not playing it"
+            )
+        self.base_video = self.emu.video_frame
+        return res
+
+    def start(self) -> None:
+        self._started_ns = time.monotonic_ns()
+
+    def close(self) -> None:
+        self.emu.close()
+
+    # ---- stepping ----------------------------------------------------------------------------
+
+    def _advance_to(self, sim_ns: float) -> None:
+        # A frame is emulated once its latch window has closed: VirtualDevice.latch sends the
+        # frame's STATUS at the window's end, and a host that read it before then (its clock
+        # is the console's) would see the firmware's clock ahead of its own.
+        window_ns = self.emu.device.window_us() * 1000.0
+        while (self.emu.video_frame - self.base_video) * self.period_ns + window_ns <= sim_ns:
+            self._step()
+        self._now_ns = int(sim_ns)
+        # The device's clock runs with the console's (as SimConsole's): messages the host sent
+        # are taken, and STATUS/PONG stamped, at the time the host sees now.
+        self.emu.device.advance(self.emu.frame_time_us(self.base_video) + int(sim_ns / 1000))
+
+    def _step(self) -> None:
+        if self.game != "drmario":  # the test ROM: the console and its pad, no game
+            ev = self.emu.step()
+            if ev.mask is not None and ev.mask & engine.Button.START:
+                self.start_latches.append(int(ev.console_frame or 0))
+            self._frames[ev.video_frame] = (ev, None)
+            self._frames.pop(ev.video_frame - 600, None)
+            return
+        r = DrMarioRam
+        mode_before = self.emu.ram(r.MODE)
+        before = self.flow.game if self.flow is not None and not self.flow.terminal else None
+        ev = self.emu.step()
+        mask = int(ev.mask or 0)
+        mode = self.emu.ram(r.MODE)
+        facts = None
+        if mode_before == MODE_OPTIONS and mode == MODE_TO_LEVEL and not self.emu.ram(r.DEMO):
+            seed = self.emu.ram(r.RNG) << 8 | self.emu.ram(r.RNG + 1)
+            self.flow = engine.LevelFlow(
+                self.emu.ram(r.LEVEL),
+                self.emu.ram(r.SPEED),
+                seed,
+                frame_counter=self.emu.ram(0x43),
+                held=mask | int(engine.Button.START),
+            )
+            self._snap, self._late_checked = None, False
+        elif self.flow is not None and not self.flow.terminal:
+            self._shadow(mask)
+            if self.flow.screen == engine.FlowScreen.LEVEL and before is not None:
+                facts = engine.screen_facts(before)
+        self._frames[ev.video_frame] = (ev, facts)
+        self._frames.pop(ev.video_frame - 600, None)
+
+    def _shadow(self, mask: int) -> None:
+        """Steps the LevelFlow shadow one frame and checks it against RAM."""
+        flow = self.flow
+        assert flow is not None
+        levels = flow.levels_started
+        flow.step(mask)
+        if self._snap is not None:
+            self._snap[1].append(mask)
+        if flow.levels_started != levels:
+            self._late_checked = False
+        if flow.stage == engine.FlowStage.LOAD and flow.mode == 3:
+            self._snap = (flow.clone(), [])
+        field = self.emu.ram_block(DrMarioRam.FIELD, 128)
+        game_virus = bool(((field & 0xF0) == 0xD0).any())
+        flow_virus = bool(((flow.field & 0xF0) == 0xD0).any())
+        if not self._late_checked and flow_virus:
+            self._late_checked = True
+            if not game_virus and self._snap is not None:  # initData_level overran its frame
+                snap, masks = self._snap
+                flow = snap.clone()
+                flow.late_init = True
+                for m in masks:
+                    flow.step(m)
+                self.flow = flow
+                self.late_inits += 1
+        if flow.play_frame == flow.frame:
+            self.levels.append({"level": int(flow.level), "speed": int(flow.speed)})
+        if self.emu.ram(DrMarioRam.MODE) != flow.mode or not np.array_equal(field, flow.field):
+            self.ram_mismatches += 1
+
+    def picture(self, console_index: int) -> tuple[EmuFrame, Any]:
+        return self._frames[self.base_video + console_index]
+
+
+class _EmuRunCapture:
+    """EmuRun's capture card (the CaptureSource interface, lockstep)."""
+
+    name = "emu"
+
+    def __init__(self, run: EmuRun) -> None:
+        self.run = run
+        self.next = 0
+        self.delivered = 0
+
+    def newest(self, timeout_s: float) -> CaptureFrame | None:
+        from hil.capture import CaptureError
+
+        run = self.run
+        sched = run.schedule
+        if self.next >= len(sched):
+            raise CaptureError("the emulator's capture reached its last frame (--frames)")
+        k = self.next
+        run._advance_to(float(sched.time_ns[k]))
+        g = int(sched.console_frame[k])
+        ev, facts = run.picture(g)
+        previous = None
+        if run.profile.artifacts.combing:
+            odd = int(sched.odd_frame[k])
+            previous = ev.picture if odd == g else run.picture(odd)[0].picture
+        image = run.model(ev.picture, previous=previous)
+        t = run._started_ns + int(round(float(sched.time_ns[k])))
+        truth = {
+            "console_frame": ev.console_frame,
+            "video_frame": ev.video_frame,
+            "facts": facts,
+            "ram_mismatches": run.ram_mismatches,
+        }
+        self.next += 1
+        self.delivered += 1
+        return CaptureFrame(image, t, k, truth)
+
+    def describe(self) -> dict[str, Any]:
+        p = self.run.profile
+        return {
+            "source": "emu",
+            "rom": self.run.emu.rom_name,
+            "profile": p.name,
+            "width": p.geometry.width,
+            "height": p.geometry.height,
+            "capture_hz": p.timing.capture_hz,
+            "latency_frames": p.timing.latency_frames,
+            "delivered": self.delivered,
+            "lag_frames": self.run.emu.lag_frames,
+        }
+
+    def close(self) -> None:
+        pass
 
 
 # ---- commands ----------------------------------------------------------------------------
@@ -639,3 +886,85 @@ def start_game(
 
 def print_json(obj: dict[str, Any]) -> None:
     print(json.dumps(obj, indent=2))
+
+
+def run_emu(
+    settings: Any,
+    rom: str | Path,
+    *,
+    profile: str = "mjpeg_720p_q70",
+    reader: str = "oracle",
+    policy: str = "heuristic",
+    taps_only: bool = False,
+    capture_seed: int = 0,
+    log_path: str | Path | None = None,
+    view: Callable[[dict[str, Any]], None] | None = None,
+    say: Callable[[str], None] | None = None,
+    on_frame: Callable[[Any, Any], None] | None = None,
+    emulator: Callable[[str], Emulator] | None = None,
+    game: str = "drmario",
+) -> dict[str, Any]:
+    """``hil run --emu ROM``: plays ``settings.levels`` (a chain: level + 1 at the same speed
+    after each stage clear, as the game goes) on the ROM in cynes through the same Runtime,
+    tracker and firmware core as the simulated console; returns the summary. ``game``
+    "testrom": the project's test ROM (hil.testrom) through the same path; it has no game, so
+    the Start the runtime presses is only seen latched (CI). Raises RomError
+    (missing, wrong or corrupt ROM), EmuError, ValueError (levels that are not one game)."""
+    from hil.runtime import EnginePlanner, EventLog, Runtime, make_policy, make_reader
+
+    levels = settings.levels
+    first = levels[0]
+    for a, b in zip(levels, levels[1:], strict=False):
+        if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
+            raise ValueError(
+                "--emu plays one game: the levels must follow the game's chain (level + 1, the "
+                "same speed); use --level L --speed S --max-levels N"
+            )
+    prof = Profile.load(profile)
+    settings.latency_frames = prof.timing.latency_frames
+    settings.jitter_ms = prof.timing.jitter_ms
+    run = EmuRun(
+        rom,
+        first.level,
+        first.speed,
+        prof,
+        capture_seed=capture_seed,
+        max_frames=settings.max_frames + 1200,
+        emulator=emulator,
+        game=game,
+    )
+    log = EventLog(log_path)
+    try:
+        menu = run.prepare()
+        rt = Runtime(
+            settings,
+            run.capture,
+            lambda: run.port,
+            make_reader(reader, prof),
+            make_policy(policy),
+            EnginePlanner(taps_only),
+            clock=run.now_ns,
+            log=log,
+            view=view,
+            say=say,
+            on_frame=on_frame,
+            console=None,  # no reset: a game is a chain of levels
+        )
+        run.start()
+        summary = rt.run()
+        summary["emu"] = {
+            "rom": run.emu.rom_name,
+            "profile": prof.name,
+            "game": game,
+            "menu_presses": None if menu is None else menu.presses,
+            "start_latches": run.start_latches[:16],
+            "levels_seen": run.levels,
+            "shadow_ram_mismatch_frames": run.ram_mismatches,
+            "late_init_levels": run.late_inits,
+            "video_frames": run.emu.video_frame,
+            "lag_frames": run.emu.lag_frames,
+        }
+    finally:
+        log.close()
+        run.close()
+    return summary

@@ -276,7 +276,6 @@ class RunSettings:
     latency_frames: float = 0.0  # capture chain latency (calibrated), console frames
     jitter_ms: float = 0.0  # extra delivery delay sigma; the tracker allows 4 sigma + 1 ms
     max_frames: int = 200_000  # console frames before the run stops
-    start_delay_frames: int = 1  # Start latched in s -> level state 0 in s + delay
     start_wait_frames: int = 30  # after a level ends, before pressing Start
     feed_frames: int = 12  # "no buttons" kept scheduled this far ahead
     margin_ms: float = 3.0  # transport margin on top of the measured decision time
@@ -504,6 +503,7 @@ class Runtime:
         view: Callable[[dict[str, Any]], None] | None = None,
         say: Callable[[str], None] | None = None,
         on_frame: Callable[[Runtime, Frame], None] | None = None,
+        console: Any = None,
     ) -> None:
         if not settings.levels:
             raise ValueError("hil run needs at least one level to play")
@@ -517,6 +517,7 @@ class Runtime:
         self.view = view
         self.say = say or (lambda m: print(m, file=sys.stderr))
         self.on_frame = on_frame
+        self.console = console  # its reset() starts a new game (hil.console_sim.SimConsole)
         period = 1e9 / 60.0988
         jitter_ns = (4.0 * settings.jitter_ms + 1.0) * 1e6
         self.tracker = Tracker(
@@ -799,13 +800,54 @@ class Runtime:
             return
         if tr.state == LevelState.IDLE and self.stats.frames < 10:
             return  # see the console for a moment first
+        nxt = self.s.levels[self.level_index + 1]
         first = self._first_free()
-        if self._schedule(first, [int(Button.START), 0], "start"):
+        if self._chains_to(nxt):
+            masks, start = self._next_level_presses(first, nxt)
+        else:
+            if self.level_index >= 0:  # a new game, not the game's next level
+                if self.console is None or not hasattr(self.console, "reset"):
+                    self.say(
+                        f"level {nxt.level} speed {nxt.speed} is not the game's next level and "
+                        "this console cannot be reset; ending the run"
+                    )
+                    self.done = True
+                    return
+                self.console.reset()
+                self.log.write("console_reset")
+            masks, start = [int(Button.START), 0], first
+        ok = True
+        for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
+            ok &= self._schedule(first + k, masks[k : k + 60], "start")
+        if ok:
             self.level_index += 1
-            lp = self.s.levels[self.level_index]
             self.ended_at_frame = None
-            tr.begin_level(lp.level, lp.speed, first + self.s.start_delay_frames)
-            self.log.write("start_pressed", frame=first, level=lp.level, speed=lp.speed)
+            tr.begin_level(nxt.level, nxt.speed, start)
+            self.log.write("start_pressed", frame=start, level=nxt.level, speed=nxt.speed)
+
+    def _chains_to(self, nxt: LevelPlan) -> bool:
+        """The game's own next level: the last one was cleared and ``nxt`` is level + 1 (up to
+        lvCap $18) at the same speed (checkVirusLeft [$B269])."""
+        if self.level_index < 0 or not self.results:
+            return False
+        prev = self.s.levels[self.level_index]
+        cleared = self.results[-1]["result"] == "stage_clear"
+        return cleared and (nxt.level, nxt.speed) == (min(prev.level + 1, 24), prev.speed)
+
+    def _next_level_presses(self, first: int, nxt: LevelPlan) -> tuple[list[int], int]:
+        """Masks from ``first`` that take a cleared level to the next one, and the frame Start
+        should be read in. The stage clear's loop reads Start pressed or held from 97 frames
+        after the level's last step (docs/LEVEL_FLOW.md), known from the shadow state: Start is
+        held from now until a few frames past it (no new press, so the next level's
+        checkPauseReset sees none); before a cutscene (engine.cutscene_before) a fresh press
+        follows, which its loop needs."""
+        end = self.tracker.end_frame
+        accept = (end if end is not None else first) + STAGE_CLEAR_START_FRAMES
+        hold_to = max(first, accept) + 8
+        masks = [int(Button.START)] * (hold_to - first + 1) + [0]
+        if engine.cutscene_before(nxt.level, nxt.speed):
+            masks += [0] * 6 + [int(Button.START), 0]
+        return masks, min(first, accept)
 
     def _record_level_end(self) -> None:
         lv = self.tracker.lv
@@ -1017,6 +1059,10 @@ class Runtime:
         return out
 
 
+# checkVirusLeft [$B269]: waitFor_A_frames($40), ($10), ($10), then the Start loop's first read.
+STAGE_CLEAR_START_FRAMES = 0x40 + 0x10 + 0x10 + 1
+
+
 def _falling_at(game: engine.Game) -> bool:
     return int(game.next_action) == 0 and int(game.phase) == 1
 
@@ -1096,6 +1142,7 @@ def run_sim(
             view=view,
             say=say,
             on_frame=on_frame,
+            console=console,
         )
         console.start()
         summary = rt.run()
@@ -1106,7 +1153,7 @@ def run_sim(
                 | {
                     "result": r.result,
                     "start_frame": r.start_frame,
-                    "frame_counter_mod16": (r.start_frame + console.fc_phase) & 15,
+                    "frame_counter_mod16": (r.start_frame - 1 + console.fc_phase) & 15,
                 }
                 for r in console.records
             ],

@@ -102,8 +102,15 @@ class FrameClock:
     @property
     def period_ns(self) -> float:
         if self._period is None:
-            f0, t0 = self._samples[0]
+            # The slope over the newest run of samples without a gap: a frame in which the
+            # console read no controller (the game kept NMI off while loading a screen, as in
+            # Dr. Mario's menus) has no latch group, so its time would count as a frame period.
             f1, t1 = self._samples[-1]
+            f0, t0 = f1, t1
+            for f, t in reversed(self._samples):
+                if f0 - f > 0 and (t0 - t) * 1000.0 > (f0 - f) * self.nominal_ns * 1.5:
+                    break
+                f0, t0 = f, t
             self._period = (t1 - t0) * 1000.0 / (f1 - f0) if f1 - f0 >= 30 else self.nominal_ns
         return self._period
 
@@ -315,10 +322,13 @@ class Event:
 class _Level:
     """Everything the tracker knows about the level in play."""
 
-    def __init__(self, level: int, speed: int, base_prior: int) -> None:
+    def __init__(self, level: int, speed: int, start_frame: int) -> None:
         self.level = level
         self.speed = speed
-        self.base_prior = base_prior
+        self.start_frame = start_frame  # the frame the Start that begins the level latched in
+        # The base frame as the intro's pictures give it (None until the whole board is seen):
+        # the first picture with every virus is the frame before State 0's.
+        self.base_prior: int | None = None
         self.base: int | None = None
         self.fc0: int | None = None  # frameCounter mod 16 in state 0
         self.observations: list[tuple[range, Observation]] = []
@@ -343,9 +353,6 @@ class _Level:
         self.slip_run = 0
         self.last_seen: Observation | None = None
         self.result: str | None = None  # "stage_clear" / "top_out" once seen
-        # The previous level's last picture: the simulated console shows it until the new level
-        # starts, and a pixel reader calls it LEVEL (a stage clear looks like play at first).
-        self.stale: npt.NDArray[np.uint8] | None = None
         self.pill_seen: int | None = None  # frame of the first capture with the first pill
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
         self.board_only = False  # the current disagreeing run differs in board cells only
@@ -417,7 +424,9 @@ class Tracker:
         if self.lv is not None:
             if self.lv.base is not None:
                 self.lv.base -= shift
-            self.lv.base_prior -= shift
+            if self.lv.base_prior is not None:
+                self.lv.base_prior -= shift
+            self.lv.start_frame -= shift
             self.lv.observations = [
                 (range(r.start - shift, r.stop - shift), o) for r, o in self.lv.observations
             ]
@@ -426,15 +435,18 @@ class Tracker:
 
     # ---- levels --------------------------------------------------------------------------------
 
-    def begin_level(self, level: int, speed: int, base_prior: int) -> None:
-        """A Start press was scheduled: the level's state 0 is expected in frame base_prior."""
-        last = self.lv.last_seen if self.lv is not None else None
-        self.lv = _Level(level, speed, base_prior)
-        if last is not None:
-            self.lv.stale = np.array(last.field, dtype=np.uint8)
+    def begin_level(self, level: int, speed: int, start_frame: int) -> None:
+        """A Start press that begins ``level`` at ``speed`` latches in frame ``start_frame``
+        (it need not be exact: captures of earlier frames are ignored, nothing more). The
+        level's start is then taken from the pictures, as the game draws it (docs/LEVEL_FLOW.md):
+        levelIntro [$9CAB] adds one virus a frame; the first picture that shows all
+        ``(min(level, 20) + 1) * 4`` of them comes one frame before the engine's State 0, so a
+        partly drawn bottle is never taken for the board, whatever the intro's length (addVirus
+        retries, initData_level overrunning its frame) and on any console."""
+        self.lv = _Level(level, speed, start_frame)
         self.state = LevelState.ALIGNING
         self.levels_started += 1
-        self.log(Event("level_expected", base_prior, {"level": level, "speed": speed}))
+        self.log(Event("level_expected", start_frame, {"level": level, "speed": speed}))
 
     @property
     def base(self) -> int | None:
@@ -455,7 +467,7 @@ class Tracker:
 
     def _build_tables(self) -> None:
         lv = self.lv
-        assert lv is not None
+        assert lv is not None and lv.base_prior is not None
         for c in range(16):
             g = self._make_state0(c)
             table = []
@@ -493,8 +505,11 @@ class Tracker:
             for g in frames:
                 e = g - b
                 if e < 0:
+                    # The last virus is drawn by the NMI of the frame before State 0's picture:
+                    # frame b - 1 shows the whole board, every earlier frame a partial one.
                     informative = True
-                    ok |= not (obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board))
+                    whole = obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board)
+                    ok |= whole if e == -1 else not whole
                 elif e < len(table):
                     informative = True
                     known = e < lv.table_throw[c]
@@ -506,10 +521,11 @@ class Tracker:
 
     def _try_align(self, force: bool = False, now: int | None = None) -> None:
         lv = self.lv
-        assert lv is not None
+        assert lv is not None and lv.base_prior is not None
         if not lv.misses:
             return
-        ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - lv.base_prior)))
+        prior = lv.base_prior
+        ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - prior)))
         (b, c), best = ranked[0]
         runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
         # b is pinned once the first pill is thrown (intro + throw frames tabulated).
@@ -606,6 +622,20 @@ class Tracker:
                     game.next_colors[:] = lv.next_by_spawn[spawns]
         return game, spawns
 
+    @property
+    def end_frame(self) -> int | None:
+        """The console frame whose step ended the level in the shadow state (the frame
+        checkVirusLeft [$B269] or the top-out began in), or None when the shadow did not see
+        it. The stage clear's Start loop reads the pad from 97 frames later
+        (docs/LEVEL_FLOW.md)."""
+        lv = self.lv
+        if lv is None or lv.base is None:
+            return None
+        for e in sorted(lv.history):
+            if Phase(int(lv.history[e].phase)) in (Phase.STAGE_CLEAR, Phase.TOP_OUT):
+                return lv.base + e - 1
+        return None
+
     def confirmed_state(self) -> tuple[int, engine.Game] | None:
         """(frame the next step latches in, a copy of the state before it)."""
         lv = self.lv
@@ -626,7 +656,7 @@ class Tracker:
         frames = self.shown_frames(arrival_ns)
         self.frame_match = None
         lv = self.lv
-        if lv is not None and frames.stop - 1 < lv.base_prior - self.cfg.align_window:
+        if lv is not None and frames.stop - 1 < lv.start_frame:
             return events  # still the screen before this level (the capture lags the console)
         if lv is not None:
             prev = lv.last_seen
@@ -663,19 +693,20 @@ class Tracker:
         assert lv is not None
         lv.observations.append((frames, obs))
         if lv.board is None:
-            fresh = lv.stale is None or int((obs.field != lv.stale).sum()) > STALE_CELLS
-            if (
-                obs.kind == ScreenKind.LEVEL
-                and obs.virus_count > 0
-                and obs.falling is None
-                and fresh
-            ):
-                # The board is voted over board_frames pictures (the sum of confidence per cell
-                # and code): a reader unsure of a virus on one animation frame is sure on the
-                # other, and a board read wrong at the start stays wrong in the shadow.
+            target = virus_target(lv.level)
+            # The whole board: every virus of the level in sight. After the longest intro the
+            # board is surely complete, so a reader that misses a virus on every picture still
+            # gets a board (its count is then what the pictures show).
+            late = frames.start > lv.start_frame + MAX_INTRO_FRAMES
+            full = obs.virus_count >= target or (late and obs.virus_count > 0)
+            if obs.kind == ScreenKind.LEVEL and full and obs.falling is None:
                 if lv.votes is None:
                     lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
                     lv.next0 = obs.next_colors
+                    lv.base_prior = self._first_full(min(target, obs.virus_count), frames) + 1
+                # The board is voted over board_frames pictures (the sum of confidence per cell
+                # and code): a reader unsure of a virus on one animation frame is sure on the
+                # other, and a board read wrong at the start stays wrong in the shadow.
                 rows, cols = np.indices((ROWS, COLS))
                 lv.votes[rows, cols, obs.field] += np.asarray(obs.confidence, np.float32)
                 lv.voted += 1
@@ -697,6 +728,16 @@ class Tracker:
                 self.cfg.align_wait if obs.next_throw_frame is None else 0
             )
             self._try_align(force=waited, now=frames.stop - 1)
+
+    def _first_full(self, target: int, frames: range) -> int:
+        """The first frame a capture of this level showed ``target`` viruses or more (the
+        current capture's when none before did)."""
+        lv = self.lv
+        assert lv is not None
+        for seen, obs in lv.observations:
+            if obs.kind == ScreenKind.LEVEL and obs.virus_count >= target:
+                return seen.stop - 1
+        return frames.stop - 1
 
     def _candidates(self, frames: range) -> list[tuple[int, Observation, int, bool]]:
         """(frame, predicted observation, spawns, next known) per candidate frame."""
@@ -994,7 +1035,14 @@ def _usable_seed(level: int) -> int:
     raise ValueError(f"no usable RNG seed for level {level}")
 
 
-STALE_CELLS = 2  # a picture within this many cells of the last level's is still that level
+# Frames from the Start to the end of the longest intro: 6 frames of load, at most 145 addVirus
+# calls (levels 20-24, over every seed: docs/LEVEL_GEN.md), one overrun frame, and a margin.
+MAX_INTRO_FRAMES = 6 + 145 + 1 + 8
+
+
+def virus_target(level: int) -> int:
+    """Viruses initData_level [$8216] asks for: (min(level, 20) + 1) * 4."""
+    return (min(level, 20) + 1) * 4
 
 
 def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:

@@ -44,32 +44,48 @@ def device_us(g: int) -> int:
 
 
 class Console:
-    """A console that starts a level in frame ``base`` and plays ``masks`` (frame -> byte);
+    """A console on whose options screen Start latches in frame ``start``; the game's level flow
+    (engine.LevelFlow: the intro draws one virus a frame) then shows the level's State 0 in
+    frame ``base``; ``frames`` frames are played from there. ``masks`` (frame -> byte);
     ``faults`` (frame -> byte) replace what the game uses without the host knowing."""
 
-    def __init__(self, level=0, speed=1, seed=0x8988, base=20, fc_phase=77, frames=700):
-        self.base = base
-        self.fc0 = (base + fc_phase) & 0xFF
+    def __init__(
+        self, level=0, speed=1, seed=0x8988, start=20, fc_phase=77, frames=700, late=False
+    ):
+        self.start = start
+        self.fc_start = (start + fc_phase) & 0xFF
         self.spec = (level, speed, seed)
-        self.frames = frames
+        self.late = late
+        probe = self._flow()
+        while probe.state0_frame < 0:
+            probe.step(0)
+        self.base = start + probe.state0_frame + 1  # the picture of State 0
+        self.fc0 = (self.fc_start + probe.state0_frame) & 0xFF
+        self.frames = self.base + frames
         self.masks: dict[int, int] = {}
         self.faults: dict[int, int] = {}
         self.garbage: dict[int, tuple[int, int]] = {}  # frame -> (cell, code)
 
+    def _flow(self) -> engine.LevelFlow:
+        return engine.LevelFlow(
+            *self.spec, frame_counter=self.fc_start, held=0x10, late_init=self.late
+        )
+
     def play(self) -> list[engine.Game | None]:
-        """The state shown in each frame (None before the level)."""
+        """The state shown in each frame (None: a screen without the level's picture)."""
         shown: list[engine.Game | None] = []
-        game = None
+        flow = None
         for g in range(self.frames):
-            if g == self.base:
-                game = engine.Game(*self.spec, frame_counter=self.fc0)
-            shown.append(None if game is None else game.clone())
-            if game is not None:
-                if g in self.garbage:  # written to RAM and to the nametable: it shows
-                    cell, code = self.garbage[g]
-                    game.field[cell] = code
-                    game.shown[cell] = code
-                game.step(self.faults.get(g, self.masks.get(g, 0)))
+            if flow is None:
+                shown.append(None)
+                if g == self.start:
+                    flow = self._flow()
+                continue
+            if g in self.garbage:  # written to RAM and to the nametable: it shows
+                flow.poke_cell(*self.garbage[g])
+            before = flow.game  # render_frame draws what the console shows after its next NMI
+            flow.step(self.faults.get(g, self.masks.get(g, 0)))
+            shown.append(before if flow.screen == engine.FlowScreen.LEVEL else None)
         return shown
 
 
@@ -164,6 +180,17 @@ def test_frame_clock_maps_latches_schedules_and_captures():
         assert shown in frames and len(frames) <= 2
 
 
+def test_frame_clock_period_ignores_frames_without_a_latch():
+    """A frame in which the console read no controller (NMI off during a screen load) has no
+    latch group: the period comes from the newest run of frames without such a gap."""
+    clock = FrameClock(window_us=WINDOW_US)
+    t_us = DEVICE_US0
+    for g in range(120):
+        t_us += int(round(P / 1000)) * (3 if g == 50 else 1)  # two lag frames before frame 50
+        clock.on_status(g, t_us, int(t_us * 1000) + HOST_OFFSET + 6_000_000)
+    assert abs(clock.period_ns - P) < 1000.0  # whole-us timestamps: within 1 us
+
+
 def test_mismatches_names_what_differs_and_respects_confidence():
     field = np.full((16, 8), 0xFF, np.uint8)
     field[15, 0] = 0xD1
@@ -213,10 +240,10 @@ def test_perception_observations_are_converted():
 
 @pytest.mark.parametrize("speed,prior_error", [(0, 0), (1, 2), (2, -3)])
 def test_alignment_finds_the_level_start_and_frame_counter(speed, prior_error):
-    con = Console(level=3, speed=speed, seed=0x1234, base=23, fc_phase=91, frames=260)
+    con = Console(level=3, speed=speed, seed=0x1234, start=23, fc_phase=91, frames=240)
     tracker = make_tracker()
     tracker.clock.on_status(0, device_us(0), int(WINDOW_US * 1000) + HOST_OFFSET)
-    tracker.begin_level(3, speed, con.base + prior_error)
+    tracker.begin_level(3, speed, con.start + prior_error)
     spawn_frame, _ = first_spawn(con)
     events = drive(tracker, con)
     starts = [e for e in events if e.name == "level_start"]
@@ -231,18 +258,34 @@ def test_alignment_finds_the_level_start_and_frame_counter(speed, prior_error):
     assert "desync" not in names(events)
 
 
+@pytest.mark.parametrize(("level", "late"), [(20, False), (11, True)])
+def test_the_level_start_comes_from_the_intro_pictures_never_a_partial_bottle(level, late):
+    """The intro draws one virus a frame for 4(L+1) frames and more (addVirus retries, an
+    initData_level overrun): the board is taken only once every virus is in sight, and the
+    base frame is the picture after the first such one, wherever the Start was."""
+    con = Console(level=level, speed=2, seed=0xD081, start=12, fc_phase=3, frames=200, late=late)
+    tracker = make_tracker()
+    tracker.begin_level(level, 2, con.start)
+    events = drive(tracker, con)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1 and starts[0].frame == con.base
+    assert starts[0].data["viruses"] == (min(level, 20) + 1) * 4
+    assert starts[0].data["frame_counter_mod16"] == con.fc0 % 16
+    assert "desync" not in names(events)
+
+
 @pytest.mark.parametrize("status_delay_ns", [0.0, P])
 def test_shadow_state_follows_a_played_pill_through_latency_and_jitter(status_delay_ns):
     # status_delay_ns P: the runtime reads the STATUS messages after a frame's decision, so
     # the tracker sees each capture before the status of the frame latched just before it.
-    con = Console(level=5, speed=1, seed=0x4321, base=15, frames=420)
+    con = Console(level=5, speed=1, seed=0x4321, start=15, frames=400)
     spawn_frame, spawn = first_spawn(con)
     plan = engine.plan(spawn)
     masks = plan.masks(int(plan.placements[len(plan) // 2]))
     for i, m in enumerate(masks):
         con.masks[spawn_frame + i] = int(m)
     tracker = make_tracker()
-    tracker.begin_level(5, 1, con.base)
+    tracker.begin_level(5, 1, con.start)
     assert tracker.wants_virus_frame  # the alignment compares the virus animation label
     tracker.on_schedule(spawn_frame, masks)
     events = drive(tracker, con, repeat=0.01, seed=2, status_delay_ns=status_delay_ns)
@@ -258,7 +301,7 @@ def test_shadow_state_follows_a_played_pill_through_latency_and_jitter(status_de
 
 
 def test_a_missed_input_is_a_desync_and_the_pill_is_resynced_from_the_picture():
-    con = Console(level=5, speed=2, seed=0x4321, base=15, frames=330)
+    con = Console(level=5, speed=2, seed=0x4321, start=15, frames=310)
     spawn_frame, spawn = first_spawn(con)
     plan = engine.plan(spawn)
     # A placement reached with Left presses, so dropping the first one moves the pill.
@@ -269,7 +312,7 @@ def test_a_missed_input_is_a_desync_and_the_pill_is_resynced_from_the_picture():
     first_left = spawn_frame + next(i for i, m in enumerate(masks) if m & 0x02)
     con.faults[first_left] = 0  # the console missed it; the firmware says it served it
     tracker = make_tracker()
-    tracker.begin_level(5, 2, con.base)
+    tracker.begin_level(5, 2, con.start)
     tracker.on_schedule(spawn_frame, masks)
     events = drive(tracker, con, until=first_left + 14)
     assert "desync" in names(events)
@@ -285,26 +328,26 @@ def test_a_missed_input_is_a_desync_and_the_pill_is_resynced_from_the_picture():
 
 
 def test_a_cell_the_tracker_did_not_expect_is_patched_into_the_board():
-    con = Console(level=2, speed=1, seed=0x8988, base=10, frames=240)
-    con.garbage[190] = (15 * 8 + 7, 0x81)  # a red single appears at the bottom right
+    con = Console(level=2, speed=1, seed=0x8988, start=10, frames=230)
+    con.garbage[con.base + 180] = (15 * 8 + 7, 0x81)  # a red single at the bottom right
     tracker = make_tracker(latency=1.0, jitter_ms=0.5)
-    tracker.begin_level(2, 1, con.base)
+    tracker.begin_level(2, 1, con.start)
     events = drive(tracker, con, latency=1.0, jitter_ms=0.5)
     desyncs = [e for e in events if e.name == "desync"]
     assert desyncs and "board" in desyncs[0].data["what"]
     assert "resync" in names(events)
-    got = tracker.state_at(230 - con.base)
+    got = tracker.state_at(220)
     assert got is not None and int(got[0].field[15 * 8 + 7]) == 0x81
 
 
 def test_stage_clear_and_top_out_are_read_off_the_screen():
     for kind, name in ((ScreenKind.STAGE_CLEAR, "stage_clear"), (ScreenKind.TOP_OUT, "top_out")):
-        con = Console(level=0, speed=1, base=10, frames=200)
+        con = Console(level=0, speed=1, start=10, frames=190)
         tracker = make_tracker(latency=0.0, jitter_ms=0.0)
-        tracker.begin_level(0, 1, con.base)
+        tracker.begin_level(0, 1, con.start)
         drive(tracker, con, latency=0.0, jitter_ms=0.0)
         assert tracker.state == LevelState.TRACKING
-        t = int(latch_ns(230)) + HOST_OFFSET
+        t = int(latch_ns(con.frames + 30)) + HOST_OFFSET
         field = np.full((16, 8), 0xFF, np.uint8)
         events = tracker.on_frame(t, Observation(kind, field))
         assert names(events)[0] == name and tracker.state == LevelState.ENDED
@@ -315,7 +358,7 @@ def test_relative_virus_labels_give_the_frame_counter_parity(flip):
     """A pixel reader labels the virus animation relative to the first look it saw (either
     way round): alignment finds frameCounter mod 8 (so its parity, the bit gameplay reads),
     and a pill played through fast drops stays in step."""
-    con = Console(level=4, speed=0, seed=0x2468, base=21, fc_phase=45, frames=480)
+    con = Console(level=4, speed=0, seed=0x2468, start=21, fc_phase=45, frames=460)
     spawn_frame, spawn = first_spawn(con)
     # Without a throw frame the tracker watches the first pill fall for align_wait frames
     # before it settles the alignment (the runtime decides the pill only then).
@@ -330,7 +373,7 @@ def test_relative_virus_labels_give_the_frame_counter_parity(flip):
     assert sum(1 for m in masks if int(m) & 0x04) >= 4
     for i, m in enumerate(masks):
         con.masks[spawn_frame + wait + i] = int(m)
-    tracker.begin_level(4, 0, con.base)
+    tracker.begin_level(4, 0, con.start)
     tracker.on_schedule(spawn_frame + wait, masks)
 
     def relabel(obs):
@@ -348,9 +391,9 @@ def test_relative_virus_labels_give_the_frame_counter_parity(flip):
 def test_without_any_virus_animation_the_parity_is_a_guess():
     """The counter-case that makes the label necessary: no virus animation and no throw frame
     read, the alignment cannot tell frameCounter's phase (all 16 hypotheses tie)."""
-    con = Console(level=4, speed=0, seed=0x2468, base=21, fc_phase=45, frames=300)
+    con = Console(level=4, speed=0, seed=0x2468, start=21, fc_phase=45, frames=280)
     tracker = make_tracker()
-    tracker.begin_level(4, 0, con.base)
+    tracker.begin_level(4, 0, con.start)
     events = drive(tracker, con, seen=lambda o: replace(o, virus_frame=None, next_throw_frame=None))
     starts = [e for e in events if e.name == "level_start"]
     assert len(starts) == 1 and starts[0].data["ambiguous"]

@@ -20,6 +20,7 @@ namespace py = pybind11;
 using drm::State;
 namespace pa = drm::py_args;
 
+void register_level_flow(py::module_& m);
 void register_level_gen(py::module_& m);
 void register_planner(py::module_& m);
 void register_render(py::module_& m);
@@ -311,6 +312,7 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
         "Live strided NumPy view, shape (N,) or (N, k).");
   }
 
+  register_level_flow(m);
   register_level_gen(m);
   register_planner(m);
   register_render(m);

@@ -575,6 +575,12 @@ void init_demo(State& s, uint8_t frame_counter, int input_lead) {
   for (int i = 0; i < input_lead; ++i) demo_inputs(s);
 }
 
+void nmi_render_row(State& s) {
+  if (s.status == 0xFF) return;
+  render_field_row(s);
+  s.status--;
+}
+
 void step(State& s, uint8_t buttons) {
   s.frame++;
   s.lock_event = 0;

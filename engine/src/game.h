@@ -145,6 +145,11 @@ void init_demo(State& s, uint8_t frame_counter, int input_lead);
 // next NMI. Terminal phases only count frames.
 void step(State& s, uint8_t buttons);
 
+// The NMI's share of a frame outside play (render_fieldRow_bothPlayers $8307 / render_fieldRow
+// $8331, then frameCounter += 1): field row `status` to `shown` and status - 1, unless status is
+// $FF. The level flow (level_flow.h) runs it in the frames before and after play.
+void nmi_render_row(State& s);
+
 // Helpers shared with the planner and the bindings.
 bool pill_move_valid(const State& s);  // pillMoveValidation $90E3
 int virus_count(const State& s);       // viruses on the field (not the BCD counter)

@@ -29,17 +29,9 @@ uint8_t cell_or_empty(const std::array<uint8_t, kFieldSize>& field, int index) {
 
 uint8_t color_bit(uint8_t cell) { return t::kColorBits[cell & 0x03]; }
 
-// Packed-BCD increment as addVirus does it on currentP_virusLeft (only the low digit is
-// fixed up; fine for the game's maximum of 84).
-uint8_t bcd_increment(uint8_t value) {
-  ++value;
-  if ((value & 0x0F) == 0x0A) value = static_cast<uint8_t>(value + 6);
-  return value;
-}
-
-// One addVirus call. Returns true when a virus was written; false when the scan ran off the
-// end of the field, in which case the game retries with fresh RNG on the next frame.
-bool add_virus(int level, Rng& rng, std::array<uint8_t, kFieldSize>& field, int to_add) {
+// One addVirus call. Returns the index written, or -1 when the scan ran off the end of the
+// field, in which case the game retries with fresh RNG on the next frame.
+int add_virus(int level, Rng& rng, std::array<uint8_t, kFieldSize>& field, int to_add) {
   // Height: re-roll until rng0 & $0F is at most the level's maximum.
   int height;
   do {
@@ -71,12 +63,25 @@ bool add_virus(int level, Rng& rng, std::array<uint8_t, kFieldSize>& field, int 
     // Walk the colour down (red -> yellow -> blue -> red ...) until one is not near.
     while (t::kColorBits[color] & seen) color = color == 0 ? 2 : color - 1;
     field[pos] = static_cast<uint8_t>(kCellVirus | color);
-    return true;
+    return pos;
   }
-  return false;
+  return -1;
 }
 
 }  // namespace
+
+// Packed-BCD increment as addVirus does it on currentP_virusLeft (only the low digit is
+// fixed up; fine for the game's maximum of 84).
+uint8_t bcd_increment(uint8_t value) {
+  ++value;
+  if ((value & 0x0F) == 0x0A) value = static_cast<uint8_t>(value + 6);
+  return value;
+}
+
+int add_virus_call(int level, Rng& rng, std::array<uint8_t, kFieldSize>& field, int to_add) {
+  if (level < 0 || level > kMaxLevel || to_add <= 0) return -1;
+  return add_virus(level, rng, field, to_add);
+}
 
 int virus_target(int level) {
   const int capped = level > kMaxSelectableLevel ? kMaxSelectableLevel : level;
@@ -119,7 +124,7 @@ void generate_level(int level, Rng& rng, LevelSetup& out) {
       throw std::runtime_error("addVirus found no room after " + std::to_string(calls - 1) +
                                " calls; the console would hang here");
     }
-    if (add_virus(level, rng, out.field, to_add)) {
+    if (add_virus(level, rng, out.field, to_add) >= 0) {
       --to_add;
       left_bcd = bcd_increment(left_bcd);
     } else if (rng.state() == 0) {

@@ -52,6 +52,14 @@ PillColors pill_colors(uint8_t pill_id);
 // generatePillsReserve: 128 RNG steps, ids written from index 127 down to 0.
 void generate_pill_reserve(Rng& rng, std::array<uint8_t, kPillReserveSize>& reserve);
 
+// One addVirus [$9D19] call as levelIntro [$9CAB] makes it, once per frame: `to_add` is
+// virusToAdd before the call. Returns the field index written (0..127), or -1 when the scan ran
+// off the end of the field (no virus this frame; the game calls again next frame).
+int add_virus_call(int level, Rng& rng, std::array<uint8_t, kFieldSize>& field, int to_add);
+
+// Packed-BCD +1 as addVirus does it on virusLeft (only the low digit is fixed up).
+uint8_t bcd_increment(uint8_t value);
+
 // Everything level init does with the RNG, for one player at `level` (0..kMaxLevel).
 // `rng` holds the state when initData_level starts (see docs/LEVEL_GEN.md: the state after
 // the options screen's last step) and is left as the level starts.

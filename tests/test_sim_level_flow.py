@@ -1,0 +1,76 @@
+"""The simulated console plays the game's level flow (engine.LevelFlow, docs/LEVEL_FLOW.md), and
+`hil run --fast` plays it: the intro drawn virus by virus after Start, the tracker taking the
+level start from those pictures, and a stage clear chained by Start to level + 1 at the same
+speed with the score carried (the seed of the next level is where the last intro left the RNG)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import engine
+from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+
+SMALL = {
+    "name": "small_level_flow_test",
+    "geometry": {"width": 320, "height": 240, "scale_x": 1.25, "scale_y": 1.0, "offset_x": 0.0},
+    "color": {"range": "limited", "gamma": 1.05},
+    "artifacts": {"noise": 1.5, "jpeg_quality": 70},
+    "timing": {"capture_hz": 60.0, "latency_frames": 3.0, "jitter_ms": 2.0},
+}
+
+
+@pytest.fixture(scope="module")
+def chained_run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profile") / "small.json"
+    path.write_text(json.dumps(SMALL))
+    log = path.parent / "run.jsonl"
+    pictures: dict[int, int] = {}  # console frame -> viruses drawn in its picture
+
+    def look(rt, frame):
+        g = frame.truth["sim_frame"]
+        facts = frame.truth["facts"]
+        cells = np.asarray(facts.bottle) if facts is not None else None
+        pictures[g] = -1 if cells is None else int(((cells & 0xF0) == 0xD0).sum())
+
+    settings = RunSettings(levels=[LevelPlan(0, 1), LevelPlan(1, 1)], fast=True, max_frames=9000)
+    summary, console = run_sim(
+        settings,
+        SimOptions(profile=str(path), seeds=[0x8988], console_seed=4),
+        reader="oracle",
+        policy="heuristic",
+        log_path=log,
+        on_frame=look,
+    )
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    return summary, console, events, pictures
+
+
+def test_two_levels_chained_by_start_in_step(chained_run):
+    summary, console, events, _ = chained_run
+    assert summary["levels_cleared"] == summary["levels_played"] == 2, summary
+    assert summary["desyncs"] == 0 and summary["late_schedules"] == 0
+    first, second = console.records
+    assert (second.spec.level, second.spec.speed) == (1, 1)
+    # The game's chain: the next level is made from the RNG where level 0's intro left it.
+    assert second.spec.seed == engine.generate_level(0, 0x8988)["rng_after"]
+    # Start was read by the stage clear's loop, 97 frames after the level's last step at the
+    # earliest (checkVirusLeft), and no reset was needed.
+    assert second.start_press >= first.end_frame - 1 + 97
+    assert "console_reset" not in [e["event"] for e in events]
+    # The tracker found each level's State 0 on the frame the console showed it.
+    starts = [e["frame"] for e in events if e["event"] == "level_start"]
+    assert starts == [first.start_frame, second.start_frame]
+
+
+def test_the_intro_is_drawn_one_virus_a_frame(chained_run):
+    _, console, _, pictures = chained_run
+    rec = console.records[0]
+    seen = sorted((g, n) for g, n in pictures.items() if rec.start_press < g <= rec.start_frame)
+    counts = [n for _, n in seen if n >= 0]
+    assert counts and counts[-1] == 4 and min(counts) == 0
+    for (g0, n0), (g1, n1) in zip(seen, seen[1:], strict=False):
+        if n0 >= 0 and n1 >= 0:
+            assert 0 <= n1 - n0 <= g1 - g0  # never more than one new virus a frame
