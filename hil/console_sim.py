@@ -62,6 +62,7 @@ NES_HZ = 60.0988
 LATE_INIT_RATE = 0.1
 DEVICE_BOOT_US = 1_000_000  # the firmware clock reads this when console frame 0 latches
 READ_GAP_US = 120  # between Dr. Mario's two controller reads
+MASKS_KEPT = 3_600  # console frames of masks a SimConsole keeps (a minute of play)
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,9 @@ class SimConsole:
         self.late_rng = np.random.default_rng([console_seed, 11])
         self.level_index = -1  # index into levels of the current (or last) game
         self.records: list[LevelRecord] = []
-        self.masks: list[int] = []  # byte the game used in each console frame
+        # console frame -> byte the game used there, for the last MASKS_KEPT frames (a long
+        # run's memory stays flat)
+        self.masks: dict[int, int] = {}
         self._prev_mask = 0
         self._pictures: dict[int, engine.Game | None] = {}  # console frame -> shown state
         self._pending_close: int | None = None  # frame whose latch window is still open
@@ -244,7 +247,8 @@ class SimConsole:
         self._pictures[g] = shown
         self._pictures.pop(g - 600, None)
         self._prev_mask = used
-        self.masks.append(used)
+        self.masks[g] = used
+        self.masks.pop(g - MASKS_KEPT, None)
         self.frame = g + 1
         self._pending_close = g
 

@@ -17,8 +17,8 @@ from hil.cli import main
 
 
 @pytest.fixture(scope="module")
-def rom(tmp_path_factory):
-    return testrom.build(tmp_path_factory.mktemp("testrom"))
+def rom():
+    return testrom.image()
 
 
 def test_run_emu_drives_the_test_rom_through_the_runtime(rom, capsys, tmp_path):
