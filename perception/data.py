@@ -98,8 +98,14 @@ def falling_cells(pill: engine.FallingPill) -> list[tuple[int, int, int]]:
     return [(row, pill.x, bottom), (row - 1, pill.x, top)]
 
 
-def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
-    """Labels of ``render_frame(game)`` from ``engine.screen_facts(game)`` and ``game.phase``."""
+def labels_from_facts(facts: engine.ScreenFacts, phase: int, pill_sent: bool = True) -> Labels:
+    """Labels of ``render_frame(game)`` from ``engine.screen_facts(game)`` and ``game.phase``.
+
+    ``pill_sent``: whether a falling pill has been drawn in the bottle since the level began.
+    Until then the picture is LEVEL_INTRO, also in the 23-45 frames of play (phase PLAYING)
+    while the first pill is thrown: those pictures show the intro's board with the next pill
+    on its arc and no falling pill, which a single frame cannot tell from the intro's wait
+    (docs/PERCEPTION.md, "Screen kinds")."""
     kind = {
         engine.ScreenKind.LEVEL: ScreenKind.GAMEPLAY,
         engine.ScreenKind.PAUSED: ScreenKind.PAUSED,
@@ -107,7 +113,7 @@ def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
         engine.ScreenKind.TOP_OUT: ScreenKind.GAME_OVER,
         engine.ScreenKind.OTHER: ScreenKind.OTHER,
     }[facts.kind]
-    if kind == ScreenKind.GAMEPLAY and phase == Phase.INTRO:
+    if kind == ScreenKind.GAMEPLAY and (phase == Phase.INTRO or not pill_sent):
         kind = ScreenKind.LEVEL_INTRO
     sprite = np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64)
     if facts.falling is not None:
@@ -335,6 +341,7 @@ class GameStream:
         player = Player(rng, greedy=greedy, pause_rate=1 / 1500)
         boards = not endgame and rng.random() < self.board_rate
         prev = game.clone()
+        sent = False  # a falling pill has been drawn (the level's intro is over)
         for _ in range(MAX_GAME_FRAMES):
             mask = player.mask(game)
             if boards and player.fresh and rng.random() < 0.35:
@@ -344,6 +351,7 @@ class GameStream:
             prev = game.clone()
             game.step(mask)
             facts = engine.screen_facts(game)
+            sent_before, sent = sent, sent or facts.falling is not None
             ended = Phase(int(game.phase)) in TERMINAL_PHASES
             if ended and facts.kind == engine.ScreenKind.OTHER:
                 return  # demo end / soft reset: not a picture we can label
@@ -353,6 +361,8 @@ class GameStream:
                 pass
             elif facts.kind == engine.ScreenKind.LEVEL and int(game.phase) == Phase.INTRO:
                 p = self.emit  # as often as in play: the intro looks like play
+            elif facts.kind == engine.ScreenKind.LEVEL and not sent:
+                p = 0.3  # the first pill's throw: the intro's end, where the kinds meet
             elif facts.kind == engine.ScreenKind.PAUSED:
                 p = 0.2
             elif facts.falling is not None and _sprite_over_pill(facts):
@@ -362,7 +372,7 @@ class GameStream:
             elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
                 p = max(p, 0.3)
             if (ended and self.hard) or rng.random() < p:
-                labels = labels_from_facts(facts, int(game.phase))
+                labels = labels_from_facts(facts, int(game.phase), sent)
                 if self.mark_alike and facts.falling is not None:
                     labels.alike = alike_classes(game, tiles)
                 shown = Shown(
@@ -382,7 +392,7 @@ class GameStream:
                         yield Shown(
                             picture,
                             engine.render_frame(before, tiles),
-                            labels_from_facts(before_facts, int(prev.phase)),
+                            labels_from_facts(before_facts, int(prev.phase), sent_before),
                         )
             if ended:
                 return
