@@ -19,8 +19,10 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from calibration import Profile
+if TYPE_CHECKING:
+    from calibration import Profile
 
 APP_NAME = "drmario-bridge"
 SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "board.onnx"

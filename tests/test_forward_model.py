@@ -1,4 +1,4 @@
-"""The forward model (NES RGB -> captured BGR) and its geometric inverse (calibration.forward.to_nes)."""
+"""The forward model (NES RGB -> captured BGR) and its geometric inverse (forward.to_nes)."""
 
 from __future__ import annotations
 
