@@ -293,6 +293,7 @@ class GameStream:
     ``board_rate``: share of games whose pills now and then (35 % of the new pills) get a
     random board (:func:`random_board`) below them (training: every cell code, often).
     ``mark_alike``: fill ``Labels.alike`` (:func:`alike_classes`; evaluation).
+    ``shapes``: randomising varies the drawings too (False: only the RGB palette; one ROM).
     """
 
     def __init__(
@@ -305,6 +306,7 @@ class GameStream:
         hard: bool = True,
         board_rate: float = 0.0,
         mark_alike: bool = False,
+        shapes: bool = True,
     ) -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
@@ -316,6 +318,7 @@ class GameStream:
         self.hard = hard
         self.board_rate = board_rate
         self.mark_alike = mark_alike
+        self.shapes = shapes
         self._games: Iterator[Shown] | None = None
 
     def _new_game(self) -> Iterator[Shown]:
@@ -336,7 +339,7 @@ class GameStream:
             game.virus_left_bcd[...] = len(keep)
         # a third of the games keep the tile set as it is (the shipped look), the rest vary it
         vary = self.randomize_tiles and rng.random() < 0.65
-        tiles = randomize(self.base_tiles, rng) if vary else self.base_tiles
+        tiles = randomize(self.base_tiles, rng, self.shapes) if vary else self.base_tiles
         greedy = 0.9 if endgame else float(rng.choice([0.0, 0.3, 0.8]))
         player = Player(rng, greedy=greedy, pause_rate=1 / 1500)
         boards = not endgame and rng.random() < self.board_rate
@@ -519,7 +522,8 @@ class TrainingSamples:
 
     Interleaves ``streams`` games (so consecutive samples come from different games, tile sets
     and levels), draws a capture profile per sample, and mixes in ``other_rate`` pictures that
-    are no level at all. ``tiles``: clean-room (default) or a ROM's TileSet.
+    are no level at all. ``tiles``: clean-room (default) or a ROM's TileSet. ``shapes``:
+    randomised appearance changes the drawings too (False: only the palette; one ROM's model).
     """
 
     def __init__(
@@ -529,6 +533,7 @@ class TrainingSamples:
         randomize_tiles: bool = True,
         streams: int = 6,
         other_rate: float = 0.03,
+        shapes: bool = True,
     ) -> None:
         self.rng = np.random.default_rng(seed)
         self.tiles = tiles or engine.TileSet.clean_room()
@@ -536,7 +541,11 @@ class TrainingSamples:
         self.noise.sample((3 << 20,))  # the bank, sized once for any window (1080p crops)
         self.other_rate = other_rate
         self.streams = [
-            iter(GameStream(self.rng, "train", self.tiles, randomize_tiles, board_rate=0.5))
+            iter(
+                GameStream(
+                    self.rng, "train", self.tiles, randomize_tiles, board_rate=0.5, shapes=shapes
+                )
+            )
             for _ in range(streams)
         ]
 

@@ -142,6 +142,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
             str(args.workers),
             "--seed",
             str(args.seed),
+            "--keep-shapes",
         ]
         + (["--no-crc"] if args.no_crc else [])
         + (["--quiet"] if args.quiet else [])

@@ -60,8 +60,10 @@ class SampleStream(IterableDataset):
         reuse: int,
         buffer: int,
         verify_crc: bool = True,
+        shapes: bool = True,
     ) -> None:
         self.verify_crc = verify_crc
+        self.shapes = shapes
         self.seed = seed
         self.batch = batch
         self.rom = rom
@@ -76,7 +78,9 @@ class SampleStream(IterableDataset):
 
         cv2.setNumThreads(1)
         rng = np.random.default_rng([self.seed, wid, 7])
-        samples = TrainingSamples([self.seed, wid], tiles=_tiles(self.rom, self.verify_crc))
+        samples = TrainingSamples(
+            [self.seed, wid], tiles=_tiles(self.rom, self.verify_crc), shapes=self.shapes
+        )
         pool: list[tuple[np.ndarray, Labels]] = []
         uses: list[int] = []
         while True:
@@ -202,7 +206,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     init = getattr(args, "init", None)
     model = from_onnx(init) if init else BoardNet(tuple(args.width))
     verify = not getattr(args, "no_crc", False)
-    stream = SampleStream(args.seed, args.batch, args.rom, args.reuse, args.buffer, verify)
+    shapes = not getattr(args, "keep_shapes", False)
+    stream = SampleStream(args.seed, args.batch, args.rom, args.reuse, args.buffer, verify, shapes)
     loader = DataLoader(
         stream,
         batch_size=None,
@@ -321,6 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="training seed (0)")
     p.add_argument("--rom", help="train on the tiles of this Dr. Mario iNES ROM (not stored)")
     p.add_argument("--no-crc", action="store_true", help="accept a ROM whose CRC is no known dump")
+    p.add_argument(
+        "--keep-shapes",
+        action="store_true",
+        help="keep the tiles' drawings (vary only the RGB palette): a model for one ROM",
+    )
     p.add_argument(
         "--init",
         type=Path,
