@@ -126,10 +126,12 @@ OUTPUT_NAMES = ("cells", "sprite", "next", "kind")
 def _convs(model: BoardNet) -> list[tuple[nn.Conv2d, nn.BatchNorm2d]]:
     """(convolution, batch norm) pairs in the order the forward pass (and so the exported
     graph) runs them: stem, context, bottle, up, next_reduce."""
+    blocks = [*model.stem, *model.context, *model.bottle, *model.up, model.next_reduce]
     out = []
-    for block in (model.stem, model.context, model.bottle, model.up, [model.next_reduce]):
-        for seq in block:
-            out.append((seq[0], seq[1]))
+    for seq in blocks:
+        conv, bn = seq[0], seq[1]
+        assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
+        out.append((conv, bn))
     return out
 
 
@@ -171,6 +173,7 @@ def from_onnx(path: str | Path) -> BoardNet:
                 conv.weight.copy_(torch.from_numpy(w.copy()))
                 bn.weight.fill_(1.0)
                 bn.bias.copy_(torch.from_numpy(b.copy()))
+                assert bn.running_mean is not None and bn.running_var is not None
                 bn.running_mean.zero_()
                 bn.running_var.fill_(1.0 - bn.eps)
             state = model.state_dict()
