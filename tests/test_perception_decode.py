@@ -118,3 +118,41 @@ def test_cells_under_the_falling_pill_sprite_are_not_trusted():
     assert obs.falling is not None and obs.falling.cells == ((8, 3), (8, 4))
     assert obs.confidence[8, 3] < 0.1 and obs.confidence[8, 4] < 0.1
     assert obs.confidence[7, 3] > 0.9 and obs.confidence[9, 3] > 0.9
+
+
+def cell_probs(cells: dict[tuple[int, int], dict[int, float]]) -> np.ndarray:
+    """[22, 16, 8] probabilities: empty everywhere, ``cells`` {(row, col): {code: p}}."""
+    probs = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
+    probs[0] = 1.0
+    for (r, c), codes in cells.items():
+        probs[:, r, c] = 0.0
+        for code, p in codes.items():
+            probs[cell_classes(np.array([code]))[0], r, c] = p
+    return probs
+
+
+def test_a_left_half_is_never_read_without_its_right_half():
+    # a lone left half beside an empty cell: read as the single it more likely is
+    codes, _ = decode_cells(cell_probs({(3, 2): {0x60: 0.6, 0x80: 0.4}}))
+    assert codes[3, 2] == 0x80
+    # beside a likely right half, the pair wins over the cells' own best readings
+    codes, _ = decode_cells(
+        cell_probs({(3, 2): {0x81: 0.55, 0x61: 0.45}, (3, 3): {0x72: 0.9, 0x82: 0.1}})
+    )
+    assert (codes[3, 2], codes[3, 3]) == (0x61, 0x72)
+    # a reading that already pairs stays as it is, confidences included
+    probs = cell_probs({(5, 6): {0x62: 0.7, 0x82: 0.3}, (5, 7): {0x70: 1.0}})
+    codes, conf = decode_cells(probs)
+    assert (codes[5, 6], codes[5, 7]) == (0x62, 0x70)
+    assert conf[5, 6] == pytest.approx(0.7)
+
+
+def test_a_lone_vertical_half_needs_a_confident_reading():
+    # the picture can show a top half without its bottom while rows are redrawn: a confident
+    # reading stays, a doubtful one becomes the single
+    sure = decode_cells(cell_probs({(7, 1): {0x41: 0.99, 0x81: 0.01}}))[0]
+    assert sure[7, 1] == 0x41
+    doubt = decode_cells(cell_probs({(7, 1): {0x41: 0.6, 0x81: 0.4}}))[0]
+    assert doubt[7, 1] == 0x81
+    pair = decode_cells(cell_probs({(7, 1): {0x41: 0.6, 0x81: 0.4}, (8, 1): {0x50: 0.9}}))[0]
+    assert (pair[7, 1], pair[8, 1]) == (0x41, 0x50)
