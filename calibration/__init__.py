@@ -1,8 +1,8 @@
-"""calibration room (docs/ARCHITECTURE.md): the capture chain as data and as a model.
+"""calibration room (see docs/ARCHITECTURE.md): the capture chain as data and as a model.
 
 ``Profile`` (geometry, colour, artifacts, timing; JSON files in calibration/profiles/),
 ``CaptureModel`` / ``forward`` (NES RGB frames -> captured BGR frames with the chain's
-artifacts), ``to_nes`` (captured BGR -> NES RGB), ``TimingModel`` (which console frame
+artifacts), ``Profile.to_nes`` (captured BGR -> NES RGB), ``TimingModel`` (which console frame
 each captured frame shows, and when it arrives). docs/CAPTURE.md has the schema and the model.
 """
 

@@ -5,6 +5,8 @@
 #  2. the same core cross-compiled for the RP2040's Cortex-M0+ with
 #     -Wall -Wextra -Werror, linked against newlib, and its time-critical
 #     functions checked to sit in .time_critical (copied to SRAM by the SDK).
+#  3. `npm ci` of the rp2040js harness (firmware/emu), so pytest can run the committed UF2
+#     (tests/test_firmware_emu.py; tests/test_firmware_dist.py checks the UF2 is current).
 # The PIO program and the virtual device are tested by pytest (tests/test_pio_*.py,
 # tests/test_firmware_*.py). Exits non-zero on any failure; skips nothing.
 set -euo pipefail
@@ -45,4 +47,13 @@ for fn in nb_latch nb_poll; do
     fi
 done
 echo "time-critical functions in .time_critical: nb_latch nb_poll"
+echo "== emulator harness (firmware/emu: rp2040js, pinned in package-lock.json)"
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "ERROR: node/npm not found; install them (Debian/Ubuntu: apt-get install nodejs npm;" \
+        "Node.js >= 18)" >&2
+    exit 1
+fi
+(cd "$here/emu" && npm ci --no-audit --no-fund --loglevel=error)
+node --check "$here/emu/harness.mjs"
+echo "the emulated-firmware tests run under pytest: tests/test_firmware_emu.py"
 echo "firmware ci: ok"

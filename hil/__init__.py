@@ -1,1 +1,1 @@
-"""hil room (see ../shared/DESIGN.md)."""
+"""hil room (see docs/ARCHITECTURE.md)."""

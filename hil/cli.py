@@ -52,17 +52,22 @@ def _renderer(args: argparse.Namespace) -> Renderer | None:
     try:
         tiles = engine.TileSet.from_ines(args.rom)
     except (OSError, ValueError) as e:
-        raise SystemExit(f"hil sim: {e}") from None
+        raise SystemExit(f"hil sim: --rom {_rom_message(e)}") from None
     return functools.partial(engine.render_frame, tiles=tiles)
 
 
-def _load_profile(name: str) -> Profile:
+def _rom_message(e: Exception) -> str:
+    """A ROM reader's message in the command line's words (the flag, not the parameter)."""
+    return str(e).replace("; pass verify_crc=False to use it anyway", "")
+
+
+def _load_profile(name: str, cmd: str = "hil sim") -> Profile:
     from calibration import Profile, ProfileError
 
     try:
         return Profile.load(name)
-    except (FileNotFoundError, ProfileError) as e:
-        raise SystemExit(f"hil sim: {e}") from None
+    except (OSError, ProfileError, ValueError) as e:  # ValueError: UnicodeDecodeError too
+        raise SystemExit(f"{cmd}: --profile {name}: {e}") from None
 
 
 def _cmd_sim_record(args: argparse.Namespace) -> int:
@@ -70,7 +75,7 @@ def _cmd_sim_record(args: argparse.Namespace) -> int:
     from hil.recording import RecordingError
     from hil.sim import record
 
-    profile = _load_profile(args.profile)
+    profile = _load_profile(args.profile, "hil sim record")
     try:
         count = record(
             _sim_settings(args),
@@ -120,15 +125,72 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
 
 
 def _levels(args: argparse.Namespace) -> list[tuple[int, int]]:
-    """--levels "L[:S],..." or --level/--speed chained --max-levels times."""
+    """--levels "L[:S],..." or --level/--speed chained --max-levels times; each level 0..24,
+    speed 0..2 (SystemExit naming the option otherwise)."""
     if args.levels:
         from hil.runtime import parse_levels
 
         try:
-            return [(p.level, p.speed) for p in parse_levels(args.levels, args.speed)]
+            out = [(p.level, p.speed) for p in parse_levels(args.levels, args.speed)]
         except ValueError as exc:
             raise SystemExit(f"hil run: {exc}") from None
+        for lv, sp in out:
+            if not (0 <= lv <= 24 and 0 <= sp <= 2):
+                raise SystemExit(
+                    f"hil run: --levels item {lv}:{sp}: level must be 0..24 and speed 0..2"
+                )
+        return out
+    if not 0 <= args.level <= 24:
+        raise SystemExit(f"hil run: --level must be 0..24, got {args.level}")
+    if args.max_levels < 1:
+        raise SystemExit(f"hil run: --max-levels must be at least 1, got {args.max_levels}")
     return [(min(args.level + i, 24), args.speed) for i in range(args.max_levels)]
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    """Bad numbers and unusable paths of ``hil run``: one line and exit 2 before anything
+    starts (SystemExit)."""
+    if args.frames < 1:
+        raise SystemExit(f"hil run: --frames must be at least 1, got {args.frames}")
+    for opt in ("capture_seed", "console_seed"):
+        if getattr(args, opt) < 0:
+            raise SystemExit(
+                f"hil run: --{opt.replace('_', '-')} must be 0 or more, got {getattr(args, opt)}"
+            )
+    if args.log:
+        _check_out_file(args.log, "--log")
+    if args.record:
+        from hil.recording import RecordingError, check_target
+
+        try:
+            check_target(args.record, args.overwrite)
+        except RecordingError as e:
+            raise SystemExit(f"hil run: --record {e}") from None
+    if args.port:
+        from hil.link import LinkError, check_port
+
+        try:
+            check_port(args.port)
+        except LinkError as e:
+            raise SystemExit(f"hil run: --port {e}") from None
+
+
+def _check_out_file(path: str, opt: str) -> None:
+    """A file to write: not a directory, in a directory that exists or can be made and is
+    writable. SystemExit naming ``opt`` otherwise."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise SystemExit(f"hil run: {opt} {p} is a directory, not a file")
+    parent = p.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SystemExit(f"hil run: {opt} {p}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise SystemExit(f"hil run: {opt} {p}: permission denied")
 
 
 def _seeds(text: str) -> list[int]:
@@ -153,28 +215,67 @@ def _faults(items: list[str]) -> list[object]:
     return out
 
 
-def _recorder(args: argparse.Namespace, profile: Profile):
-    """An on_frame hook writing the raw capture (MJPEG) with the observation per frame."""
+def _recorder(args: argparse.Namespace, profile: Profile, reader: str, policy: str):
+    """``--record DIR``: a hil.recording.RunRecorder (opens its files on the first frame)."""
     if not args.record:
-        return None, lambda: None
-    from hil.recording import RecordingWriter
+        return None
+    from hil.recording import RecordingError, RunRecorder
 
-    writer = RecordingWriter(
-        args.record, profile, codec="mjpeg", meta={"producer": "hil run"}, overwrite=True
-    )
+    sim = args.sim or args.port is None
+    meta = {
+        "producer": "hil run",
+        "console": "simulated" if sim else "rig",
+        "reader": reader,
+        "policy": policy,
+        "planner": args.planner,
+        "levels": [list(lv) for lv in _levels(args)],
+        "seeds": _seeds(args.seed) if sim else None,
+        "capture_seed": args.capture_seed if sim else None,
+        "console_seed": args.console_seed if sim else None,
+        "fast": bool(args.fast),
+        "profile_name": profile.name,
+    }
+    try:
+        return RunRecorder(args.record, profile, args.record_codec, meta, args.overwrite)
+    except RecordingError as e:
+        raise SystemExit(f"hil run: --record {e}") from None
 
-    def hook(rt, frame):
-        obs = rt.last_obs
-        writer.write(
-            frame.image,
-            frame.time_ns,
-            {
-                "console_frame": rt.tracker.frame_match,
-                "observation": None if obs is None else obs.to_json(),
-            },
-        )
 
-    return hook, writer.close
+class _Signals:
+    """SIGTERM and SIGHUP end ``hil run`` as Ctrl-C does (KeyboardInterrupt: the runtime
+    stops, sends CLEAR, prints its summary; the recording is closed). A signal that arrives
+    while a frame is being recorded waits for the frame; a second signal is not raised again
+    (the shutdown finishes). ``signum`` is the first signal, None if none came."""
+
+    def __init__(self) -> None:
+        import signal
+
+        self.signum: int | None = None
+        self.busy = lambda: False
+        self._old = {}
+        for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                self._old[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.signum is not None:
+            return
+        self.signum = signum
+        if self.busy():
+            return  # raised by check() once the frame is written
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raises the KeyboardInterrupt a signal deferred while a frame was written."""
+        if self.signum is not None and not getattr(self, "_raised", False):
+            self._raised = True
+            raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -194,6 +295,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     sim = args.sim or args.port is None
     if args.fast and not sim:
         raise SystemExit("hil run: --fast is for the simulated console (lockstep)")
+    _check_run_args(args)
     try:
         reader = pick_reader(args.reader, sim=sim)
         policy = pick_policy(args.policy)
@@ -204,20 +306,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         fast=args.fast,
         max_frames=args.frames,
     )
+    profile = _load_profile(args.profile, "hil run")
+    if reader == "onnx":
+        _say_model("hil run", args.model, profile)
+    recorder = _recorder(args, profile, reader, policy)
     if reader == "oracle":
         print(
             "hil run: --reader oracle: the simulated console's ground truth stands in for "
             "perception",
             file=sys.stderr,
         )
+    signals = _Signals()
+    hook = None
+    if recorder is not None:
+        signals.busy = lambda: recorder.busy
+
+        def hook(rt, frame):
+            recorder(rt, frame)
+            signals.check()
+
     view_kind = args.view
     if view_kind == "auto":
         view_kind = "none" if args.fast else "window"
-    profile = _load_profile(args.profile)
-    if reader == "onnx":
-        _say_model("hil run", args.model, profile)
     view, close_view = make_view(view_kind)
-    hook, close_rec = _recorder(args, profile)
     try:
         if sim:
             summary, _ = run_sim(
@@ -228,6 +339,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                     capture_seed=args.capture_seed,
                     console_seed=args.console_seed,
                     faults=_faults(args.fault),
+                    firmware=args.firmware,
                 ),
                 reader=reader,
                 policy=policy,
@@ -243,15 +355,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit(f"hil run: {e}") from None
     finally:
         close_view()
-        close_rec()
+        if recorder is not None:
+            recorder.close()
+        signals.restore()
     summary.pop("capture", None)
+    stopped = ""
+    if signals.signum is not None:
+        import signal
+
+        stopped = f"stopped by {signal.Signals(signals.signum).name}; "
     print(
-        f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "
-        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
-        f"{summary['late_schedules']} late schedules, peak RSS {summary['peak_rss_mb']} MB",
+        f"hil run: {stopped}{summary['levels_cleared']}/{summary['levels_played']} levels "
+        f"cleared, {summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"{summary['late_schedules']} late schedules, peak RSS {summary['peak_rss_mb']} MB"
+        + (f"; recording in {args.record}" if recorder is not None and recorder.writer else ""),
         file=sys.stderr,
     )
     print(json.dumps(summary, indent=1))
+    if signals.signum is not None:
+        return 128 + signals.signum
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
 
 
@@ -354,7 +476,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from hil.runtime import make_reader, pick_reader
 
     sim = args.port is None
-    profile = _load_profile(args.profile)
+    profile = _load_profile(args.profile, "hil calibrate latency")
     try:
         kind = pick_reader(args.reader, sim=sim)
         if kind == "onnx":
@@ -454,10 +576,65 @@ def _cmd_emu_selftest(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _cmd_link_check(args: argparse.Namespace) -> int:
+    """Check a flashed controller: version, board, reset reason, latch rate."""
+    from hil.link import Link, LinkError
+    from hil.vdevice import EmulatedFirmware, EmulatorError
+
+    if args.seconds <= 0:
+        print("hil link check: --seconds must be positive", file=sys.stderr)
+        return 2
+    emu = None
+    port = args.port
+    try:
+        if port == "emulated":  # the committed UF2 in rp2040js, NES at Dr. Mario's timing
+            emu = EmulatedFirmware()
+            port = emu.port
+        with Link(port) as link:
+            info = link.info()
+            first = link.statuses[-1] if link.statuses else None
+            link.poll(args.seconds)
+            sts = list(link.statuses)
+    except (LinkError, EmulatorError, OSError) as e:
+        print(f"hil link check: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if emu is not None:
+            emu.close()
+    reasons = {0: "power-on", 1: "firmware watchdog (stuck firmware)", 2: "other"}
+    print(f"port: {args.port}")
+    print(f"firmware: {info.firmware_version} (protocol {p_version()}), board: {info.board}")
+    print(
+        f"reset reason: {reasons.get(info.reset_reason, info.reset_reason)}, boot {info.boot_count}"
+    )
+    sts = [s for s in sts if first is None or s.frame > first.frame]
+    if len(sts) >= 2:
+        dt_us = sts[-1].first_latch_us - sts[0].first_latch_us
+        frames = sts[-1].frame - sts[0].frame
+        latches = sum(s.latches for s in sts[1:])
+        print(
+            f"latch rate: {latches * 1e6 / dt_us:.1f}/s ({frames * 1e6 / dt_us:.2f} frames/s, "
+            f"{latches / frames:.2f} latches per frame); latches lost: {info.latches_lost}"
+        )
+    else:
+        print("latch rate: no latches (console off, not wired, or not reading the pad)")
+    return 0
+
+
+def p_version() -> int:
+    from hil.protocol import PROTOCOL_VERSION
+
+    return PROTOCOL_VERSION
+
+
 def _cmd_emu_start(args: argparse.Namespace) -> int:
     """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
+    from pathlib import Path
+
     from hil.emu import MUSIC, EmuError, print_json, start_game
 
+    if Path(args.rom).is_dir():
+        raise SystemExit(f"hil emu start: {args.rom} is a directory, not a ROM file")
     try:
         report = start_game(
             args.rom,
@@ -468,7 +645,8 @@ def _cmd_emu_start(args: argparse.Namespace) -> int:
             verify_crc=not args.no_crc,
         )
     except (EmuError, ValueError) as e:  # RomError is a ValueError
-        raise SystemExit(f"hil emu start: {e}") from None
+        msg = str(e).replace("verify_crc=False", "--no-crc")
+        raise SystemExit(f"hil emu start: {msg}") from None
     print_json(report)
     return 0
 
@@ -478,7 +656,7 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
     from calibration.fit import FitError
     from hil.calibrate import calibrate
 
-    base = _load_profile(args.base) if args.base else None
+    base = _load_profile(args.base, "hil calibrate") if args.base else None
     try:
         result, out, png = calibrate(
             args.input,
@@ -546,6 +724,8 @@ MODEL_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hil.vdevice import DEFAULT_UF2
+
     parser = argparse.ArgumentParser(
         prog="hil",
         description=(
@@ -568,7 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--frames", type=int, default=1800, help="captured frames at most (1800)")
     rec.add_argument("--profile", default="ideal_720p_nearest", help="profile name or JSON file")
     rec.add_argument("--out", required=True, help="recording directory to write")
-    rec.add_argument("--codec", choices=["ffv1", "mjpeg"], default="ffv1")
+    rec.add_argument("--codec", choices=["ffv1", "mpeg4", "mjpeg"], default="ffv1")
     rec.add_argument("--capture-seed", type=int, default=0, help="seed of noise and timing")
     rec.add_argument("--overwrite", action="store_true", help="replace a recording in --out")
     rec.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -598,6 +778,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
     run.add_argument("--sim", action="store_true", help="the simulated console (default)")
     run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
+    run.add_argument(
+        "--firmware",
+        nargs="?",
+        const=str(DEFAULT_UF2),
+        metavar="UF2",
+        help="sim with --fast: the controller is this firmware image (default the committed "
+        "one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
+    )
     run.add_argument("--level", type=int, default=0, help="first level 0..24 (default 0)")
     run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
     run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')
@@ -608,7 +796,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--console-seed", type=int, default=0, help="sim: frameCounter phase")
     run.add_argument("--frames", type=int, default=200_000, help="console frames at most")
     run.add_argument("--log", help="JSONL event log to write")
-    run.add_argument("--record", help="directory to record the raw capture into (MJPEG)")
+    run.add_argument("--record", help="directory to record the capture and the run's readings into")
+    run.add_argument(
+        "--record-codec",
+        choices=["mpeg4", "mjpeg", "ffv1"],
+        default="mpeg4",
+        help="mpeg4 (~26 KB a 720p frame, default), mjpeg (~95 KB) or ffv1 (lossless, ~530 KB)",
+    )
+    run.add_argument(
+        "--overwrite", action="store_true", help="replace a recording already in --record"
+    )
     run.add_argument(
         "--view",
         choices=["auto", "window", "terminal", "none"],
@@ -728,7 +925,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--frames", type=int, default=600, help="console frames to check (600)")
     st.add_argument("--seed", type=int, default=0, help="seed of the random masks")
-    st.add_argument("--build-dir", help="where to build the test ROM (default build/testrom)")
+    st.add_argument(
+        "--build-dir", help="build the test ROM from its source here first (needs cc65)"
+    )
     st.set_defaults(func=_cmd_emu_selftest)
     es = emu_sub.add_parser(
         "start", help="your Dr. Mario ROM: menus to a level, engine parity of its board (JSON)"
@@ -740,30 +939,71 @@ def build_parser() -> argparse.ArgumentParser:
     es.add_argument("--png", help="write the first frame of play here")
     es.add_argument("--no-crc", action="store_true", help="accept an unverified dump")
     es.set_defaults(func=_cmd_emu_start)
+
+    lk = sub.add_parser("link", help="the controller (firmware): check a flashed Pico")
+    lk_sub = lk.add_subparsers(dest="link_command", metavar="LINK_COMMAND")
+    lk.set_defaults(func=lambda _args: _print_help(lk))
+    ck = lk_sub.add_parser(
+        "check", help="print firmware version, board, reset reason and the console's latch rate"
+    )
+    ck.add_argument(
+        "--port",
+        required=True,
+        help="serial port (/dev/ttyACM0, COM5), or 'emulated' for the committed UF2 in rp2040js",
+    )
+    ck.add_argument("--seconds", type=float, default=1.0, help="how long to count latches (1)")
+    ck.set_defaults(func=_cmd_link_check)
     return parser
 
 
+class BadInput(SystemExit):
+    """Bad input, already reported in one line on stderr: exit status 2. ``str()`` is the
+    line (callers of :func:`main` can match it)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Runs a command. Bad input (a command's ``SystemExit("hil ...: reason")``): the one line
+    on stderr, then :class:`BadInput` (exit status 2). Ctrl-C before a command has anything to
+    report: one line, 130."""
+    import os
+
+    # OpenCV's and FFmpeg's own warnings ("can't open camera by index", "File ended
+    # prematurely") would stand beside our one line; the user's setting wins.
+    os.environ.setdefault("OPENCV_LOG_LEVEL", "ERROR")
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")  # AV_LOG_QUIET
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
-    return int(args.func(args))
-
-
-def entry() -> None:
-    """The ``hil`` command: bad input (a command's ``SystemExit("message")``) is one line on
-    stderr and exit status 2, no traceback (argparse's own errors exit 2 too)."""
     try:
-        code = main()
+        return int(args.func(args))
     except SystemExit as e:
         if isinstance(e.code, str):
             print(e.code, file=sys.stderr)
-            sys.exit(2)
+            raise BadInput(e.code) from None
         raise
-    sys.exit(code)
+    except KeyboardInterrupt:
+        print(f"hil {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        # Ctrl-C while a C extension initialises (onnxruntime) surfaces as an ImportError
+        # caused by the KeyboardInterrupt: still an interruption, not a fault.
+        cause: BaseException | None = e
+        while cause is not None and not isinstance(cause, KeyboardInterrupt):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            raise
+        print(f"hil {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
-    entry()
+    sys.exit(main())

@@ -122,6 +122,7 @@ class SimConsole:
         max_frames: int = 200_000,
         faults: Sequence[Fault] = (),
         render: Callable[[engine.Game], np.ndarray] | None = None,
+        device: Any = None,
     ) -> None:
         if not levels:
             raise ValueError("the simulated console needs at least one level")
@@ -140,7 +141,9 @@ class SimConsole:
         self.schedule = timing.for_console_frames(max_frames)
         self.max_frames = max_frames
 
-        self.device = VirtualDevice()
+        # device: the controller (VirtualDevice's console-side interface); default the C core
+        # on a pty; hil.vdevice.EmulatedFirmware(driven=True) is the firmware image itself.
+        self.device = device if device is not None else VirtualDevice()
         self.device_base_frame = 0  # console frame that is the current device's frame 0
         self.device_base_ns = 0  # sim time of that frame's latch
         self.window_us = self.device.window_us()

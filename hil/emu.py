@@ -549,11 +549,12 @@ def selftest(frames: int = 600, seed: int = 0, out_dir: str | Path | None = None
     """The test ROM's proof of the emulator path (``hil emu selftest``): random masks for
     ``frames`` console frames (every 50th left unscheduled, so it must read 0) scheduled through
     Link -> VirtualDevice -> EmuConsole; each latched frame's byte is checked in the ROM's RAM
-    and in its picture. Returns JSON-ready counts and timing. Raises RomBuildError without
-    cc65, ValueError for ``frames`` < 1."""
+    and in its picture. ``out_dir`` None runs the committed image (:func:`hil.testrom.image`);
+    a directory builds the source there first (needs cc65). Returns JSON-ready counts and timing.
+    Raises RomBuildError when the image cannot be had, ValueError for ``frames`` < 1."""
     if frames < 1:
         raise ValueError(f"frames must be at least 1, got {frames}")
-    rom = testrom.build(out_dir)
+    rom = testrom.image() if out_dir is None else testrom.build(out_dir)
     rng = np.random.default_rng(seed)
     first = 2
     masks: dict[int, int | None] = {

@@ -13,16 +13,67 @@ port unplugged mid-session raises :class:`LinkError` naming the port.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import serial
 
 from hil import protocol as p
 
 KEEPALIVE_S = 0.1  # PING when idle this long while streaming (device watchdog: 0.5 s)
+# A SCHEDULE message whose first frame lies more than this past the newest STATUS frame plus the
+# device's queue capacity is not sent (counted too_far): the device would refuse it anyway, and
+# frame numbers far ahead are where a u32 wrap would otherwise alias old frames (PROTOCOL.md).
+HORIZON_SLACK = 64  # frames: STATUS messages still in flight when the host decides
+FRAME_MAX = 0xFFFFFFFF  # frame numbers are u32 on the wire and never wrap in a session
+
+
+def check_port(port: str) -> None:
+    """Raises LinkError, with the reason, for a controller port that cannot be a serial
+    device: no such path, a directory, a regular file, or a device that is not a terminal
+    (``/dev/null``: "Inappropriate ioctl for device"). pyserial URLs (``socket://...``,
+    ``loop://``) and Windows ``COM`` names are left to pyserial. A port that exists but is
+    busy or vanishes later is not this: the runtime retries those."""
+    if "://" in port or port.upper().startswith("COM") or os.name == "nt":
+        return
+    if not os.path.exists(port):
+        raise LinkError(f"{port}: no such device (is the controller plugged in?)")
+    st = os.stat(port)
+    if stat.S_ISDIR(st.st_mode):
+        raise LinkError(f"{port} is a directory, not a serial device")
+    if not stat.S_ISCHR(st.st_mode):
+        raise LinkError(f"{port} is not a serial device (a {_file_kind(st.st_mode)})")
+    try:
+        fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno in (errno.EBUSY, errno.EAGAIN):
+            return  # in use right now: the runtime retries
+        raise LinkError(f"{port}: cannot open it ({e.strerror})") from None
+    try:
+        if not os.isatty(fd):
+            raise LinkError(
+                f"{port} is not a serial device ({os.strerror(errno.ENOTTY)}: a character "
+                "device that is not a terminal)"
+            )
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "regular file"
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    return "file that is not a device"
 
 
 def _err_name(code: int) -> str:
@@ -40,6 +91,24 @@ class LinkTimeout(LinkError):
     """No reply to a request within the timeout, after the retries."""
 
 
+class LinkRefused(LinkError):
+    """The device answered the handshake with values no controller can have (a queue of 0
+    frames, a latch window of 0 us): a fault to report, not a port to retry blindly."""
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """Something the device sent that cannot be right, kept for the runtime to log.
+
+    ``kind``: ``hello_ack`` (queue or window 0), ``ack_count`` (an ACK accepting more masks
+    than were sent), ``status_repeat`` / ``status_backwards`` (a STATUS frame number equal to
+    or before the previous one: the STATUS is dropped), ``duplicate_seq`` (a message with the
+    sequence number of the one before: dropped). ``detail``: the values seen."""
+
+    kind: str
+    detail: str
+
+
 @dataclass
 class LinkStats:
     """What the host saw of the link (device-side counters arrive in each Status)."""
@@ -49,6 +118,8 @@ class LinkStats:
     # modulo 256 (STATUS.tx_drops is the device's exact count of what it dropped).
     lost_messages: int = 0
     retries: int = 0  # requests sent again after a timeout
+    beyond_horizon: int = 0  # masks not sent: past the device's queue or the u32 frame range
+    anomalies: dict[str, int] = field(default_factory=dict)  # by Anomaly.kind
 
 
 class Link:
@@ -74,6 +145,8 @@ class Link:
         self.statuses: deque[p.Status] = deque(maxlen=4096)  # recent history, for wait_status
         self._unpolled: deque[p.Status] = deque(maxlen=1 << 16)  # not yet returned by poll()
         self.hello: p.HelloAck | None = None
+        self.anomalies: deque[Anomaly] = deque(maxlen=1024)  # not yet taken by the runtime
+        self.last_status_frame: int | None = None
         self._deframer = p.Deframer()
         self._seq = 0
         self._rx_seq: int | None = None
@@ -127,8 +200,20 @@ class Link:
                 f"{self.name}: firmware speaks protocol version {ack.version}, "
                 f"host speaks {p.PROTOCOL_VERSION}; flash the matching firmware"
             )
+        bad = [
+            f"{what} {value}"
+            for what, value in (("queue", ack.queue_capacity), ("window_us", ack.window_us))
+            if value == 0
+        ]
+        if bad:
+            self._anomaly("hello_ack", ", ".join(bad))
+            raise LinkRefused(
+                f"{self.name}: the device's HELLO_ACK reports {' and '.join(bad)}: not a usable "
+                "controller (wrong firmware, or a firmware fault)"
+            )
         self.statuses.clear()
         self._rx_seq = None
+        self.last_status_frame = None
         self.hello = ack
         return ack
 
@@ -141,8 +226,30 @@ class Link:
         total = p.Ack(acked_type=p.Schedule.TYPE)
         for off in range(0, len(data), p.MAX_MASKS):
             chunk = data[off : off + p.MAX_MASKS]
-            ack = self._request(p.Schedule(first_frame + off, chunk), p.Ack)
+            first = first_frame + off
+            if self._beyond_horizon(first, len(chunk)):
+                # Refused here, never sent: the device must not see a frame number that
+                # wraps or that lies past its queue (counted like the device's too_far).
+                self.stats.beyond_horizon += len(chunk)
+                total = p.Ack(
+                    p.Schedule.TYPE,
+                    total.acked_seq,
+                    total.accepted,
+                    total.late,
+                    total.too_far + len(chunk),
+                )
+                continue
+            ack = self._request(p.Schedule(first, chunk), p.Ack)
             assert isinstance(ack, p.Ack)
+            if ack.accepted + ack.late + ack.too_far > len(chunk):
+                self._anomaly(
+                    "ack_count",
+                    f"ACK of {len(chunk)} masks from frame {first}: accepted {ack.accepted}, "
+                    f"late {ack.late}, too_far {ack.too_far}",
+                )
+                # Trust the refusals, not the excess: at most what was sent was stored.
+                accepted = max(0, len(chunk) - ack.late - ack.too_far)
+                ack = p.Ack(ack.acked_type, ack.acked_seq, accepted, ack.late, ack.too_far)
             total = p.Ack(
                 p.Schedule.TYPE,
                 ack.acked_seq,
@@ -151,6 +258,16 @@ class Link:
                 total.too_far + ack.too_far,
             )
         return total
+
+    def _beyond_horizon(self, first: int, count: int) -> bool:
+        """True for a SCHEDULE message that must not be sent: frames outside 0..FRAME_MAX
+        (the u32 on the wire would wrap onto old frames), or a first frame more than the
+        device's queue capacity plus HORIZON_SLACK past the newest STATUS frame."""
+        if first < 0 or first + count - 1 > FRAME_MAX:
+            return True
+        if self.last_status_frame is None or self.hello is None:
+            return False
+        return first > self.last_status_frame + self.hello.queue_capacity + HORIZON_SLACK
 
     def clear(self) -> None:
         """Ends the stream: the device flushes its queue and serves no buttons."""
@@ -165,6 +282,12 @@ class Link:
         pong = self._request(p.Ping(token & 0xFFFFFFFF), p.Pong)
         assert isinstance(pong, p.Pong)
         return pong
+
+    def info(self) -> p.InfoAck:
+        """The firmware's INFO: version, board, reset reason, boot and latch counters."""
+        info = self._request(p.Info(), p.InfoAck)
+        assert isinstance(info, p.InfoAck)
+        return info
 
     def keepalive(self) -> None:
         """Pings if nothing was sent for KEEPALIVE_S, so the device watchdog stays fed while
@@ -256,15 +379,28 @@ class Link:
                 self.stats.rx_errors += 1
                 continue
             seq, msg = item
+            if self._rx_seq is not None and seq == self._rx_seq:
+                self._anomaly("duplicate_seq", f"{type(msg).__name__} with seq {seq} again")
+                continue
             if self._rx_seq is not None and seq != (self._rx_seq + 1) & 0xFF:
                 self.stats.lost_messages += (seq - self._rx_seq - 1) & 0xFF
             self._rx_seq = seq
             if isinstance(msg, p.Status):
+                last = self.last_status_frame
+                if last is not None and msg.frame <= last:
+                    kind = "status_repeat" if msg.frame == last else "status_backwards"
+                    self._anomaly(kind, f"STATUS frame {msg.frame} after frame {last}")
+                    continue
+                self.last_status_frame = msg.frame
                 self.statuses.append(msg)
                 self._unpolled.append(msg)
             else:
                 self._replies.append((seq, msg))
         return True
+
+    def _anomaly(self, kind: str, detail: str) -> None:
+        self.stats.anomalies[kind] = self.stats.anomalies.get(kind, 0) + 1
+        self.anomalies.append(Anomaly(kind, f"{self.name}: {detail}"))
 
     def _drain_input(self) -> None:
         try:

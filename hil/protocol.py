@@ -42,6 +42,8 @@ class Err(IntEnum):
     VERSION = 7
     NO_SESSION = 8
     RANGE = 9
+    REPLAY = 10
+    TAKEN_OVER = 11
 
 
 class ProtocolError(ValueError):
@@ -182,6 +184,14 @@ class Ping(Message):
 
 
 @dataclass(frozen=True)
+class Info(Message):
+    """Host -> device: asks for INFO_ACK (firmware version, board, counters); no session
+    needed."""
+
+    TYPE: ClassVar[int] = 0x06
+
+
+@dataclass(frozen=True)
 class HelloAck(Message):
     """Device -> host, answers HELLO. ``flags`` bit 0: session open (versions match)."""
 
@@ -199,6 +209,11 @@ class HelloAck(Message):
     @property
     def session_open(self) -> bool:
         return bool(self.flags & 1)
+
+    @property
+    def took_over(self) -> bool:
+        """This HELLO ended another host's open session (PROTOCOL.md)."""
+        return bool(self.flags & 2)
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,8 @@ class StatusFlags(IntEnum):
     UNDERRUN = 0x04
     WATCHDOG = 0x08
     ARM_MISS = 0x10
+    LATCH_LOST = 0x20
+    HOST_LOST = 0x40
 
 
 @dataclass(frozen=True)
@@ -271,9 +288,54 @@ class Pong(Message):
     device_us: int = 0
 
 
+@dataclass(frozen=True)
+class InfoAck(Message):
+    """Device -> host, answers INFO: firmware version, reset cause (0 power-on, 1 hardware
+    watchdog, 2 other), boots since power-on, device clock (us), latch events seen and
+    lost, host losses (port close, USB unmount/suspend), replayed host messages, session
+    takeovers, board name."""
+
+    TYPE: ClassVar[int] = 0x86
+    FORMAT: ClassVar[str] = "<BBBBIQIIHHHH16s"
+    version_major: int = 0
+    version_minor: int = 0
+    version_patch: int = 0
+    reset_reason: int = 0
+    boot_count: int = 0
+    device_us: int = 0
+    latches: int = 0
+    latches_lost: int = 0
+    host_losses: int = 0
+    replays: int = 0
+    takeovers: int = 0
+    reserved: int = 0
+    board_raw: bytes = b""
+
+    @property
+    def firmware_version(self) -> str:
+        return f"{self.version_major}.{self.version_minor}.{self.version_patch}"
+
+    @property
+    def board(self) -> str:
+        return self.board_raw.split(b"\0", 1)[0].decode("ascii", "replace")
+
+
 MESSAGE_TYPES: dict[int, type[Message]] = {
     cls.TYPE: cls
-    for cls in (Hello, Schedule, Clear, Config, Ping, HelloAck, Ack, Nack, Status, Pong)
+    for cls in (
+        Hello,
+        Schedule,
+        Clear,
+        Config,
+        Ping,
+        Info,
+        HelloAck,
+        Ack,
+        Nack,
+        Status,
+        Pong,
+        InfoAck,
+    )
 }
 
 

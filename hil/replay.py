@@ -193,6 +193,43 @@ class TruthReader:
             raise ReplayError(f"frame {frame.index}: sidecar line not understood ({e!r})") from None
 
 
+class RunReader:
+    """The readings a ``hil run`` made while it played, from its recording's sidecar (the
+    ``observation`` of each frame: the ONNX reader's or the simulator's oracle's): no pixels
+    read. Raises ReplayError for a line without one."""
+
+    name = "run: the readings hil run made, from the recording's sidecar"
+
+    def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
+        if truth is None or "observation" not in truth:
+            raise ReplayError(f"frame {frame.index}: the sidecar line has no observation")
+        obs = truth["observation"]
+        if obs is None:
+            return Reading(
+                "other", np.full((16, 8), EMPTY, np.uint8), None, None, None, None, self.name
+            )
+        try:
+            grid = np.frombuffer(b"".join(bytes.fromhex(r) for r in obs["field"]), np.uint8)
+            f = obs.get("falling")
+            field_ = grid.reshape(16, 8).copy()
+            return Reading(
+                kind=_KIND_OF_SCREEN.get(obs["kind"], "other"),
+                field=field_,
+                pill=None
+                if f is None
+                else PillReading(int(f[0]), int(f[1]), int(f[2]), _pair(f[3])),
+                next_colors=_pair(obs["next"]) if obs.get("next") else None,
+                virus_left=int(((field_ & 0xF0) == 0xD0).sum()),
+                console_frame=truth.get("console_frame"),
+                source=self.name,
+                min_confidence=obs.get("min_confidence"),
+            )
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            raise ReplayError(
+                f"frame {frame.index}: sidecar observation not understood ({e!r})"
+            ) from None
+
+
 class PerceptionReader:
     """Perception's BoardReader (ONNX Runtime, one thread) on the captured pixels.
 
@@ -294,12 +331,12 @@ class Agreement:
         self.next += int(c["next"])
         self.kind += int(c["kind"])
 
-    def describe(self) -> str:
+    def describe(self, against: str = "truth") -> str:
         def pct(n: int, d: int) -> str:
             return f"{100 * n / d:.2f} %" if d else "-"
 
         return (
-            f"vs truth over {self.frames} frames: "
+            f"vs {against} over {self.frames} frames: "
             f"cells {pct(self.cells_equal, 128 * self.board_frames)}"
             f", boards exact {pct(self.boards_exact, self.board_frames)}"
             f", pill {pct(self.pill, self.frames)}, next {pct(self.next, self.frames)}"
@@ -590,6 +627,8 @@ class Source:
     meta: dict[str, Any]
     name: str
     has_truth: bool
+    # what a recording cut short leaves out (grows while frames are read)
+    warnings: list[str] = field(default_factory=list)
 
 
 def open_source(path: str | Path, profile: Profile | None = None) -> Source:
@@ -613,7 +652,7 @@ def open_source(path: str | Path, profile: Profile | None = None) -> Source:
         frames: Iterator[tuple[Frame, dict[str, Any] | None]] = iter(rec)
         fps = float(rec.meta.get("fps") or prof.timing.capture_hz)
         meta = dict(rec.meta.get("source", {}))
-        return Source(frames, prof, fps, len(rec), meta, str(rec_dir), True)
+        return Source(frames, prof, fps, len(rec), meta, str(rec_dir), True, rec.warnings)
     if p.is_dir():
         raise ReplayError(f"{p} is a directory but not a recording (no {META_FILE})")
     cap = cv2.VideoCapture(str(p))
@@ -804,6 +843,12 @@ class ReplaySummary:
     out_dir: str = ""
     video: str | None = None  # the annotated video's path
     agreement: dict[str, int] | None = None
+    compared_with: str | None = None  # whose readings ``agreement`` counts against
+    # hil run recordings: the placements the run sent, and how many the replay chose alike
+    live_decisions: int = 0
+    live_compared: int = 0
+    live_agreed: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 def replay(
@@ -833,24 +878,35 @@ def replay(
     frame the reader refuses): then replay.jsonl ends with an ``error`` line saying so, the
     annotated video holds the frames before it, and the message names both.
     """
+    run = source.meta.get("producer") == "hil run"  # the level in play is in each line
     level = level if level is not None else source.meta.get("level")
     speed = speed if speed is not None else source.meta.get("speed")
-    if level is None or speed is None:
+    if not run and (level is None or speed is None):
         raise ReplayError("the policy needs the level and speed: pass --level and --speed")
-    if not 0 <= int(level) <= 24 or int(speed) not in (0, 1, 2):
+    if (
+        level is not None
+        and speed is not None
+        and (not 0 <= int(level) <= 24 or int(speed) not in (0, 1, 2))
+    ):
         raise ReplayError(f"level must be 0..24 and speed 0..2, got {level} and {speed}")
     if max_frames is not None and max_frames < 1:
         raise ReplayError(f"frames must be at least 1, got {max_frames}")
     reader = reader or PerceptionReader(source.profile)
     policy = policy or OnnxPlacementPolicy()
-    truth_reader = (
-        TruthReader()
-        if compare_truth and source.has_truth and reader.name != TruthReader.name
-        else None
-    )
+    comparator: Reader | None = None
+    if compare_truth and source.has_truth:
+        comparator = RunReader() if run else TruthReader()
+        if reader.name == comparator.name:
+            comparator = None
+    truth_reader = comparator
     agreement = Agreement() if truth_reader is not None else None
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ReplayError(f"--out {out} is a file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReplayError(f"--out {out}: cannot create it ({e.strerror or e})") from None
     g = source.profile.geometry
     writer: cv2.VideoWriter | None = None
     video_path: Path | None = None
@@ -871,7 +927,9 @@ def replay(
         policy=policy.name,
         out_dir=str(out),
         video=str(video_path) if video_path else None,
+        compared_with=truth_reader.name if truth_reader else None,
     )
+    played: tuple[int, int] | None = None  # hil run: the level in play, from the sidecar
     detector = EventDetector()
     choice: int | None = None
     pending: dict[str, Any] | None = None  # the decision awaiting the player's lock
@@ -904,8 +962,9 @@ def replay(
                     "reader": reader.name,
                     "policy": policy.name,
                     "compared_with": truth_reader.name if truth_reader else None,
-                    "level": int(level),
-                    "speed": int(speed),
+                    "level": None if level is None else int(level),
+                    "speed": None if speed is None else int(speed),
+                    "warnings": list(source.warnings),
                 },
             )
             try:
@@ -923,6 +982,12 @@ def replay(
                     emit(jl, line)
                     if reading.kind == "other":
                         pills = 0
+                    if run and truth is not None:
+                        lv = truth.get("level")
+                        now = None if lv is None else (int(lv[0]), int(lv[1]))
+                        if now != played:
+                            played, pills = now, 0
+                        level, speed = (None, None) if now is None else now
                     for ev in detector.update(frame.index, reading):
                         summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
                         emit(jl, ev.to_json())
@@ -939,15 +1004,45 @@ def replay(
                             choice = None
                         if ev.kind == "spawn":
                             pills += 1
-                            decision = _decide(
-                                policy, reading, int(level), int(speed), speed_ups_at_spawn(pills)
-                            )
+                            if level is None or speed is None:
+                                decision: dict[str, Any] = {
+                                    "policy": policy.name,
+                                    "error": "no level in play",
+                                }
+                            else:
+                                decision = _decide(
+                                    policy,
+                                    reading,
+                                    int(level),
+                                    int(speed),
+                                    speed_ups_at_spawn(pills),
+                                )
                             decision.update(index=frame.index, console_frame=ev.console_frame)
                             emit(jl, {"type": "decision", **decision})
                             summary.decisions += "placement" in decision
                             choice = decision.get("placement")
                             pending = decision if choice is not None else None
                             say(_describe_decision(decision))
+                    live = truth.get("decision") if run and truth is not None else None
+                    if live is not None:
+                        summary.live_decisions += 1
+                        mine = None if pending is None else pending.get("placement")
+                        out_line = {
+                            "type": "live_decision",
+                            "index": frame.index,
+                            "pill": live.get("pill"),
+                            "live": live.get("placement"),
+                            "replay": mine,
+                            "agree": mine is not None and mine == live.get("placement"),
+                        }
+                        if mine is not None:
+                            summary.live_compared += 1
+                            summary.live_agreed += int(out_line["agree"])
+                        emit(jl, out_line)
+                        say(
+                            f"  the run sent placement {live.get('placement')}: "
+                            + ("same" if out_line["agree"] else f"replay chose {mine}")
+                        )
                     if writer is not None:
                         head = [
                             f"{source.profile.name}  frame {frame.index}"
@@ -960,7 +1055,7 @@ def replay(
                             f"policy: {policy.name}",
                         ]
                         if agree is not None:
-                            head.append(_describe_agree(agree))
+                            head.append(_describe_agree(agree, "run" if run else "truth"))
                         writer.write(
                             annotate(frame.image, source.profile, reading, choice, head + recent)
                         )
@@ -974,6 +1069,7 @@ def replay(
                 ) from None
             if agreement is not None:
                 summary.agreement = asdict(agreement)
+            summary.warnings = list(source.warnings)
             emit(jl, {"type": "summary", **asdict(summary)})
     finally:
         if writer is not None:
@@ -1028,13 +1124,14 @@ def _describe_decision(d: dict[str, Any]) -> str:
     )
 
 
-def _describe_agree(a: dict[str, Any]) -> str:
+def _describe_agree(a: dict[str, Any], against: str = "truth") -> str:
     def ok(v: bool) -> str:
         return "ok" if v else "DIFFERS"
 
     cells = "-" if a["cells"] is None else f"{a['cells']}/128"
     return (
-        f"vs truth: cells {cells}, pill {ok(a['pill'])}, next {ok(a['next'])}, kind {ok(a['kind'])}"
+        f"vs {against}: cells {cells}, pill {ok(a['pill'])}, next {ok(a['next'])}, "
+        f"kind {ok(a['kind'])}"
     )
 
 
@@ -1049,6 +1146,11 @@ def choose_reader(name: str, source: Source, model: str | Path | None = None) ->
     source without a sidecar."""
     if name not in READERS:
         raise ReplayError(f"reader must be one of {', '.join(READERS)}, got {name!r}")
+    if source.meta.get("producer") == "hil run":
+        # The reader the run used: its oracle readings are in the sidecar (no pixels to read
+        # them from); "truth" is those recorded readings too.
+        if name == "truth" or (name == "auto" and source.meta.get("reader") == "oracle"):
+            return RunReader()
     if name == "truth":
         if not source.has_truth:
             raise ReplayError(
@@ -1111,8 +1213,10 @@ def main_replay(
             log=sys.stdout,
             progress=not quiet,
         )
-    except (ReplayError, ValueError, FileNotFoundError) as e:
+    except (ReplayError, ValueError, OSError) as e:
         raise SystemExit(f"hil replay: {e}") from None
+    for w in summary.warnings:
+        print(f"hil replay: warning: {w}", file=sys.stderr)
     ev = ", ".join(f"{k} {v}" for k, v in sorted(summary.events.items())) or "none"
     print(
         f"{summary.frames} frames replayed; events: {ev}; {summary.decisions} decisions "
@@ -1121,5 +1225,14 @@ def main_replay(
         + (f" and {summary.video}" if summary.video else "")
     )
     if summary.agreement is not None:
-        print(f"{summary.reader} {Agreement(**summary.agreement).describe()}")
+        against = "truth"
+        if summary.compared_with == RunReader.name:
+            oracle = source.meta.get("reader") == "oracle"
+            against = "the truth (the run's oracle readings)" if oracle else "the run's readings"
+        print(f"{summary.reader} {Agreement(**summary.agreement).describe(against)}")
+    if summary.live_decisions:
+        print(
+            f"decisions the run sent: {summary.live_decisions}; the replay chose the same "
+            f"placement for {summary.live_agreed} of the {summary.live_compared} it decided"
+        )
     return 0

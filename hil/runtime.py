@@ -26,9 +26,11 @@ This module imports neither torch nor training code (tests check it).
 from __future__ import annotations
 
 import json
+import math
 import resource
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,7 +43,7 @@ import engine
 from engine import ScreenKind
 from engine.constants import Button
 from hil.capture import CaptureError, CaptureSource, Frame
-from hil.link import Link, LinkError
+from hil.link import Link, LinkError, LinkRefused
 from hil.observation import Observation, OracleReader, Reader
 from hil.tracker import Event, LevelState, Tracker, TrackerConfig
 
@@ -292,18 +294,75 @@ class RunSettings:
     frame_timeout_s: float = 2.0  # no captured frame for this long: the capture is lost
 
 
+class Series:
+    """A streaming aggregate of one per-frame number (flat memory on long runs): count, exact
+    max, the last value, the last ``recent`` values, and a histogram of log-spaced bins 1 %
+    wide (keyed by sign and bin; about 2,100 keys at most from 1e-6 to 1e3 in either sign, in
+    practice a few hundred), from which :meth:`percentiles` reads p50/p90/p99 to within 0.5 %
+    of the exact value."""
+
+    STEP = math.log1p(0.01)
+
+    def __init__(self, recent: int = 600) -> None:
+        self.n = 0
+        self.max = -math.inf
+        self.last: float | None = None
+        self.recent: deque[float] = deque(maxlen=recent)
+        self.bins: dict[int, int] = {}
+
+    def append(self, value: float) -> None:
+        v = float(value)
+        self.n += 1
+        self.max = max(self.max, v)
+        self.last = v
+        self.recent.append(v)
+        key = self._key(v)
+        self.bins[key] = self.bins.get(key, 0) + 1
+
+    def _key(self, v: float) -> int:
+        if abs(v) < 1e-6:
+            return 0
+        k = round(math.log(abs(v) / 1e-6) / self.STEP) + 1
+        return k if v > 0 else -k
+
+    def _value(self, key: int) -> float:
+        if key == 0:
+            return 0.0
+        v = 1e-6 * math.exp((abs(key) - 1) * self.STEP)
+        return v if key > 0 else -v
+
+    def __len__(self) -> int:
+        return self.n
+
+    def percentiles(self) -> dict[str, float] | None:
+        """{n, p50, p90, p99, max} (nearest-rank percentiles read off the bins; numpy's
+        interpolated ones may lie between two neighbouring values), None when empty."""
+        if not self.n:
+            return None
+        keys = sorted(self.bins)
+        counts = np.cumsum([self.bins[k] for k in keys])
+        out: dict[str, float] = {"n": self.n}
+        for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
+            rank = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
+            i = int(np.searchsorted(counts, rank + 1))
+            out[name] = round(min(self._value(keys[i]), self.max), 3)
+        out["max"] = round(self.max, 3)
+        return out
+
+
 @dataclass
 class Stats:
-    """Raw numbers gathered while running (the summary's percentiles come from them)."""
+    """Numbers gathered while running, as streaming aggregates (the summary's percentiles
+    come from them; memory does not grow with the run's length)."""
 
     frames: int = 0
-    read_ms: list[float] = field(default_factory=list)
-    handle_ms: list[float] = field(default_factory=list)
-    spawn_to_wire_ms: list[float] = field(default_factory=list)
-    plan_ms: list[float] = field(default_factory=list)
-    policy_ms: list[float] = field(default_factory=list)
-    overhead_ms: list[float] = field(default_factory=list)  # spawn_to_wire - planner - policy
-    capture_latency_frames: list[float] = field(default_factory=list)
+    read_ms: Series = field(default_factory=Series)
+    handle_ms: Series = field(default_factory=Series)
+    spawn_to_wire_ms: Series = field(default_factory=Series)
+    plan_ms: Series = field(default_factory=Series)
+    policy_ms: Series = field(default_factory=Series)
+    overhead_ms: Series = field(default_factory=Series)  # spawn_to_wire - planner - policy
+    capture_latency_frames: Series = field(default_factory=Series)
     late_schedules: int = 0
     late_frames: int = 0
     schedules: int = 0
@@ -316,10 +375,13 @@ class Stats:
     arm_misses: int = 0
     first_frame: int | None = None
     last_frame: int | None = None
+    link_anomalies: dict[str, int] = field(default_factory=dict)
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float] | None:
+def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
     """{n, p50, p90, p99, max} of values (rounded to 3 decimals), None when empty."""
+    if isinstance(values, Series):
+        return values.percentiles()
     if not values:
         return None
     a = np.asarray(values, dtype=np.float64)
@@ -331,6 +393,15 @@ def percentiles(values: Sequence[float]) -> dict[str, float] | None:
         "p99": round(float(q[2]), 3),
         "max": round(float(a.max()), 3),
     }
+
+
+def rss_mb() -> float | None:
+    """Resident memory of this process now (MB; /proc/self/statm), None where unavailable."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * resource.getpagesize() / (1024 * 1024), 1)
 
 
 def peak_rss_mb() -> float:
@@ -357,6 +428,7 @@ class Controller:
         self.backoff = 0.25
         self.boot_count: int | None = None
         self.restarted = False
+        self.anomalies: dict[str, int] = {}  # handshakes refused (the Link never existed)
 
     def _path(self) -> str:
         return self.port() if callable(self.port) else self.port
@@ -367,6 +439,10 @@ class Controller:
             self.link = Link(path)
         except LinkError as exc:
             self.link = None
+            if isinstance(exc, LinkRefused):  # a device that answers with impossible values
+                self.anomalies["hello_ack"] = self.anomalies.get("hello_ack", 0) + 1
+                self.log.write("link_anomaly", kind="hello_ack", detail=str(exc))
+                self.say(str(exc))
             self.log.write("link_connect_failed", port=path, error=str(exc))
             return False
         ack = self.link.hello
@@ -462,13 +538,14 @@ class Runtime:
         self.results: list[dict[str, Any]] = []
         self.ended_at_frame: int | None = None
         self.done = False
-        self.decision_ms_recent: list[float] = []
+        self.decision_ms_recent: deque[float] = deque(maxlen=5)
         self.last_tx_frame = -(10**9)
         self.last_ping_frame = -(10**9)
         self.feed_end = -1
         self.last_placement: dict[str, Any] | None = None
         self.last_obs: Observation | None = None
         self.pending_renumber = False
+        self.interrupted = False
         self.t_start = time.perf_counter()
 
     # ---- logging ----------------------------------------------------------------------------
@@ -492,6 +569,7 @@ class Runtime:
         # and once the deque is full (4096) it reports nothing new.
         statuses = list(link.statuses)
         link.statuses.clear()
+        self._anomalies(link)
         now = self.clock()
         for st in statuses:
             if self.pending_renumber:
@@ -529,6 +607,15 @@ class Runtime:
             self.ended_at_frame -= shift
         self.log.write("frames_renumbered", shift=shift, first_new_frame=frame)
 
+    def _anomalies(self, link: Link) -> None:
+        """Logs what the link found wrong in the device's replies (hil.link.Anomaly) and
+        counts each kind for the summary."""
+        while link.anomalies:
+            a = link.anomalies.popleft()
+            n = self.stats.link_anomalies
+            n[a.kind] = n.get(a.kind, 0) + 1
+            self.log.write("link_anomaly", kind=a.kind, detail=a.detail)
+
     def _ping(self) -> None:
         link = self.ctl.link
         if link is None:
@@ -560,6 +647,7 @@ class Runtime:
             self._link_lost(exc)
             return False
         self.stats.schedules += 1
+        self._anomalies(link)
         self.tracker.on_schedule(first, data)
         end = first + len(data) - 1
         self.feed_end = max(self.feed_end, end)
@@ -606,7 +694,7 @@ class Runtime:
     def _decision_margin_ms(self) -> float:
         if self.s.fast:
             return 0.0
-        recent = self.decision_ms_recent[-5:]
+        recent = self.decision_ms_recent
         return max(recent) if recent else 50.0
 
     def _decide(self, pill: int, t_seen_ns: int) -> None:
@@ -746,7 +834,7 @@ class Runtime:
             "pills": lv.decided_spawn,
         }
         self.results.append(rec)
-        self.log.write("level_end", **rec)
+        self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
         if result == "top_out" and self.s.stop_on_top_out:
             self.done = True
 
@@ -765,11 +853,22 @@ class Runtime:
             while not self.done:
                 if not self._step():
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, and SIGTERM / SIGHUP (hil run turns them into it)
+            self.interrupted = True
             self.log.write("interrupted")
+            self._record_interrupted_level()
         finally:
             self._release()
         return self.summary()
+
+    def _record_interrupted_level(self) -> None:
+        """The level in play when the run was interrupted counts as played, not cleared."""
+        if self.level_index < 0 or len(self.results) > self.level_index:
+            return
+        lp = self.s.levels[self.level_index]
+        rec = {"level": lp.level, "speed": lp.speed, "result": "interrupted", "frames": None}
+        self.results.append(rec)
+        self.log.write("level_end", **rec)
 
     def _step(self) -> bool:
         if self.ctl.link is None:
@@ -869,12 +968,10 @@ class Runtime:
             "events": [e.name for e in events],
             "desyncs": tr.desyncs,
             "late": st.late_schedules,
-            "read_ms": st.read_ms[-1] if st.read_ms else None,
-            "handle_p99_ms": percentiles(st.handle_ms[-600:]),
-            "spawn_to_wire_ms": st.spawn_to_wire_ms[-1] if st.spawn_to_wire_ms else None,
-            "capture_latency_frames": st.capture_latency_frames[-1]
-            if st.capture_latency_frames
-            else None,
+            "read_ms": st.read_ms.last,
+            "handle_p99_ms": percentiles(list(st.handle_ms.recent)),
+            "spawn_to_wire_ms": st.spawn_to_wire_ms.last,
+            "capture_latency_frames": st.capture_latency_frames.last,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -903,6 +1000,11 @@ class Runtime:
             "arm_misses": st.arm_misses,
             "status_gaps": tr.status_gaps,
             "link_losses": st.link_losses,
+            "link_anomalies": {
+                k: st.link_anomalies.get(k, 0) + self.ctl.anomalies.get(k, 0)
+                for k in sorted({*st.link_anomalies, *self.ctl.anomalies})
+            },
+            "interrupted": self.interrupted,
             "capture_timeouts": st.capture_losses,
             "latency_ms": {
                 "capture_to_observation": percentiles(st.read_ms),
@@ -941,6 +1043,9 @@ class SimOptions:
     capture_seed: int = 0
     console_seed: int = 0
     faults: list[Any] = field(default_factory=list)
+    # A UF2 path: the controller is that firmware image in rp2040js (hil.vdevice.
+    # EmulatedFirmware, lockstep only) instead of the C core on a pty.
+    firmware: str | None = None
 
 
 def run_sim(
@@ -968,6 +1073,16 @@ def run_sim(
     ]
     settings.latency_frames = profile.timing.latency_frames
     settings.jitter_ms = profile.timing.jitter_ms
+    device = None
+    if sim.firmware is not None:
+        from hil.vdevice import EmulatedFirmware, EmulatorError
+
+        if not settings.fast:
+            raise ValueError("--firmware runs in lockstep only: add --fast")
+        try:
+            device = EmulatedFirmware(sim.firmware, driven=True)
+        except EmulatorError as e:
+            raise ValueError(str(e)) from None
     console = SimConsole(
         levels,
         profile,
@@ -976,6 +1091,7 @@ def run_sim(
         console_seed=sim.console_seed,
         max_frames=settings.max_frames + 600,
         faults=sim.faults,
+        device=device,
     )
     log = EventLog(log_path)
     try:

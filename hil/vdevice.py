@@ -23,8 +23,10 @@ import select
 import sys
 import threading
 import tty
+from collections import deque
 from pathlib import Path
 
+PIO_WORDS_KEPT = 1024  # newest PIO words a VirtualDevice keeps (consumers read the last few)
 DEFAULT_READ_GAP_US = 120  # from one read's latch to the next (Dr. Mario reads twice per NMI)
 
 _LIB_NAMES = {"linux": "libnbcore.so", "darwin": "libnbcore.dylib", "win32": "nbcore.dll"}
@@ -70,6 +72,7 @@ def load_core(path: Path | None = None) -> ctypes.CDLL:
         "nb_poll": ([vp, u64, ctypes.POINTER(u32)], ctypes.c_bool),
         "nb_rx": ([vp, ctypes.c_char_p, u32, u64], None),
         "nb_tx": ([vp, ctypes.c_char_p, u32], u32),
+        "nb_host_lost": ([vp], None),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -101,7 +104,10 @@ class VirtualDevice:
         self._lock = threading.Lock()
         self._now_us = 0
         self._pending = b""  # taken from the core, not yet accepted by the pty
-        self.pio_words: list[int] = []  # every word the firmware would put in the PIO FIFO
+        # The newest words the firmware would put in the PIO FIFO (a long run keeps only the
+        # last PIO_WORDS_KEPT: memory stays flat), and how many there were in all.
+        self.pio_words: deque[int] = deque(maxlen=PIO_WORDS_KEPT)
+        self.pio_words_total = 0
         self._poll(0)
 
         self._master, self._slave = os.openpty()
@@ -153,7 +159,10 @@ class VirtualDevice:
     # ---- lifecycle ---------------------------------------------------------------------
 
     def unplug(self) -> None:
-        """Simulates pulling the USB cable: the pty's far end goes away."""
+        """Simulates pulling the USB cable: the pty's far end goes away, and the core does
+        what the firmware does when USB goes (nb_host_lost: released from the next frame)."""
+        with self._lock:
+            self._lib.nb_host_lost(self._core)
         self.close()
 
     def close(self) -> None:
@@ -185,6 +194,7 @@ class VirtualDevice:
         word = ctypes.c_uint32()
         if self._lib.nb_poll(self._core, self._now_us, ctypes.byref(word)):
             self.pio_words.append(word.value)
+            self.pio_words_total += 1
 
     def _flush(self) -> None:
         """Moves the core's outgoing bytes into the pty as far as it accepts them; the rest
@@ -229,3 +239,224 @@ class VirtualDevice:
                 if data:
                     self._lib.nb_rx(self._core, data, len(data), self._now_us)
                 self._flush()
+
+
+# ---- the firmware image itself, emulated ---------------------------------------------------
+
+FIRMWARE_DIR = Path(__file__).resolve().parent.parent / "firmware"
+DEFAULT_UF2 = FIRMWARE_DIR / "dist" / "nes_bridge_pico.uf2"
+HARNESS = FIRMWARE_DIR / "emu" / "harness.mjs"
+
+
+class EmulatorError(RuntimeError):
+    """The rp2040js harness could not start or stopped unexpectedly."""
+
+
+class EmulatedFirmware:
+    """The committed UF2 running in rp2040js (``firmware/emu/harness.mjs``, Node.js) with a
+    simulated NES reading the pad with Dr. Mario's timing; the host side is a TCP bridge to
+    the emulated USB CDC, so ``hil.link.Link(dev.port)`` talks to the real firmware image.
+
+    ``cpu_mhz``: the emulated CPU clock (the firmware assumes 125 MHz; lower runs faster
+    and leaves the firmware fewer instructions per microsecond). ``frame_us``: NES frame
+    spacing (emulated us). ``frames``: stop the NES after this many (None: never).
+    ``driven``: no NES of its own; the caller drives the firmware clock and the reads with
+    :meth:`read`, :meth:`advance` and :meth:`latch`, VirtualDevice's console-side interface
+    (``hil.console_sim.SimConsole`` takes it as its ``device``).
+    ``boot``: "power_on", "after_uf2_copy" (boot ROM rebooted through the watchdog) or
+    "after_watchdog" (the firmware's own watchdog fired).
+
+    ``reads[f]`` is ``(read1, read2)`` of NES frame f (1 = pressed, A = 0x80); ``events``
+    lists ``(name, nes_frame, t_us)``. Raises EmulatorError if Node.js or the harness's
+    ``npm ci`` is missing, or the firmware does not enumerate.
+    """
+
+    def __init__(
+        self,
+        uf2: Path | str = DEFAULT_UF2,
+        *,
+        cpu_mhz: float = 25.0,
+        frame_us: int = 16639,
+        frames: int | None = None,
+        driven: bool = False,
+        boot: str = "power_on",
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        import shutil
+        import subprocess
+
+        node = shutil.which("node")
+        if node is None:
+            raise EmulatorError("Node.js (node) is not installed; firmware/README.md 'Emulator'")
+        if not (HARNESS.parent / "node_modules" / "rp2040js").is_dir():
+            raise EmulatorError(f"rp2040js is not installed: run `npm ci` in {HARNESS.parent}")
+        if not Path(uf2).is_file():
+            raise EmulatorError(f"no such UF2: {uf2}")
+        cmd = [node, str(HARNESS), "--uf2", str(uf2), "--cpu-mhz", str(cpu_mhz)]
+        cmd += ["--frame-us", str(frame_us)] + os.environ.get("NB_EMU_ARGS", "").split()
+        if frames is not None:
+            cmd += ["--frames", str(frames)]
+        if driven:
+            cmd.append("--driven")
+        if boot != "power_on":
+            cmd.append(
+                {
+                    "after_uf2_copy": "--boot-after-uf2-copy",
+                    "after_watchdog": "--boot-after-watchdog",
+                }[boot]
+            )
+        self.port: str = ""  # pyserial URL of the TCP bridge, set once USB is enumerated
+        self.reads: dict[int, tuple[int, int]] = {}
+        self._last_frame = -1
+        self.events: list[tuple[str, int, int]] = []
+        self.done: dict[str, object] | None = None
+        self._cv = threading.Condition()
+        self._answers: list[list[str]] = []  # "R"/"A" replies of the driven mode
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self._port: int | None = None
+        self._reader = threading.Thread(target=self._read_stdout, name="fw-emu", daemon=True)
+        self._reader.start()
+        with self._cv:
+            if not self._cv.wait_for(
+                lambda: self._port is not None or self.done is not None, start_timeout_s
+            ):
+                self.close()
+                raise EmulatorError("the emulated firmware did not enumerate on USB")
+        if self._port is None:
+            raise EmulatorError(f"the harness stopped: {self.events[-3:]}")
+        self.port = f"socket://127.0.0.1:{self._port}"
+
+    def _read_stdout(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            w = line.split()
+            with self._cv:
+                if not w:
+                    continue
+                if w[0] == "F":
+                    f = int(w[1])
+                    self.reads[f] = (int(w[2], 16), int(w[3], 16))
+                    self._last_frame = max(self._last_frame, f)
+                elif w[0] == "E":
+                    self.events.append((w[1], int(w[2]), int(w[3])))
+                elif w[0] in ("R", "A"):
+                    self._answers.append(w)
+                elif w[0] == "READY":
+                    self._port = int(w[1])
+                elif w[0] == "DONE":
+                    import json
+
+                    self.done = json.loads(line[5:])
+                self._cv.notify_all()
+        with self._cv:
+            if self.done is None:
+                self.done = {}
+            self._cv.notify_all()
+
+    def command(self, line: str) -> None:
+        """Sends a harness command: "usb unmount", "usb suspend", "usb resume", "nes stop",
+        "nes start", "frame N" (lockstep)."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(line + "\n")
+        self._proc.stdin.flush()
+
+    def wait_frame(self, frame: int, timeout_s: float = 60.0) -> None:
+        """Waits until NES frame ``frame`` was read. Raises EmulatorError on timeout."""
+        with self._cv:
+            if not self._cv.wait_for(
+                lambda: frame in self.reads or self.done is not None, timeout_s
+            ):
+                raise EmulatorError(f"NES frame {frame} not read within {timeout_s} s")
+            if frame not in self.reads:
+                raise EmulatorError(f"the harness stopped before frame {frame}: {self.done}")
+
+    def wait_event(
+        self, name: str, since: int = 0, timeout_s: float = 60.0
+    ) -> tuple[str, int, int]:
+        """Waits for the first event called ``name`` at or after ``events[since]``."""
+        with self._cv:
+            seen = since
+            start = [e for e in self.events if e[0] == name]
+            if not self._cv.wait_for(
+                lambda: any(e[0] == name for e in self.events[seen:]) or self.done is not None,
+                timeout_s,
+            ):
+                raise EmulatorError(f"no {name} event within {timeout_s} s")
+            new = [e for e in self.events[seen:] if e[0] == name]
+            if not new:
+                raise EmulatorError(f"the harness stopped before {name}: {start}")
+            return new[0]
+
+    @property
+    def last_frame(self) -> int:
+        """The last NES frame read (-1 before the first)."""
+        return self._last_frame
+
+    def _ask(self, line: str, timeout_s: float = 60.0) -> list[str]:
+        with self._cv:
+            self._answers.clear()
+        self.command(line)
+        with self._cv:
+            if not self._cv.wait_for(
+                lambda: bool(self._answers) or self.done is not None, timeout_s
+            ):
+                raise EmulatorError(f"no answer to {line!r} within {timeout_s} s")
+            if not self._answers:
+                raise EmulatorError(f"the harness stopped: {self.done}")
+            return self._answers.pop(0)
+
+    def read(self, t_us: int) -> int:
+        """Driven mode: one controller read (latch, 8 clocks with Dr. Mario's timing) at
+        firmware time ``t_us`` (us; at once if the firmware clock is already past it,
+        because serving USB ran it on). Returns the byte read (1 = pressed, A = 0x80)."""
+        return int(self._ask(f"read {int(t_us)}")[1], 16)
+
+    def advance(self, t_us: int) -> None:
+        """Driven mode: runs the firmware up to time ``t_us`` (us) without a latch."""
+        self._ask(f"adv {int(t_us)}")
+
+    def window_us(self) -> int:
+        """The firmware's default latch window (us); a host's CONFIG may change it."""
+        return 5000
+
+    def latch(
+        self, frame_time_us: int, reads: int = 2, read_gap_us: int = DEFAULT_READ_GAP_US
+    ) -> int:
+        """Driven mode, VirtualDevice's interface: ``reads`` reads from ``frame_time_us``,
+        then the end of the latch window. Raises AssertionError if the reads differ."""
+        masks = {self.read(frame_time_us + i * read_gap_us) for i in range(reads)}
+        self.advance(frame_time_us + self.window_us())
+        if len(masks) != 1:
+            raise AssertionError(f"reads of one frame differ: {sorted(masks)}")
+        return masks.pop()
+
+    def unplug(self) -> None:
+        """Pulls the USB cable: the host's port closes and the firmware sees a bus reset."""
+        self.command("usb unplug")
+
+    def close(self) -> None:
+        """Stops the harness (never raises)."""
+        try:
+            self.command("quit")
+        except (OSError, ValueError):
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - a stuck child is killed
+            self._proc.kill()
+            self._proc.wait()
+        self._reader.join(timeout=10)
+        for f in (self._proc.stdin, self._proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> EmulatedFirmware:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

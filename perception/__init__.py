@@ -1,4 +1,4 @@
-"""perception room (see ../shared/DESIGN.md): captured frame + Profile -> Observation.
+"""perception room (see docs/ARCHITECTURE.md): captured frame + Profile -> Observation.
 
 ``BoardReader`` (ONNX Runtime, no torch) reads the field, the falling pill, the next pill and
 the screen kind from captured frames; ``perception.train`` trains the shipped model

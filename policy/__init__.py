@@ -1,1 +1,1 @@
-"""policy room (see ../shared/DESIGN.md)."""
+"""policy room (see docs/ARCHITECTURE.md)."""

@@ -376,7 +376,8 @@ def test_cli_replay_and_its_errors(recording, tmp_path, capsys):
     # A source that fails part way: the sidecar promises one frame more than the video holds.
     short, n = tmp_path / "short", 40
     short.mkdir()
-    shutil.copy(rec / "recording.json", short)
+    meta = json.loads((rec / "recording.json").read_text())
+    (short / "recording.json").write_text(json.dumps(meta | {"frames": n + 1}))
     sidecar = (rec / "frames.jsonl").read_text().splitlines()[: n + 1]
     (short / "frames.jsonl").write_text("\n".join(sidecar) + "\n")
     cap = cv2.VideoCapture(str(rec / "capture.mkv"))

@@ -212,7 +212,7 @@ def test_corrupt_frames_from_the_device_are_counted_not_fatal():
     good = [p.encode(p.Status(frame=f), f + 1) for f in range(3)]
     corrupt = bytearray(good[1])
     corrupt[5] ^= 0x40
-    port = ScriptedPort(p.encode(p.HelloAck(flags=1, queue_capacity=256), 0))
+    port = ScriptedPort(p.encode(p.HelloAck(flags=1, queue_capacity=256, window_us=5000), 0))
     lk = Link(port, timeout_s=0.2)
     port.rx = b"\x55\x66\x00" + good[0] + bytes(corrupt) + good[2]
     lk.poll(0.01)

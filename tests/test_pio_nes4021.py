@@ -191,7 +191,8 @@ class Rp2040:
 
     def feed_words(self) -> None:
         """Moves words the core handed out (nb_poll) into the TX FIFO."""
-        new = self.dev.pio_words[self._words_seen :]
+        fresh = self.dev.pio_words_total - self._words_seen
+        new = list(self.dev.pio_words)[len(self.dev.pio_words) - fresh :] if fresh else []
         self._words_seen += len(new)
         if new:
             fifo = deque(self.state.transmit_fifo)

@@ -16,6 +16,7 @@ VECTORS = json.loads(
 )
 BY_NAME = {cls.__name__.upper(): cls for cls in p.MESSAGE_TYPES.values()}
 BY_NAME["HELLO_ACK"] = p.HelloAck
+BY_NAME["INFO_ACK"] = p.InfoAck
 
 
 def test_vectors_are_for_this_protocol_version():
@@ -42,7 +43,7 @@ def _fields(vec: dict, cls: type[p.Message]) -> dict:
     out = {}
     for name in (f.name for f in dataclasses.fields(cls)):
         value = vec[name]
-        out[name] = bytes.fromhex(value) if name == "masks" else value
+        out[name] = bytes.fromhex(value) if name in ("masks", "board_raw") else value
     return out
 
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 
@@ -51,18 +56,18 @@ def test_ffv1_round_trip_is_lossless(tmp_path):
     np.testing.assert_array_equal(later[0][0].image, frames[5])
 
 
-def test_mjpeg_round_trip_is_close(tmp_path):
+# Mean absolute error per frame on these random 8x8-pixel tiles (the hardest content for a
+# block codec; on the simulated 720p capture it is 2.4 and 3.4 grey levels): FFmpeg's MJPEG
+# ~8.7, MPEG-4 ~9.5; a broken stream (misaligned or garbage frames) is ~80.
+@pytest.mark.parametrize(("codec", "max_error"), [("mjpeg", 12.0), ("mpeg4", 14.0)])
+def test_lossy_round_trips_are_close(tmp_path, codec, max_error):
     frames = captured_frames(6)
-    write(tmp_path / "rec", frames, codec="mjpeg", mjpeg_quality=95)
+    write(tmp_path / "rec", frames, codec=codec)
     rec = Recording(tmp_path / "rec")
-    assert rec.video_path.suffix == ".avi"
+    assert rec.video_path.name == "capture.mkv" and rec.meta["codec"] == codec
     errors = [np.abs(f.image.astype(int) - frames[i]).mean() for i, (f, _) in enumerate(rec)]
     assert len(errors) == 6
-    # As close as one JPEG generation at that quality (4:2:0 chroma costs most on these tiles).
-    for err, frame in zip(errors, frames, strict=True):
-        _, buf = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, 95])
-        jpeg_err = np.abs(cv2.imdecode(buf, cv2.IMREAD_COLOR).astype(int) - frame).mean()
-        assert 0 < err <= 1.25 * jpeg_err + 0.5
+    assert all(0 < e < max_error for e in errors), errors
 
 
 def test_sidecar_is_flushed_per_line(tmp_path):
@@ -76,7 +81,7 @@ def test_sidecar_is_flushed_per_line(tmp_path):
 
 
 def test_writer_rejects_bad_input(tmp_path):
-    with pytest.raises(RecordingError, match="codec must be one of ffv1, mjpeg"):
+    with pytest.raises(RecordingError, match="codec must be one of ffv1, mpeg4, mjpeg"):
         RecordingWriter(tmp_path / "a", PROFILE, codec="h264")
     with RecordingWriter(tmp_path / "b", PROFILE) as w:
         with pytest.raises(
@@ -105,6 +110,10 @@ def test_reader_errors_name_the_file(tmp_path):
 
     with (rec / "frames.jsonl").open("a") as f:
         f.write(json.dumps({"index": 4, "time_ns": 9}) + "\n")
+    with pytest.raises(RecordingError, match="5 lines, but recording.json says 4 frames"):
+        Recording(rec)
+    meta = json.loads((rec / "recording.json").read_text())
+    (rec / "recording.json").write_text(json.dumps(meta | {"frames": 5}))
     with pytest.raises(RecordingError, match="ends after 4 frames, but frames.jsonl has 5 lines"):
         list(Recording(rec))
     with (rec / "frames.jsonl").open("a") as f:
@@ -117,3 +126,180 @@ def test_reader_errors_name_the_file(tmp_path):
     (rec / "recording.json").write_text("{}")
     with pytest.raises(RecordingError, match="unreadable recording header"):
         Recording(rec)
+
+
+# ---- through the commands a user types ---------------------------------------------------------
+
+SMALL = {
+    "name": "small_rec_test",
+    "geometry": {"width": 320, "height": 240, "scale_x": 1.25, "scale_y": 1.0, "offset_x": 0.0},
+    "artifacts": {"noise": 1.5, "jpeg_quality": 70},
+    "timing": {"capture_hz": 60.0, "latency_frames": 3.0, "jitter_ms": 2.0},
+}
+
+
+def hil(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hil.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def refused(r: subprocess.CompletedProcess[str], *needles: str) -> str:
+    err = r.stderr.strip()
+    assert r.returncode == 2 and "Traceback" not in err, (r.returncode, err[-2000:])
+    assert len(err.splitlines()) == 1, err
+    assert all(n in err for n in needles), err
+    return err
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("profile") / "small_rec_test.json"
+    path.write_text(json.dumps(SMALL))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def sim_rec(tmp_path_factory: pytest.TempPathFactory, profile: str) -> Path:
+    """120 frames of `hil sim record` (ffv1), level 3."""
+    out = tmp_path_factory.mktemp("simrec") / "rec"
+    r = hil(
+        "sim", "record", "--profile", profile, "--out", str(out), "--level", "3", "--frames", "120"
+    )
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_rec(tmp_path_factory: pytest.TempPathFactory, profile: str) -> tuple[Path, dict]:
+    """`hil run --fast --record` of level 0 MED with the oracle reader (the default codec)."""
+    out = tmp_path_factory.mktemp("runrec") / "rec"
+    args = ["run", "--fast", "--view", "none", "--profile", profile, "--reader", "oracle"]
+    r = hil(*args, "--level", "0", "--record", str(out))
+    assert r.returncode == 0, r.stderr
+    return out, json.loads(r.stdout)
+
+
+def test_an_existing_recording_is_never_overwritten_without_asking(tmp_path, profile, sim_rec):
+    rec = tmp_path / "rec"
+    shutil.copytree(sim_rec, rec)
+    before = snapshot(rec)
+    base = ["run", "--fast", "--view", "none", "--profile", profile, "--record", str(rec)]
+    refused(hil(*base), "hil run: --record", "already holds a recording", "--overwrite")
+    # --overwrite, but the run fails before its first frame (no capture device 99, as in the
+    # issue; a port that is no serial device): the writer never opened, the recording is whole.
+    rig = ["run", "--view", "none", "--profile", profile, "--record", str(rec), "--overwrite"]
+    leader, follower = pty.openpty()
+    try:
+        r = hil(*rig, "--port", os.ttyname(follower), "--capture", "99")
+    finally:
+        os.close(leader)
+        os.close(follower)
+    refused(r, "hil run: cannot open capture device 99")
+    refused(hil(*rig, "--port", "/dev/null", "--capture", "99"), "--port /dev/null")
+    sim = ["sim", "record", "--profile", profile, "--out", str(rec), "--frames", "5"]
+    refused(hil(*sim), "hil sim record", "already holds a recording")
+    assert snapshot(rec) == before
+    assert len(Recording(rec)) == len(Recording(sim_rec))
+
+
+def test_hil_run_recording_replays_with_no_flags(run_rec, tmp_path):
+    rec_dir, summary = run_rec
+    rec = Recording(rec_dir)
+    assert rec.closed and rec.meta["codec"] == "mpeg4"
+    assert rec.meta["source"]["producer"] == "hil run" and rec.meta["source"]["reader"] == "oracle"
+    assert len(rec) == summary["captured_frames"] == rec.meta["frames"]
+    # an hour of 320x240 play (216,000 frames) in a few GB, not the old MJPEG AVI's tens
+    per_frame = rec.video_path.stat().st_size / len(rec)
+    assert per_frame < 12_000, per_frame
+    sent = [t["decision"]["placement"] for t in rec.truth if "decision" in t]
+    assert len(sent) == summary["decisions"] - summary["missed_decisions"] > 10
+    out = tmp_path / "out"
+    r = hil("replay", str(rec_dir), "--quiet", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert f"{len(rec)} frames replayed" in r.stdout
+    assert f"for {len(sent)} of the {len(sent)} it decided" in r.stdout, r.stdout
+    lines = [json.loads(x) for x in (out / "replay.jsonl").read_text().splitlines()]
+    live = [x for x in lines if x["type"] == "live_decision"]
+    assert [x["live"] for x in live] == sent and all(x["agree"] for x in live)
+    assert (out / "annotated.mp4").stat().st_size > 0
+    # perception on the pixels instead, compared frame by frame with what the run read
+    r = hil("replay", str(rec_dir), "--quiet", "--out", str(tmp_path / "p"), "--reader")
+    assert r.returncode == 2  # --reader needs a value: argparse's one line
+    r = hil(
+        "replay", str(rec_dir), "--quiet", "--out", str(tmp_path / "p"),
+        "--reader", "perception", "--frames", "400",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "vs the truth (the run's oracle readings) over 400 frames" in r.stdout, r.stdout
+
+
+def test_a_run_with_the_onnx_reader_replays_to_the_same_readings(tmp_path, profile):
+    """Lossless (ffv1): the replay reads exactly what the run read, every frame."""
+    rec = tmp_path / "rec"
+    args = ["run", "--fast", "--view", "none", "--profile", profile, "--reader", "onnx"]
+    r = hil(*args, "--frames", "700", "--record", str(rec), "--record-codec", "ffv1")
+    assert r.returncode in (0, 1), r.stderr  # 700 frames: the level is not over
+    r = hil("replay", str(rec), "--quiet", "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    n = len(Recording(rec))
+    assert f"vs the run's readings over {n} frames: cells 100.00 %" in r.stdout, r.stdout
+    assert "pill 100.00 %, next 100.00 %, kind 100.00 %" in r.stdout, r.stdout
+
+
+def cut(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+@pytest.fixture
+def broken(tmp_path, sim_rec) -> Path:
+    rec = tmp_path / "rec"
+    shutil.copytree(sim_rec, rec)
+    return rec
+
+
+def replay_truth(rec: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return hil("replay", str(rec), "--quiet", "--reader", "truth", "--policy", "deepest",
+               "--out", str(out))  # fmt: skip
+
+
+def test_an_empty_sidecar_is_refused(broken, tmp_path):
+    (broken / "frames.jsonl").write_text("")
+    refused(replay_truth(broken, tmp_path / "o"), "hil replay:", "frames.jsonl: no frames")
+
+
+def test_deleted_sidecar_lines_are_refused_naming_the_line(broken, tmp_path):
+    lines = (broken / "frames.jsonl").read_text().splitlines(keepends=True)
+    (broken / "frames.jsonl").write_text("".join(lines[:40] + lines[61:]))
+    err = refused(replay_truth(broken, tmp_path / "o"), "frames.jsonl:41: frame index 61")
+    assert "would not align" in err
+
+
+def test_a_wrong_index_is_refused(broken, tmp_path):
+    lines = (broken / "frames.jsonl").read_text().splitlines(keepends=True)
+    lines[7] = json.dumps(json.loads(lines[7]) | {"index": 70}) + "\n"
+    (broken / "frames.jsonl").write_text("".join(lines))
+    refused(replay_truth(broken, tmp_path / "o"), "frames.jsonl:8: frame index 70 where 7")
+
+
+def test_a_cut_recording_replays_to_its_last_whole_frame_with_a_warning(broken, tmp_path):
+    """As a crash leaves it: recording.json not closed, the sidecar's last line unfinished."""
+    meta = json.loads((broken / "recording.json").read_text())
+    (broken / "recording.json").write_text(json.dumps(meta | {"closed": False}))
+    side = broken / "frames.jsonl"
+    cut(side, len(side.read_bytes()) - 50)
+    r = replay_truth(broken, tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    assert "119 frames replayed" in r.stdout
+    assert "warning" in r.stderr and "frames.jsonl:120: unfinished last line" in r.stderr
+
+
+def test_a_closed_recording_whose_video_is_short_is_refused(broken, tmp_path):
+    video = broken / "capture.mkv"
+    cut(video, len(video.read_bytes()) // 3)
+    r = replay_truth(broken, tmp_path / "o")
+    refused(r, "hil replay:", "the video ends after", "frames.jsonl has 120 lines")

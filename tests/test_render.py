@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REFERENCE
+from conftest import NES_TABLES
 
 import engine
 from engine import Button, Phase, ScreenKind
@@ -21,7 +21,7 @@ SPR_PAL2 = 16 + 2 * 4
 
 @pytest.fixture(scope="module")
 def tables() -> dict:
-    return json.loads((REFERENCE / "nes_tables.json").read_text())["data/drmario_data_game.asm"]
+    return json.loads(NES_TABLES.read_text())["data/drmario_data_game.asm"]
 
 
 def probe(bg: dict | None = None, spr: dict | None = None, metasprites: dict | None = None):

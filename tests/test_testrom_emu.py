@@ -31,8 +31,8 @@ from hil.vdevice import VirtualDevice
 
 
 @pytest.fixture(scope="module")
-def rom(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return testrom.build(tmp_path_factory.mktemp("testrom"))
+def rom() -> Path:
+    return testrom.image()
 
 
 @pytest.fixture

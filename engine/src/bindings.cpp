@@ -165,7 +165,7 @@ Raises ValueError (out of range) or TypeError (not an integer).)doc");
           py::arg("frame_counter") = 1, py::arg("input_lead") = 7,
           "The attract-mode demo (level 10 MED, demo_field $CF00, demo_pills $CF80, "
           "demo_instructionSet $D000). The defaults align engine frame f with frame f of "
-          "shared/reference/nes_demo_trace.json (docs/ENGINE.md).")
+          "tests/data/nes_demo_trace.json (docs/ENGINE.md).")
       .def(
           "step",
           [](Game& g, const py::handle& buttons) {
@@ -185,9 +185,17 @@ Raises ValueError (out of range) or TypeError (not an integer).)doc");
             const uint8_t* p = masks.data();
             const py::ssize_t n = masks.shape(0);
             py::gil_scoped_release release;
-            for (py::ssize_t i = 0; i < n; ++i) drm::step(g.s, p[i]);
+            long long in_play = 0;
+            for (py::ssize_t i = 0; i < n; ++i) {
+              in_play += g.s.phase < drm::kPhaseStageClear;
+              drm::step(g.s, p[i]);
+            }
+            return in_play;
           },
-          py::arg("masks"), "Step once per entry of a uint8[N] mask array (GIL released).")
+          py::arg("masks"),
+          "Step once per entry of a uint8[N] mask array (GIL released). Returns the number of "
+          "those frames stepped while the game was in play (not yet cleared, topped out or "
+          "ended); an ended game still counts frames but nothing else changes.")
       .def(
           "clone", [](const Game& g) { return Game{g.s}; }, "An independent copy (a memcpy).")
       .def("__copy__", [](const Game& g) { return Game{g.s}; })
@@ -265,10 +273,18 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
             State* s = b.states.data();
             const size_t n = b.states.size();
             py::gil_scoped_release release;
-            for (py::ssize_t t = 0; t < t_max; ++t)
-              for (size_t i = 0; i < n; ++i) drm::step(s[i], p[t * n + i]);
+            long long in_play = 0;
+            for (py::ssize_t t = 0; t < t_max; ++t) {
+              for (size_t i = 0; i < n; ++i) {
+                in_play += s[i].phase < drm::kPhaseStageClear;
+                drm::step(s[i], p[t * n + i]);
+              }
+            }
+            return in_play;
           },
-          py::arg("buttons"), "Advance T frames; buttons: uint8[T, N] (GIL released).")
+          py::arg("buttons"),
+          "Advance T frames; buttons: uint8[T, N] (GIL released). Returns the number of game "
+          "frames (of the T * N) stepped while that game was in play.")
       .def(
           "get",
           [](const Batch& b, const py::handle& i) {

@@ -71,7 +71,7 @@ static void send_status(nb_core_t* c) {
   nb_put64(b + 4, c->first_latch_us);
   b[12] = c->latches;
   b[13] = c->mask;
-  b[14] = c->flags;
+  b[14] = (uint8_t)(c->flags | (c->latch_lost ? NB_FLAG_LATCH_LOST : 0u));
   b[15] = c->n.last_error;
   nb_put16(b + 16, c->queue_depth);
   nb_put16(b + 18, c->n.watchdog_trips);
@@ -81,6 +81,7 @@ static void send_status(nb_core_t* c) {
   nb_put16(b + 32, c->n.arm_misses);
   nb_put16(b + 34, c->n.tx_drops);
   c->n.last_error = NB_OK;
+  c->latch_lost = false;
   tx_msg(c, NB_STATUS, b, sizeof b);
 }
 
@@ -129,6 +130,9 @@ static void arm(nb_core_t* c, uint32_t frame) {
   if (c->watchdog_expired) {
     flags |= NB_FLAG_WATCHDOG;
   }
+  if (c->host_lost) {
+    flags |= NB_FLAG_HOST_LOST;
+  }
   c->armed_frame = frame;
   c->armed_flags = flags;
   c->armed_pending = true;
@@ -141,14 +145,24 @@ static void on_hello(nb_core_t* c, const nb_msg_t* m) {
     nack(c, m, NB_ERR_LENGTH);
     return;
   }
+  /* A HELLO while a session is open ends it: another host (or a restarted one) took
+   * over. Counted, and reported to both: TAKEN_OVER in STATUS.last_error and
+   * NB_HELLO_TOOK_OVER in this HELLO_ACK. */
+  bool took_over = c->session;
+  if (took_over) {
+    INC16(c->n.takeovers);
+    count_error(c, NB_ERR_TAKEN_OVER);
+  }
   c->session = nb_get16(m->body) == NB_PROTO_VERSION;
   if (!c->session) {
     count_error(c, NB_ERR_VERSION);
   }
+  c->host_seq = m->seq;
+  c->host_lost = false;
   flush_queue(c);
   uint8_t b[NB_HELLO_ACK_LEN];
   nb_put16(b + 0, NB_PROTO_VERSION);
-  b[2] = c->session ? 1u : 0u;
+  b[2] = (uint8_t)((c->session ? NB_HELLO_SESSION : 0u) | (took_over ? NB_HELLO_TOOK_OVER : 0u));
   b[3] = (uint8_t)c->cfg.reset_reason;
   nb_put16(b + 4, NB_QUEUE_CAP);
   nb_put16(b + 6, NB_MAX_FRAME);
@@ -167,14 +181,16 @@ static void on_schedule(nb_core_t* c, const nb_msg_t* m) {
   uint32_t first = nb_get32(m->body);
   uint8_t accepted = 0, late = 0, far = 0;
   for (uint8_t i = 0; i < count; i++) {
-    uint32_t f = first + i;
-    /* Frames up to the armed one are decided; signed distance survives wrap. */
-    int32_t ahead = (int32_t)(f - c->armed_frame);
+    /* Frame numbers do not wrap (PROTOCOL.md "Frame numbers"): first + i is computed
+     * without wrapping, so frames past 2^32 - 1 are beyond the horizon, never frames
+     * near 0; frames up to the armed one are decided (late). */
+    int64_t ahead = (int64_t)first + (int64_t)i - (int64_t)c->armed_frame;
     if (ahead <= 0) {
       late++;
-    } else if (ahead > (int32_t)NB_QUEUE_CAP) {
+    } else if (ahead > (int64_t)NB_QUEUE_CAP) {
       far++;
     } else {
+      uint32_t f = first + i;
       nb_slot_t* s = &c->queue[f & QMASK];
       if (!s->valid) {
         c->queue_depth++;
@@ -212,13 +228,48 @@ static void on_config(nb_core_t* c, const nb_msg_t* m) {
   ack(c, m, 0, 0, 0);
 }
 
+static void on_info(nb_core_t* c, const nb_msg_t* m, uint64_t now_us) {
+  if (m->body_len != NB_INFO_LEN) {
+    nack(c, m, NB_ERR_LENGTH);
+    return;
+  }
+  uint8_t b[NB_INFO_ACK_LEN];
+  memset(b, 0, sizeof b);
+  memcpy(b, c->fw_version, 3);
+  b[3] = (uint8_t)c->cfg.reset_reason;
+  nb_put32(b + 4, c->cfg.boot_count);
+  nb_put64(b + 8, now_us);
+  nb_put32(b + 16, c->n.latches);
+  nb_put32(b + 20, c->n.latches_lost);
+  nb_put16(b + 24, c->n.host_losses);
+  nb_put16(b + 26, c->n.replays);
+  nb_put16(b + 28, c->n.takeovers);
+  memcpy(b + 32, c->board, sizeof c->board);
+  tx_msg(c, NB_INFO_ACK, b, sizeof b);
+}
+
 static void on_message(nb_core_t* c, const nb_msg_t* m, uint64_t now_us) {
   /* Any frame with a valid CRC proves the host alive. */
   c->last_host_us = now_us;
   c->watchdog_expired = false;
+  if (m->type == NB_HELLO) {
+    on_hello(c, m);
+    return;
+  }
+  /* In a session, host seqs advance (PROTOCOL.md "seq"): one at or behind the last
+   * acted on (up to 128 back) is a replay, refused before anything else. */
+  if (c->session) {
+    uint8_t d = (uint8_t)(m->seq - c->host_seq);
+    if (d == 0 || d >= 0x80u) {
+      INC16(c->n.replays);
+      nack(c, m, NB_ERR_REPLAY);
+      return;
+    }
+    c->host_seq = m->seq;
+  }
   switch (m->type) {
-    case NB_HELLO:
-      on_hello(c, m);
+    case NB_INFO:
+      on_info(c, m, now_us);
       return;
     case NB_PING:
       if (m->body_len != NB_PING_LEN) {
@@ -266,6 +317,39 @@ void nb_rx(nb_core_t* c, const uint8_t* data, uint32_t len, uint64_t now_us) {
 
 /* ---- console side ------------------------------------------------------ */
 
+void nb_put_failed(nb_core_t* c) {
+  c->fifo_full = false;
+  c->armed_pending = true;
+}
+
+void nb_latches_lost(nb_core_t* c, uint32_t n) {
+  if (n) {
+    c->n.latches_lost += n;
+    c->latch_lost = true;
+  }
+}
+
+void nb_host_lost(nb_core_t* c) {
+  if (c->session || c->streaming) {
+    INC16(c->n.host_losses);
+  }
+  flush_queue(c);
+  c->session = false;
+  c->host_lost = true;
+  /* Replies and statuses for the departed host are of no use to the next one. */
+  c->tx_len = 0;
+}
+
+void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch, const char* board) {
+  c->fw_version[0] = major;
+  c->fw_version[1] = minor;
+  c->fw_version[2] = patch;
+  memset(c->board, 0, sizeof c->board);
+  for (size_t i = 0; board && board[i] && i < sizeof c->board - 1; i++) {
+    c->board[i] = board[i];
+  }
+}
+
 void nb_init(nb_core_t* c, const nb_config_t* cfg) {
   memset(c, 0, sizeof *c);
   if (cfg) {
@@ -286,6 +370,7 @@ static void close_frame(nb_core_t* c) {
 
 NB_RAMFUNC uint8_t nb_latch(nb_core_t* c, uint64_t t_us) {
   bool missed_close = false;
+  c->n.latches++;
   if (c->window_open && t_us >= c->first_latch_us && t_us - c->first_latch_us >= c->cfg.window_us) {
     close_frame(c); /* nb_poll did not run between the window's end and now */
     missed_close = true;

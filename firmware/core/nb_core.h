@@ -39,7 +39,9 @@ extern "C" {
 #define NB_TX_BUF 1024u            /* bytes of replies and statuses awaiting USB */
 #define NB_DEFAULT_WINDOW_US 5000u /* latch grouping window (TAStm32 uses 5 ms) */
 #define NB_DEFAULT_WATCHDOG_MS 500u
-#define NB_MIN_WINDOW_US 100u
+/* Above the 222 us between Dr. Mario's two reads of a frame (getInputs [$B7E1]) with
+ * room for a slow game's reads; a shorter window would split a frame in two. */
+#define NB_MIN_WINDOW_US 1000u
 #define NB_MAX_WINDOW_US 15000u /* below one NTSC frame (16 639 us) */
 #define NB_MIN_WATCHDOG_MS 20u
 #define NB_MAX_WATCHDOG_MS 60000u
@@ -50,6 +52,11 @@ extern "C" {
 #define NB_FLAG_UNDERRUN 0x04u   /* streaming, but nothing scheduled for this frame */
 #define NB_FLAG_WATCHDOG 0x08u   /* the host watchdog expired when this frame was armed */
 #define NB_FLAG_ARM_MISS 0x10u   /* the loop armed too late: previous byte repeated */
+#define NB_FLAG_LATCH_LOST 0x20u /* the board lost latch events since the previous STATUS */
+#define NB_FLAG_HOST_LOST 0x40u  /* armed after the host closed the port / USB went away */
+/* HELLO_ACK.flags bits. */
+#define NB_HELLO_SESSION 0x01u   /* versions match, session open */
+#define NB_HELLO_TOOK_OVER 0x02u /* this HELLO ended another open session */
 
 /* Reset causes reported in HELLO_ACK (filled by the board glue). */
 enum nb_reset_reason {
@@ -80,6 +87,12 @@ typedef struct {
   uint16_t arm_misses; /* frames whose byte could not be armed in time */
   uint16_t tx_drops;   /* device messages dropped for a full TX buffer */
   uint8_t last_error;  /* since the previous STATUS */
+  /* Reported in INFO (PROTOCOL.md "INFO"). */
+  uint32_t latches;      /* latch events seen */
+  uint32_t latches_lost; /* latch events the board lost (nb_latches_lost) */
+  uint16_t host_losses;  /* port closes, USB unmounts/suspends while streaming or in session */
+  uint16_t replays;      /* host messages refused as replayed (REPLAY) */
+  uint16_t takeovers;    /* HELLOs that ended an open session (TAKEN_OVER) */
 } nb_counters_t;
 
 /* All state; allocate statically (nb_core_size() tells foreign callers). */
@@ -90,6 +103,11 @@ typedef struct {
   nb_slot_t queue[NB_QUEUE_CAP];
   uint16_t queue_depth;
   bool session;          /* HELLO with a matching version received */
+  uint8_t host_seq;      /* seq of the last host message acted on in the session */
+  bool host_lost;        /* host gone (nb_host_lost) and not back with a HELLO */
+  bool latch_lost;       /* latch events lost since the previous STATUS */
+  uint8_t fw_version[3]; /* major, minor, patch (nb_set_identity) */
+  char board[16];        /* board name, NUL-padded */
   bool streaming;        /* host has scheduled since HELLO/CLEAR/watchdog */
   uint32_t stream_first; /* earliest frame scheduled since streaming began */
   bool watchdog_expired; /* host silent since the watchdog tripped */
@@ -134,6 +152,24 @@ uint8_t nb_latch(nb_core_t* c, uint64_t t_us) NB_RAMFUNC;
  * decides the next frame's byte and checks the host watchdog. Returns true and
  * sets *pio_word when a word must go into the PIO TX FIFO now. */
 bool nb_poll(nb_core_t* c, uint64_t now_us, uint32_t* pio_word) NB_RAMFUNC;
+
+/* The word nb_poll handed out did not reach the PIO (its TX FIFO was full, or a latch
+ * came between the latch drain and the put): the core forgets it was queued and hands
+ * it out again on the next nb_poll; if a latch comes first, that frame is an ARM_MISS. */
+void nb_put_failed(nb_core_t* c);
+
+/* The board lost n latch events (its timestamp ring overflowed): counted, and the next
+ * STATUS carries NB_FLAG_LATCH_LOST. Frame numbers after a loss may lag the console's. */
+void nb_latches_lost(nb_core_t* c, uint32_t n);
+
+/* The host went away without a word: port closed (DTR low), USB unmounted or
+ * suspended. Flushes the queue, ends the stream and the session (the next host sends
+ * HELLO); frames armed from now read no buttons and carry NB_FLAG_HOST_LOST. The byte
+ * already armed is still served: the controller is released within one frame. */
+void nb_host_lost(nb_core_t* c);
+
+/* Firmware version and board name reported in INFO (board: up to 15 characters). */
+void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch, const char* board);
 
 /* Bytes from the host (any chunking); acts on each frame with a valid CRC. */
 void nb_rx(nb_core_t* c, const uint8_t* data, uint32_t len, uint64_t now_us);

@@ -31,11 +31,13 @@ enum nb_type {
   NB_CLEAR = 0x03,
   NB_CONFIG = 0x04,
   NB_PING = 0x05,
+  NB_INFO = 0x06,
   NB_HELLO_ACK = 0x81,
   NB_ACK = 0x82,
   NB_NACK = 0x83,
   NB_STATUS = 0x84,
   NB_PONG = 0x85,
+  NB_INFO_ACK = 0x86,
 };
 
 /* Body sizes in bytes (SCHEDULE: header only; its masks follow). */
@@ -50,6 +52,8 @@ enum nb_body_len {
   NB_NACK_LEN = 3,
   NB_STATUS_LEN = 36,
   NB_PONG_LEN = 12,
+  NB_INFO_LEN = 0,
+  NB_INFO_ACK_LEN = 48,
 };
 
 /* Error codes, as sent in NACK and STATUS.last_error (PROTOCOL.md "Errors"). */
@@ -64,6 +68,8 @@ enum nb_err {
   NB_ERR_VERSION = 7,
   NB_ERR_NO_SESSION = 8,
   NB_ERR_RANGE = 9,
+  NB_ERR_REPLAY = 10,     /* a host seq not after the session's last one: not acted on */
+  NB_ERR_TAKEN_OVER = 11, /* a HELLO ended an open session (another host took over) */
 };
 
 /* CRC-16/IBM-3740 (alias CRC-16/CCITT-FALSE): poly 0x1021, init 0xFFFF, no

@@ -14,7 +14,10 @@ void boot_info(uint32_t* boot_count, uint32_t* reset_reason) {
     watchdog_hw->scratch[1] = BOOT_MAGIC;
   }
   *boot_count = ++watchdog_hw->scratch[0];
-  if (watchdog_caused_reboot()) {
+  /* watchdog_enable_caused_reboot(), not watchdog_caused_reboot(): the boot ROM also
+   * reboots through the watchdog (after a UF2 is copied to the BOOTSEL drive), and that
+   * is no "firmware stuck". Only a timeout of the watchdog we enabled counts. */
+  if (watchdog_enable_caused_reboot()) {
     *reset_reason = NB_RESET_WATCHDOG;
   } else {
     *reset_reason = *boot_count == 1 ? NB_RESET_POWER_ON : NB_RESET_OTHER;

@@ -15,6 +15,7 @@
 #define LOOP_WATCHDOG_MS 100 /* a stuck main loop reboots; the host sees boot_count + 1 */
 
 static nb_core_t core;
+static bool host_was_there;
 
 static void usb_io(uint64_t now) {
   uint8_t buf[64];
@@ -22,9 +23,17 @@ static void usb_io(uint64_t now) {
     uint32_t n = tud_cdc_read(buf, sizeof buf);
     nb_rx(&core, buf, n, now);
   }
-  if (!tud_cdc_connected()) {
-    /* No host (USB absent or port closed): drop replies and statuses, so a host
-     * that connects later does not get stale ones first. */
+  /* The host is there while USB is mounted, not suspended, and the port is open (DTR).
+   * When it goes, the controller is released at once (defect: presses kept playing
+   * until the host watchdog), not after watchdog_ms. */
+  bool host = tud_mounted() && !tud_suspended() && tud_cdc_connected();
+  if (host_was_there && !host) {
+    nb_host_lost(&core);
+  }
+  host_was_there = host;
+  if (!host) {
+    /* Drop replies and statuses, so a host that connects later does not get stale
+     * ones first. */
     while (nb_tx(&core, buf, sizeof buf)) {
     }
     return;
@@ -45,6 +54,7 @@ int main(void) {
   nb_config_default(&cfg);
   boot_info(&cfg.boot_count, &cfg.reset_reason);
   nb_init(&core, &cfg);
+  nb_set_identity(&core, NB_FW_VERSION_MAJOR, NB_FW_VERSION_MINOR, NB_FW_VERSION_PATCH, BOARD_NAME);
 
   uint32_t word;
   nb_poll(&core, time_us_64(), &word); /* frame 0: no buttons */
@@ -58,14 +68,17 @@ int main(void) {
   for (;;) {
     watchdog_update();
     tud_task();
+    /* The time is read before the latches are drained: every latch up to `now` is then
+     * in the core before nb_poll(now) decides whether the frame's window has closed. */
+    uint64_t now = time_us_64();
     uint64_t t;
     while (nes_port_next_latch(&t)) {
       nb_latch(&core, t);
     }
-    uint64_t now = time_us_64();
+    nb_latches_lost(&core, nes_port_take_dropped_latches());
     usb_io(now);
-    if (nb_poll(&core, now, &word)) {
-      nes_port_put(word);
+    if (nb_poll(&core, now, &word) && !nes_port_put(word)) {
+      nb_put_failed(&core);
     }
     gpio_put(BOARD_PIN_LED, core.streaming);
   }

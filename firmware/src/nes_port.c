@@ -58,11 +58,23 @@ bool nes_port_next_latch(uint64_t* t_us) {
 }
 
 bool nes_port_put(uint32_t word) {
-  if (pio_sm_is_tx_fifo_full(BOARD_PIO, BOARD_PIO_SM)) {
-    return false;
+  /* With the latch interrupt masked, a latch since the main loop drained the ring
+   * shows in the ring or the RX FIFO: then the PIO already served that latch the
+   * previous word, and putting this one now would hand it to the frame's next read. */
+  irq_set_enabled(BOARD_PIO_IRQ, false);
+  bool ok = ring_head == ring_tail && pio_sm_is_rx_fifo_empty(BOARD_PIO, BOARD_PIO_SM) &&
+            !pio_sm_is_tx_fifo_full(BOARD_PIO, BOARD_PIO_SM);
+  if (ok) {
+    pio_sm_put(BOARD_PIO, BOARD_PIO_SM, word);
   }
-  pio_sm_put(BOARD_PIO, BOARD_PIO_SM, word);
-  return true;
+  irq_set_enabled(BOARD_PIO_IRQ, true);
+  return ok;
 }
 
-uint32_t nes_port_dropped_latches(void) { return dropped; }
+uint32_t nes_port_take_dropped_latches(void) {
+  irq_set_enabled(BOARD_PIO_IRQ, false); /* the interrupt writes it */
+  uint32_t n = dropped;
+  dropped = 0;
+  irq_set_enabled(BOARD_PIO_IRQ, true);
+  return n;
+}

@@ -14,10 +14,12 @@ void nes_port_init(uint32_t first_word);
 bool nes_port_next_latch(uint64_t* t_us);
 
 /* Queues the next frame's word (nb_poll hands out one per frame, after the latch
- * window, so the 4-deep FIFO never fills). Returns false if it was full. */
+ * window, so the 4-deep FIFO never fills). Returns false, and puts nothing, if the
+ * FIFO was full or a latch arrived since the last nes_port_next_latch() returned
+ * false (that latch was served the previous word: the core counts an ARM_MISS). */
 bool nes_port_put(uint32_t word);
 
-/* Latch events lost because the main loop fell 64 latches behind. */
-uint32_t nes_port_dropped_latches(void);
+/* Latch events lost (the main loop fell 64 latches behind) since the previous call. */
+uint32_t nes_port_take_dropped_latches(void);
 
 #endif

@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "pico/stdlib.h"
-#include "pico/unique_id.h"
 #include "tusb.h"
 
 /* pid.codes test VID/PID (0x1209/0x0001), for development only: give a distributed
@@ -14,7 +13,7 @@
 
 enum { ITF_CDC_NOTIF = 0, ITF_CDC_DATA, ITF_COUNT };
 enum { EP_CDC_NOTIF = 0x81, EP_CDC_OUT = 0x02, EP_CDC_IN = 0x82 };
-enum { STR_LANG = 0, STR_MANUFACTURER, STR_PRODUCT, STR_SERIAL, STR_CDC };
+enum { STR_LANG = 0, STR_MANUFACTURER, STR_PRODUCT, STR_CDC };
 
 static const tusb_desc_device_t device_desc = {
     .bLength = sizeof(tusb_desc_device_t),
@@ -29,7 +28,10 @@ static const tusb_desc_device_t device_desc = {
     .bcdDevice = USB_BCD_DEVICE,
     .iManufacturer = STR_MANUFACTURER,
     .iProduct = STR_PRODUCT,
-    .iSerialNumber = STR_SERIAL,
+    /* No serial number: the RP2040's only unique id is the flash chip's, read through
+     * boot-ROM flash routines; without them the image runs on a ROM-less emulator
+     * (firmware/emu). Hosts find the port by name. */
+    .iSerialNumber = 0,
     .bNumConfigurations = 1,
 };
 
@@ -55,7 +57,6 @@ static const char* const strings[] = {
 
 const uint16_t* tud_descriptor_string_cb(uint8_t index, uint16_t langid) {
   static uint16_t out[1 + 32];
-  char serial[2 * PICO_UNIQUE_BOARD_ID_SIZE_BYTES + 1];
   const char* s;
   (void)langid;
   if (index == STR_LANG) {
@@ -63,10 +64,7 @@ const uint16_t* tud_descriptor_string_cb(uint8_t index, uint16_t langid) {
     out[0] = (uint16_t)((TUSB_DESC_STRING << 8) | 4);
     return out;
   }
-  if (index == STR_SERIAL) {
-    pico_get_unique_board_id_string(serial, sizeof serial); /* flash chip's unique id */
-    s = serial;
-  } else if (index < sizeof strings / sizeof strings[0] && strings[index]) {
+  if (index < sizeof strings / sizeof strings[0] && strings[index]) {
     s = strings[index];
   } else {
     return NULL;

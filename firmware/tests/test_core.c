@@ -148,7 +148,7 @@ static int err_code(const char* name) {
   static const char* names[] = {"OK",           "ERR_CRC",       "ERR_COBS",
                                 "ERR_TOO_LONG", "ERR_TOO_SHORT", "ERR_UNKNOWN_TYPE",
                                 "ERR_LENGTH",   "ERR_VERSION",   "ERR_NO_SESSION",
-                                "ERR_RANGE"};
+                                "ERR_RANGE",    "ERR_REPLAY",    "ERR_TAKEN_OVER"};
   for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
     if (strcmp(names[i], name) == 0) {
       return i;
@@ -216,13 +216,16 @@ static void send(nb_core_t* c, uint8_t type, uint8_t seq, const uint8_t* body, s
   nb_rx(c, wire, (uint32_t)n, now);
 }
 
-static void open_session(nb_core_t* c, uint64_t now) {
+/* HELLO with seq hello_seq: the session's next host message must have a later seq. */
+static void open_session_seq(nb_core_t* c, uint64_t now, uint8_t hello_seq) {
   uint8_t b[2];
   replies_t r;
   nb_put16(b, NB_PROTO_VERSION);
-  send(c, NB_HELLO, 0, b, 2, now);
+  send(c, NB_HELLO, hello_seq, b, 2, now);
   drain(c, &r);
 }
+
+static void open_session(nb_core_t* c, uint64_t now) { open_session_seq(c, now, 0); }
 
 /* A fresh core whose frame 0 is armed and whose session is open at t = 0. */
 static void start_session(nb_core_t* c) {
@@ -237,7 +240,7 @@ static void schedule(nb_core_t* c, uint32_t first, const uint8_t* masks, uint8_t
   nb_put32(b, first);
   b[4] = n;
   memcpy(b + 5, masks, n);
-  send(c, NB_SCHEDULE, 1, b, 5u + n, now);
+  send(c, NB_SCHEDULE, (uint8_t)(c->host_seq + 1u), b, 5u + n, now); /* the next seq */
 }
 
 /* One NTSC console frame: two reads 120 us apart, as Dr. Mario's NMI does.
@@ -296,7 +299,7 @@ static const struct {
 } k_types[] = {{"HELLO", NB_HELLO},   {"SCHEDULE", NB_SCHEDULE}, {"CLEAR", NB_CLEAR},
                {"CONFIG", NB_CONFIG}, {"PING", NB_PING},         {"HELLO_ACK", NB_HELLO_ACK},
                {"ACK", NB_ACK},       {"NACK", NB_NACK},         {"STATUS", NB_STATUS},
-               {"PONG", NB_PONG}};
+               {"PONG", NB_PONG},     {"INFO", NB_INFO},         {"INFO_ACK", NB_INFO_ACK}};
 
 static uint8_t type_code(const char* name) {
   for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
@@ -366,6 +369,24 @@ static size_t core_encode(const item_t* it, uint8_t type, uint8_t seq, uint8_t* 
       on_message(&c, &m, num(it, "device_us"));
       break;
     }
+    case NB_INFO_ACK: {
+      char board[17] = {0};
+      uint8_t raw[16];
+      hex(it, "board_raw", raw, sizeof raw);
+      memcpy(board, raw, 16);
+      nb_set_identity(&c, (uint8_t)num(it, "version_major"), (uint8_t)num(it, "version_minor"),
+                      (uint8_t)num(it, "version_patch"), board);
+      c.cfg.reset_reason = (uint32_t)num(it, "reset_reason");
+      c.cfg.boot_count = (uint32_t)num(it, "boot_count");
+      c.n.latches = (uint32_t)num(it, "latches");
+      c.n.latches_lost = (uint32_t)num(it, "latches_lost");
+      c.n.host_losses = (uint16_t)num(it, "host_losses");
+      c.n.replays = (uint16_t)num(it, "replays");
+      c.n.takeovers = (uint16_t)num(it, "takeovers");
+      m.type = NB_INFO;
+      on_message(&c, &m, num(it, "device_us"));
+      break;
+    }
     default:
       return 0;
   }
@@ -378,7 +399,7 @@ static void check_host_effect(const item_t* it, uint8_t type, const uint8_t* wir
   replies_t r;
   nb_init(&c, NULL);
   if (type != NB_HELLO) {
-    open_session(&c, 10);
+    open_session_seq(&c, 10, (uint8_t)(num(it, "seq") - 1u)); /* the vector's seq is next */
   }
   if (type == NB_SCHEDULE) {
     c.armed_frame = (uint32_t)num(it, "first_frame") - 1u; /* console just before it */
@@ -419,10 +440,15 @@ static void check_host_effect(const item_t* it, uint8_t type, const uint8_t* wir
     case NB_CLEAR:
       CHECK(r.type[0] == NB_ACK && r.body[0][0] == NB_CLEAR, "clear acked");
       break;
+    case NB_INFO:
+      CHECK(r.type[0] == NB_INFO_ACK && r.len[0] == NB_INFO_ACK_LEN &&
+                nb_get64(r.body[0] + 8) == 1000,
+            "info answered with the device time");
+      break;
     default:
       break;
   }
-  if (type != NB_HELLO) {
+  if (type != NB_HELLO && type != NB_INFO) {
     CHECK(r.body[0][1] == num(it, "seq") || r.type[0] == NB_PONG, "reply echoes seq");
   }
 }
@@ -502,7 +528,7 @@ static void test_invalid(const char* json) {
     replies_t r;
     nb_init(&c, NULL);
     if (num(&it, "session")) {
-      open_session(&c, 0);
+      open_session_seq(&c, 0, (uint8_t)(num(&it, "rejected_seq") - 1u));
     }
     nb_rx(&c, wire, (uint32_t)wl, 5);
     drain(&c, &r);
@@ -718,6 +744,210 @@ static void test_arm_miss(void) {
         "back in step on frame 3");
 }
 
+/* Defect 7: a window under the game's 222 us between its two reads splits frames. */
+static void test_config_min_window(void) {
+  static nb_core_t c;
+  replies_t r;
+  start_session(&c);
+  uint8_t cfg[8];
+  nb_put32(cfg, 200);
+  nb_put32(cfg + 4, 500);
+  send(&c, NB_CONFIG, 1, cfg, 8, 0);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_NACK && r.body[0][2] == NB_ERR_RANGE &&
+            c.cfg.window_us == NB_DEFAULT_WINDOW_US,
+        "CONFIG window 200 us refused");
+  nb_put32(cfg, NB_MIN_WINDOW_US - 1u);
+  send(&c, NB_CONFIG, 2, cfg, 8, 0);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_NACK, "CONFIG window %u us refused", NB_MIN_WINDOW_US - 1u);
+  nb_put32(cfg, NB_MIN_WINDOW_US);
+  send(&c, NB_CONFIG, 3, cfg, 8, 0);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_ACK && c.cfg.window_us == NB_MIN_WINDOW_US,
+        "CONFIG window at the minimum accepted");
+  CHECK(NB_MIN_WINDOW_US > 222u, "the minimum window covers Dr. Mario's two reads");
+}
+
+/* Defect 3: a word that did not reach the PIO must not be recorded as queued. */
+static void test_put_failed(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t word;
+  start_session(&c);
+  uint8_t m[2] = {0x41, 0x42};
+  schedule(&c, 1, m, 2, 0);
+  drain(&c, &r);
+  nb_latch(&c, 1000);
+  CHECK(nb_poll(&c, 6000, &word) && word == nb_pio_word(0x41), "frame 1 handed out");
+  nb_put_failed(&c); /* the FIFO was full or a latch raced it */
+  CHECK(nb_poll(&c, 6001, &word) && word == nb_pio_word(0x41), "handed out again");
+  nb_put_failed(&c);
+  /* The latch comes before any retry: the PIO serves the previous byte (0). */
+  uint8_t got = nb_latch(&c, 1000 + FRAME_US);
+  CHECK(got == 0x00 && c.n.arm_misses == 1 && (c.flags & NB_FLAG_ARM_MISS),
+        "unqueued word: previous byte served, ARM_MISS counted (got %02x)", got);
+  CHECK(!nb_poll(&c, 1000 + FRAME_US + 1, &word), "the missed frame's word is not put late");
+  nb_poll(&c, 1000 + FRAME_US + 5000, &word);
+  CHECK(word == nb_pio_word(0x42) && nb_latch(&c, 1000 + 2 * FRAME_US) == 0x42, "back in step");
+}
+
+/* Defect 2: latch events the board lost are reported. */
+static void test_latches_lost(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t pushes = 0;
+  start_session(&c);
+  console_frame(&c, 1000, &pushes);
+  drain(&c, &r);
+  CHECK(r.n == 1 && !(r.body[0][14] & NB_FLAG_LATCH_LOST), "no loss, no flag");
+  nb_latches_lost(&c, 3);
+  console_frame(&c, 1000 + FRAME_US, &pushes);
+  console_frame(&c, 1000 + 2 * FRAME_US, &pushes);
+  drain(&c, &r);
+  CHECK(r.n == 2 && (r.body[0][14] & NB_FLAG_LATCH_LOST) && !(r.body[1][14] & NB_FLAG_LATCH_LOST),
+        "the next STATUS carries LATCH_LOST, once");
+  send(&c, NB_INFO, (uint8_t)(c.host_seq + 1u), NULL, 0, 2 * FRAME_US);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_INFO_ACK && r.len[0] == NB_INFO_ACK_LEN &&
+            nb_get32(r.body[0] + 20) == 3 && nb_get32(r.body[0] + 16) == 6,
+        "INFO: 6 latches seen, 3 lost");
+}
+
+/* Defect 5: port close / USB unmount / suspend release the controller within a frame. */
+static void test_host_lost(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t pushes = 0;
+  start_session(&c);
+  uint8_t m[60];
+  memset(m, 0x80, sizeof m);
+  schedule(&c, 1, m, 60, 0);
+  uint64_t t = 1000;
+  for (int f = 0; f < 5; f++, t += FRAME_US) {
+    console_frame(&c, t, &pushes);
+  }
+  drain(&c, &r);
+  nb_host_lost(&c); /* frame 5 is armed (0x80, in the PIO) */
+  CHECK(!c.session && !c.streaming && c.queue_depth == 0 && c.n.host_losses == 1,
+        "host loss ends session and stream");
+  CHECK(console_frame(&c, t, &pushes) == 0x80, "the armed frame is still served");
+  t += FRAME_US;
+  CHECK(console_frame(&c, t, &pushes) == 0 && (c.flags & NB_FLAG_HOST_LOST),
+        "released on the next frame");
+  CHECK(c.n.underruns == 0 && c.n.watchdog_trips == 0, "not an underrun, not the watchdog");
+  drain(&c, &r);
+  CHECK(r.n == 0, "no STATUS without a session");
+  open_session(&c, t);
+  CHECK(c.session && !c.host_lost, "a new HELLO opens a session again");
+}
+
+/* Issue 19 item 7: frame numbers do not wrap; a schedule past 2^32 - 1 is too far. */
+static void test_schedule_wrap(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t pushes = 0;
+  start_session(&c);
+  uint8_t keep[60];
+  memset(keep, 0x11, sizeof keep);
+  schedule(&c, 4, keep, 44, 0);
+  drain(&c, &r);
+  uint64_t t = 1000;
+  for (int f = 0; f < 3; f++, t += FRAME_US) {
+    console_frame(&c, t, &pushes);
+  }
+  uint8_t m[60];
+  memset(m, 0xEE, sizeof m);
+  schedule(&c, 0xFFFFFFF0u, m, 60, t);
+  drain(&c, &r);
+  int a = r.n - 1;
+  CHECK(r.type[a] == NB_ACK && r.body[a][2] == 0 && r.body[a][3] == 0 && r.body[a][4] == 60,
+        "0xFFFFFFF0 + 60: all too far (accepted %u late %u far %u)", r.body[a][2], r.body[a][3],
+        r.body[a][4]);
+  for (int f = 3; f < 25; f++, t += FRAME_US) { /* within the 500 ms host watchdog */
+    uint8_t got = console_frame(&c, t, &pushes);
+    CHECK(got == (f >= 4 ? 0x11 : 0), "frame %d keeps its mask (%02x)", f, got);
+  }
+}
+
+/* Issue 19 item 7: a replayed sequence number is refused and counted. */
+static void test_replay(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t pushes = 0;
+  start_session(&c);
+  uint8_t a[4] = {0x01, 0x01, 0x01, 0x01}, b[4] = {0x02, 0x02, 0x02, 0x02};
+  uint8_t body[9];
+  nb_put32(body, 1);
+  body[4] = 4;
+  memcpy(body + 5, a, 4);
+  send(&c, NB_SCHEDULE, 5, body, 9, 0);
+  memcpy(body + 5, b, 4);
+  uint32_t err0 = c.n.protocol_errors;
+  send(&c, NB_SCHEDULE, 5, body, 9, 0); /* same seq, other masks */
+  send(&c, NB_SCHEDULE, 3, body, 9, 0); /* older seq */
+  drain(&c, &r);
+  CHECK(r.n == 3 && r.type[0] == NB_ACK && r.type[1] == NB_NACK && r.body[1][2] == NB_ERR_REPLAY &&
+            r.type[2] == NB_NACK && r.body[2][1] == 3,
+        "replays NACKed with REPLAY");
+  CHECK(c.n.replays == 2 && c.n.protocol_errors == err0 + 2, "replays counted");
+  console_frame(&c, 1000, &pushes);
+  CHECK(console_frame(&c, 1000 + FRAME_US, &pushes) == 0x01, "the first schedule wins");
+  send(&c, NB_SCHEDULE, 6, body, 9, 1000);
+  drain(&c, &r);
+  CHECK(r.type[r.n - 2 >= 0 ? r.n - 1 : 0] == NB_ACK, "the next seq is accepted");
+  CHECK(r.n >= 1 && nb_get32(r.body[0] + 28) >= err0 + 2 && r.type[0] == NB_STATUS &&
+            r.body[0][15] != 0,
+        "STATUS reports the errors");
+}
+
+/* Issue 19 item 7: a foreign HELLO mid-session is reported to both hosts. */
+static void test_takeover(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t pushes = 0;
+  start_session(&c);
+  uint8_t m[8] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+  schedule(&c, 1, m, 8, 0);
+  drain(&c, &r);
+  uint8_t h[2];
+  nb_put16(h, NB_PROTO_VERSION);
+  send(&c, NB_HELLO, 0, h, 2, 10);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_HELLO_ACK &&
+            r.body[0][2] == (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER),
+        "HELLO_ACK says it took over (flags %02x)", r.body[0][2]);
+  CHECK(c.n.takeovers == 1 && c.n.last_error == NB_ERR_TAKEN_OVER, "takeover counted");
+  console_frame(&c, 1000, &pushes);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.body[0][15] == NB_ERR_TAKEN_OVER, "STATUS.last_error TAKEN_OVER");
+  send(&c, NB_HELLO, 1, h, 2, 2000);
+  drain(&c, &r);
+  CHECK(r.body[0][2] == (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER), "every takeover flagged");
+  static nb_core_t d;
+  nb_init(&d, NULL);
+  open_session(&d, 0);
+  CHECK(d.n.takeovers == 0 && d.n.protocol_errors == 0, "a first HELLO is no takeover");
+}
+
+static void test_info(void) {
+  static nb_core_t c;
+  replies_t r;
+  nb_config_t cfg;
+  nb_config_default(&cfg);
+  cfg.boot_count = 7;
+  cfg.reset_reason = NB_RESET_WATCHDOG;
+  nb_init(&c, &cfg);
+  nb_set_identity(&c, 1, 2, 3, "a-board-name-longer-than-15");
+  send(&c, NB_INFO, 9, NULL, 0, 123456789); /* works without a session, like PING */
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_INFO_ACK && r.body[0][0] == 1 && r.body[0][1] == 2 &&
+            r.body[0][2] == 3 && r.body[0][3] == NB_RESET_WATCHDOG &&
+            nb_get32(r.body[0] + 4) == 7 && nb_get64(r.body[0] + 8) == 123456789u,
+        "INFO: version, reset reason, boot count, time");
+  CHECK(memcmp(r.body[0] + 32, "a-board-name-lo\0", 16) == 0, "board name cut to 15 + NUL");
+}
+
 static void test_tx_full(void) {
   static nb_core_t c;
   uint32_t pushes = 0;
@@ -899,6 +1129,14 @@ int main(int argc, char** argv) {
   test_watchdog();
   test_arm_miss();
   test_tx_full();
+  test_config_min_window();
+  test_put_failed();
+  test_latches_lost();
+  test_host_lost();
+  test_schedule_wrap();
+  test_replay();
+  test_takeover();
+  test_info();
   test_fuzz(argc > 2 ? atol(argv[2]) : 3000);
   free(json);
   printf("test_core: %d passed, %d failed\n", g_pass, g_fail);

@@ -2,7 +2,10 @@
 
 ``testrom.s`` (ca65 assembly, written for this project: no Nintendo code, data or graphics) and
 ``nrom.cfg`` (ld65 memory map, iNES mapper 0) are the source; :func:`build` assembles them with
-cc65's ``ca65`` and ``ld65`` into a build directory. The binary is never committed.
+cc65's ``ca65`` and ``ld65`` into a build directory. The built image is committed beside them
+(``testrom.nes``, the project's own code, 24,592 bytes) so that running it needs no assembler:
+:func:`image` returns it, and tests/test_testrom_build.py checks that the source rebuilds it byte
+for byte (``python -m hil.testrom --update`` rewrites it after a change to the source).
 
 Each NMI the ROM strobes the controller, reads it twice and ANDs the reads (as Dr. Mario's
 getInputs [$B7E1] does), counts the NMI and draws the byte as 8 boxes (filled = pressed; A on
@@ -27,6 +30,7 @@ SOURCE = SOURCE_DIR / "testrom.s"
 LINKER_CONFIG = SOURCE_DIR / "nrom.cfg"
 ROM_NAME = "testrom.nes"
 ROM_SIZE = 16 + 16384 + 8192  # iNES header, 16 KiB PRG, 8 KiB CHR
+IMAGE = SOURCE_DIR / ROM_NAME  # the committed build of SOURCE
 
 # RAM (testrom.s header comment)
 PAD = 0x10  # the AND of the two reads of the latest NMI
@@ -54,6 +58,18 @@ class RomBuildError(RuntimeError):
 def default_build_dir() -> Path:
     """``build/testrom`` in the source checkout (git-ignored)."""
     return SOURCE_DIR.parents[1] / "build" / "testrom"
+
+
+def image() -> Path:
+    """The committed test ROM image (iNES, 24,592 bytes), built from ``testrom.s``.
+
+    Raises RomBuildError when it is missing or of the wrong size (a damaged checkout).
+    """
+    if not IMAGE.is_file() or IMAGE.stat().st_size != ROM_SIZE:
+        raise RomBuildError(
+            f"{IMAGE} is missing or damaged: rebuild it with python -m hil.testrom --update (cc65)"
+        )
+    return IMAGE
 
 
 def build(out_dir: str | Path | None = None) -> Path:
@@ -117,13 +133,24 @@ def decode_boxes(picture: npt.NDArray[np.uint8]) -> int:
     return value
 
 
-def main() -> int:
-    """``python -m hil.testrom [OUT_DIR]``: build the ROM and print its path."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hil.testrom [OUT_DIR] [--update]``: build the ROM with cc65 and print its path;
+    ``--update`` also writes the build over the committed image."""
+    import argparse
+    import shutil
     import sys
 
+    parser = argparse.ArgumentParser(prog="python -m hil.testrom", description=main.__doc__)
+    parser.add_argument("out_dir", nargs="?", help="build directory (default build/testrom)")
+    parser.add_argument("--update", action="store_true", help="write the build to " + str(IMAGE))
+    args = parser.parse_args(argv)
     try:
-        print(build(sys.argv[1] if len(sys.argv) > 1 else None))
+        rom = build(args.out_dir)
     except RomBuildError as e:
         print(f"hil.testrom: {e}", file=sys.stderr)
-        return 1
+        return 2
+    if args.update:
+        shutil.copyfile(rom, IMAGE)
+        rom = IMAGE
+    print(rom)
     return 0

@@ -1,0 +1,244 @@
+"""The committed UF2 (firmware/dist) running in rp2040js (firmware/emu/harness.mjs): a
+simulated NES reads the pad with Dr. Mario's timing (getInputs [$B7E1]: two reads per NMI)
+and the host is hil.link over the emulated USB CDC.
+
+Emulation settings (firmware/README.md, "Emulator"): the RP2040 CPU runs at 25 MHz of
+emulated time (the firmware's own 125 MHz would only give its main loop more room), NES
+frames are 3 ms apart and the latch window is 1 ms (CONFIG), so 10,000 frames take about a
+minute. Needs Node.js and `npm ci` in firmware/emu (firmware/ci.sh does it).
+NB_TEST_UF2=path runs the same tests on another build (e.g. one from before a fix)."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+
+import pytest
+
+from hil import protocol as p
+from hil.link import Link
+from hil.vdevice import DEFAULT_UF2, HARNESS, EmulatedFirmware
+
+
+@pytest.fixture
+def emulator() -> None:
+    """rp2040js comes from npm, not pip: a user's `pip install -e .[test]` lacks it, so these
+    tests skip there; CI runs firmware/ci.sh (`npm ci`) first and fails on this skip."""
+    if shutil.which("node") is None:
+        pytest.skip("missing dependency: Node.js (node), for firmware/emu")
+    if not (HARNESS.parent / "node_modules" / "rp2040js").is_dir():
+        pytest.skip(f"missing dependency: rp2040js (npm ci in {HARNESS.parent})")
+
+
+PERIOD_US = 3000
+WINDOW_US = 1000
+WATCHDOG_MS = 500
+CPU_MHZ = 25.0
+
+
+def _device(**kw: object) -> EmulatedFirmware:  # tests that call it take the emulator fixture
+    uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    return EmulatedFirmware(uf2, frame_us=PERIOD_US, cpu_mhz=CPU_MHZ, **kw)  # type: ignore[arg-type]
+
+
+def _link(dev: EmulatedFirmware) -> Link:
+    link = Link(dev.port, timeout_s=2.0)
+    link.configure(WINDOW_US, WATCHDOG_MS)
+    return link
+
+
+def _stream(dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20) -> int:
+    """Schedules masks from a frame ``lead`` frames ahead, keeping up to 240 frames queued;
+    returns the first frame. Waits until the last one was read. The NES may not start a
+    frame that is not scheduled yet (harness "gate"): the emulator runs at its own pace, and
+    a host slowed down by a loaded machine must not make frames late."""
+    first = dev.last_frame + lead
+    dev.command(f"gate {first - 1}")
+    sent, end = first, first + len(masks)
+    while dev.last_frame < end + 1:
+        if sent < end and sent - dev.last_frame < 240 - p.MAX_MASKS:
+            n = min(p.MAX_MASKS, end - sent)
+            ack = link.schedule(sent, masks[sent - first : sent - first + n])
+            assert (ack.accepted, ack.late, ack.too_far) == (n, 0, 0)
+            sent += n
+            dev.command(f"gate {sent - 1 if sent < end else 1 << 40}")
+        else:
+            link.poll(0.002)
+            link.keepalive()
+    return first
+
+
+def _wrong(
+    dev: EmulatedFirmware, first: int, masks: bytes
+) -> list[tuple[int, int, tuple[int, int]]]:
+    return [
+        (first + i, m, dev.reads[first + i])
+        for i, m in enumerate(masks)
+        if dev.reads[first + i] != (m, m)
+    ]
+
+
+@pytest.mark.usefixtures("emulator")
+def test_10000_scheduled_frames_both_reads_exact() -> None:
+    rng = random.Random(18)
+    masks = bytes(rng.randrange(256) for _ in range(10_000))
+    with _device() as dev, _link(dev) as link:
+        assert link.hello is not None and link.hello.window_us == 5000
+        first = _stream(dev, link, masks)
+        st = link.wait_status(first + len(masks) - 1, timeout_s=10)  # the stream's last frame
+        link.clear()
+    assert _wrong(dev, first, masks) == []
+    assert st.mask == masks[-1] and st.flags & p.StatusFlags.FROM_QUEUE
+    assert st.underruns == 0 and st.arm_misses == 0 and st.protocol_errors == 0
+    assert st.late_schedules == 0 and st.tx_drops == 0
+    assert dev.done is not None
+
+
+@pytest.mark.usefixtures("emulator")
+def test_underrun_reads_no_buttons_and_is_counted() -> None:
+    with _device() as dev, _link(dev) as link:
+        first = _stream(dev, link, b"\x80" * 10)
+        link.wait_status(first + 15, timeout_s=10)
+        sts = {s.frame: s for s in link.statuses}
+    assert all(dev.reads[f] == (0x80, 0x80) for f in range(first, first + 10))
+    assert all(dev.reads[f] == (0, 0) for f in range(first + 10, first + 15))
+    for f in range(first + 10, first + 15):
+        assert sts[f].flags & p.StatusFlags.UNDERRUN and sts[f].mask == 0
+    assert sts[first + 14].underruns - sts[first + 9].underruns == 5
+
+
+def _held_then(dev: EmulatedFirmware, link: Link, action: str) -> tuple[int, list[int]]:
+    """Schedules A for 200 frames, waits until it plays, does ``action``; returns the NES
+    frame at the action and the frames read as A after it."""
+    start = dev.last_frame + 10
+    link.schedule(start, b"\x80" * 200)
+    dev.wait_frame(start + 5)
+    mark = len(dev.events)
+    if action == "close":
+        link.close()
+        name = "port_close"
+    else:
+        dev.command(f"usb {action}")
+        name = {"suspend": "usb_suspend", "unmount": "usb_reset"}[action]
+    _, at, _ = dev.wait_event(name, since=mark)
+    dev.wait_frame(at + 10)
+    held = [f for f in range(at + 1, at + 11) if dev.reads[f] != (0, 0)]
+    return at, held
+
+
+@pytest.mark.usefixtures("emulator")
+@pytest.mark.parametrize("action", ["close", "suspend", "unmount"])
+def test_host_gone_releases_within_one_frame(action: str) -> None:
+    with _device() as dev, _link(dev) as link:
+        at, held = _held_then(dev, link, action)
+    # The frame in progress and the one already armed in the PIO may still read A.
+    assert dev.reads[at - 1] == (0x80, 0x80)
+    assert held in ([], [at + 1]), f"{action} at frame {at}: A still read on {held}"
+
+
+@pytest.mark.usefixtures("emulator")
+def test_host_silence_releases_within_the_watchdog() -> None:
+    with _device() as dev, _link(dev) as link:
+        start = dev.last_frame + 10
+        link.schedule(start, b"\x80" * 250)  # beyond the watchdog: 500 ms = 167 frames
+        silent_from = dev.last_frame  # the host says nothing from here
+        dev.wait_frame(start + 250)
+        link.poll(0.2)
+        trips = [s for s in link.statuses if s.flags & p.StatusFlags.WATCHDOG]
+    pressed = [f for f in range(start, start + 250) if dev.reads[f] == (0x80, 0x80)]
+    assert pressed and pressed == list(range(start, pressed[-1] + 1))
+    limit = silent_from + WATCHDOG_MS * 1000 // PERIOD_US + 2
+    assert pressed[-1] <= limit and pressed[-1] >= limit - 4, (pressed[-1], limit)
+    assert all(dev.reads[f] == (0, 0) for f in range(pressed[-1] + 1, start + 250))
+    assert trips and trips[-1].watchdog_trips == 1
+
+
+@pytest.mark.usefixtures("emulator")
+def test_fuzzed_stream_never_crashes_never_acts_on_a_bad_frame_counts_every_error() -> None:
+    rng = random.Random(19)
+    with _device() as dev, _link(dev) as link:
+        first = dev.last_frame + 30
+        link.schedule(first, b"\x80" * 60)
+        link.poll(0.05)
+        before = link.statuses[-1].protocol_errors
+        bad = 0
+        for i in range(40):
+            target = first + 5 + i % 40
+            good = p.encode(p.Schedule(target, b"\x01" * 8), link._seq)
+            kind = i % 4
+            if kind == 0:  # CRC flipped
+                frame = bytearray(p.cobs_decode(good[:-1]))
+                frame[-1] ^= 0x5A
+                wire = p.cobs_encode(bytes(frame)) + b"\0"
+            elif kind == 1:  # truncated
+                wire = good[: rng.randrange(2, len(good) - 2)] + b"\0"
+            elif kind == 2:  # random non-zero bytes, some past the length limit
+                wire = bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 200))) + b"\0"
+            else:  # a replayed sequence number with other masks
+                wire = p.encode(p.Schedule(target, b"\x01" * 8), (link._seq - 1) & 0xFF)
+            link._ser.write(wire)
+            bad += 1
+            link.poll(0.002)
+        link.ping()  # still alive and in session
+        dev.wait_frame(first + 62)
+        link.poll(0.1)
+        st = link.statuses[-1]
+    assert st.protocol_errors - before == bad
+    assert all(dev.reads[f] == (0x80, 0x80) for f in range(first, first + 60))
+    assert all(0x01 not in (r1 & 0x01, r2 & 0x01) for r1, r2 in dev.reads.values())
+
+
+@pytest.mark.usefixtures("emulator")
+@pytest.mark.parametrize(("boot", "reason"), [("after_uf2_copy", 0), ("after_watchdog", 1)])
+def test_reset_reason_tells_a_uf2_copy_from_a_stuck_firmware(boot: str, reason: int) -> None:
+    """Defect 1: the boot ROM reboots through the watchdog after a UF2 copy; only the
+    firmware's own watchdog is "stuck" (reset_reason 1)."""
+    with _device(boot=boot) as dev, Link(dev.port, timeout_s=2.0) as link:
+        assert link.hello is not None and link.hello.reset_reason == reason
+        info = link.info()
+    assert info.reset_reason == reason and info.board == "pico"
+    assert info.firmware_version == "1.1.0" and info.latches > 0 and info.latches_lost == 0
+
+
+@pytest.mark.usefixtures("emulator")
+def test_hil_link_check_prints_version_board_reason_and_latch_rate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hil.cli import main
+
+    assert main(["link", "check", "--port", "emulated", "--seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "firmware: 1.1.0 (protocol 1), board: pico" in out
+    assert "reset reason: power-on, boot 1" in out
+    # NTSC: 60.0988 frames/s, two latches per frame (getInputs [$B7E1] reads twice)
+    assert "latch rate: 120." in out and "60.1" in out and "2.00 latches per frame" in out
+
+
+def test_hil_link_check_bad_port_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from hil.cli import main
+
+    assert main(["link", "check", "--port", "/nonexistent/tty"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("hil link check:")
+
+
+@pytest.mark.usefixtures("emulator")
+def test_hil_run_with_the_firmware_image_clears_a_level() -> None:
+    """`hil run --fast --firmware`: the simulated console's two reads per frame are served by
+    the emulated firmware's DATA line; the runtime talks to it over the emulated CDC."""
+    from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+
+    settings = RunSettings(levels=[LevelPlan(0, 2)], fast=True, max_frames=6000)
+    uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    summary, console = run_sim(
+        settings,
+        SimOptions(profile="ideal_720p_nearest", firmware=uf2),
+        reader="oracle",
+        policy="heuristic",
+        say=lambda m: None,
+    )
+    assert isinstance(console.device, EmulatedFirmware)
+    assert summary["levels_cleared"] == 1, summary
+    for key in ("desyncs", "late_schedules", "underruns", "arm_misses", "watchdog_trips"):
+        assert summary[key] == 0, (key, summary)
