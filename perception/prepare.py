@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=11.0,
         help="training budget in minutes (11; validation adds about 3 on 2 cores)",
     )
-    p.add_argument("--steps", type=int, default=1500, help="optimizer steps at most (1500)")
+    p.add_argument("--steps", type=int, default=5000, help="optimizer steps at most (5000)")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
     p.add_argument("--workers", type=int, default=2, help="data processes (2)")
