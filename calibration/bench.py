@@ -23,7 +23,7 @@ from dataclasses import replace
 import cv2
 import numpy as np
 
-from calibration.forward import CaptureModel, NoiseSource, degrade
+from calibration.forward import CaptureModel, NoiseSource, degrade, to_nes
 from calibration.profile import Artifacts, Color, Geometry, Profile
 
 PALETTE = np.array(
@@ -112,7 +112,7 @@ def bench(warmup: int = 3, repeats: int = 30) -> dict:
         captured = CaptureModel(p)(nes)
 
         def inverse(p: Profile = p, c: np.ndarray = captured) -> np.ndarray:
-            return p.to_nes(c)
+            return to_nes(p, c)
 
         results[f"to_nes_{height}p"] = _time_ms(inverse, 10, 200)
     return results

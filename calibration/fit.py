@@ -34,7 +34,7 @@ half a pixel of it), over both axes. Nearest scaling at a fractional scale leave
 pixel of rounding per edge (RMS about 0.3); bilinear and area scaling a few hundredths.
 
 **Colour**: the fitted geometry samples each frame's bottle interior (NES pixels, as
-``Profile.to_nes``); its dark pixels are the backdrop (NES $0F, black) and its coloured ones
+``to_nes``); its dark pixels are the backdrop (NES $0F, black) and its coloured ones
 the three pill colours (NES $28 yellow, $15 red, $21 blue; k-means on hue, seeded with those
 hues). The colour section (gamma, saturation, gain, offset; full or limited range) is fitted to
 these four colours by damped Gauss-Newton, pulled gently towards the identity (four colours
@@ -57,6 +57,7 @@ import cv2
 import numpy as np
 
 from calibration.color import LUMA_601
+from calibration.forward import to_nes
 from calibration.profile import NES_HEIGHT, NES_WIDTH, Color, Geometry, Profile
 
 MAX_CROP = 64  # NES pixels per axis, both sides together (Geometry allows 64 per side)
@@ -517,7 +518,7 @@ def color_references(frames: list[np.ndarray], g: Geometry) -> tuple[np.ndarray,
     probe = Profile(geometry=g)
     crops = []
     for f in frames:
-        nes = probe.to_nes(f, color=False)
+        nes = to_nes(probe, f, color=False)
         crops.append(nes[BOTTLE_Y[0] : BOTTLE_Y[1], BOTTLE_X[0] : BOTTLE_X[1]])
     stack = np.stack(crops)  # [n, 128, 64, 3] RGB
     p = stack.reshape(-1, 3).astype(np.float64)

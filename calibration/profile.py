@@ -313,8 +313,15 @@ class Profile:
     color: Color = field(default_factory=Color)
     artifacts: Artifacts = field(default_factory=Artifacts)
     timing: Timing = field(default_factory=Timing)
+    rom_crc32: str = ""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rom_crc32, str) or not re.fullmatch(
+            r"([0-9A-F]{8})?", self.rom_crc32
+        ):
+            raise ProfileError(
+                f"rom_crc32 must be 8 upper-case hex digits or empty, got {self.rom_crc32!r}"
+            )
         if not isinstance(self.name, str) or not self.name:
             raise ProfileError(f"name must be a non-empty string, got {self.name!r}")
         if not isinstance(self.description, str):
@@ -333,7 +340,7 @@ class Profile:
         """
         if not isinstance(data, dict):
             raise ProfileError(f"a profile must be a JSON object, got {type(data).__name__}")
-        allowed = {"name", "description", *_SECTIONS}
+        allowed = {"name", "description", "rom_crc32", *_SECTIONS}
         _reject_unknown("", data, allowed)
         kwargs: dict[str, Any] = {}
         for key, section in _SECTIONS.items():
@@ -346,6 +353,7 @@ class Profile:
             kwargs[key] = section(**body)
         kwargs["name"] = data.get("name", name or "profile")
         kwargs["description"] = data.get("description", "")
+        kwargs["rom_crc32"] = data.get("rom_crc32", "")
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -395,21 +403,6 @@ class Profile:
     def replace(self, **changes: Any) -> Profile:
         """A copy with whole sections or name/description replaced."""
         return replace(self, **changes)
-
-    # --- the inverse used by perception and calibration fitting ---
-
-    def to_nes(self, frame: np.ndarray, color: bool = True) -> np.ndarray:
-        """Map a captured frame back to NES pixels: uint8 RGB [240, 256, 3].
-
-        ``frame``: captured BGR uint8 [height, width, 3] (what OpenCV delivers). Each NES pixel
-        takes the capture pixel at its centre (remap maps precomputed once per geometry); NES
-        pixels cut by the overscan crop are 0. With ``color`` the colour section is undone
-        (inverse gamma, gain, offset, saturation and range; rounding makes it approximate).
-        Raises ValueError for a frame of another shape or dtype.
-        """
-        from calibration.forward import to_nes
-
-        return to_nes(self, frame, color=color)
 
     # --- training augmentation ---
 

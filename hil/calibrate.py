@@ -3,6 +3,7 @@ Profile (calibration.fit) and write it with a PNG of the fitted grid over a fram
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import cv2
 import numpy as np
 
 from calibration import Profile
-from calibration.fit import FitResult, draw_fit, fit_profile
+from calibration.fit import FitError, FitResult, draw_fit, fit_profile
 
 
 def grab_frames(source: str, count: int, every: int) -> list[np.ndarray]:
@@ -71,6 +72,14 @@ def grab_frames(source: str, count: int, every: int) -> list[np.ndarray]:
     return frames
 
 
+MIN_ALIGNMENT = 0.5  # correlation of the frames' edges with the level screen (calibration.fit)
+NEEDS_ROM = "a real console's picture needs --rom YOUR_ROM (its level screen to align with)"
+
+
+class NeedsRom(FitError):
+    """The fit needs the user's ROM (the picture is not the clean-room one)."""
+
+
 def calibrate(
     source: str,
     out: str | Path,
@@ -80,17 +89,39 @@ def calibrate(
     name: str | None = None,
     base: Profile | None = None,
     rom: str | None = None,
+    verify_crc: bool = True,
 ) -> tuple[FitResult, Path, Path]:
     """Fit a Profile from ``source`` (see :func:`grab_frames`) and write ``out`` (JSON) and
     ``png`` (default: ``out`` with .png). ``rom``: the user's Dr. Mario ROM, whose level screen
-    the fit aligns with (default: the clean-room tiles the simulator draws). Returns the fit
-    and both paths. Raises ValueError (calibration.fit.FitError among them) on failure."""
+    the fit aligns with, and whose CRC-32 the profile records (``Profile.rom_crc32``: hil run
+    finds the model ``hil prepare`` made for it); without it the clean-room tiles the simulator
+    draws. Returns the fit and both paths. Raises ValueError (calibration.fit.FitError among
+    them) on failure: :class:`NeedsRom` when, without ``rom``, the frames do not show the
+    clean-room level screen (a real console's picture: the fit would be off by pixels to
+    hundreds of pixels), before anything is written."""
     import engine
+    from perception.store import rom_crc32
 
     frames = grab_frames(source, count, every)
-    tiles = engine.TileSet.from_ines(rom) if rom else None
+    tiles = engine.TileSet.from_ines(rom, verify_crc=verify_crc) if rom else None
     out = Path(out)
-    result = fit_profile(frames, name=name or out.stem, base=base, tiles=tiles)
+    try:
+        result = fit_profile(frames, name=name or out.stem, base=base, tiles=tiles)
+    except FitError:
+        raise
+    except ValueError as e:  # the fitted numbers make no valid Profile (ProfileError)
+        if tiles is None:
+            raise NeedsRom(f"the fit found no valid picture ({e}); {NEEDS_ROM}") from None
+        raise FitError(f"the fit found no valid picture: {e}") from None
+    corr = float(result.details["geometry"]["alignment_correlation"])
+    if tiles is None and corr < MIN_ALIGNMENT:
+        raise NeedsRom(
+            f"the frames do not show the clean-room level screen (alignment correlation "
+            f"{corr:.2f} < {MIN_ALIGNMENT}); {NEEDS_ROM}"
+        )
+    if rom:
+        profile = result.profile.replace(rom_crc32=rom_crc32(rom, verify_crc=verify_crc))
+        result = replace(result, profile=profile)
     out.parent.mkdir(parents=True, exist_ok=True)
     result.profile.save(out)
     g = result.profile.geometry

@@ -7,6 +7,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
+    from pathlib import Path
+
     from calibration import Profile
     from hil.sim import Renderer, SimSettings
 
@@ -307,6 +309,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_frames=args.frames,
     )
     profile = _load_profile(args.profile, "hil run")
+    if reader == "onnx":
+        _say_model("hil run", args.model, profile)
     recorder = _recorder(args, profile, reader, policy)
     if reader == "oracle":
         print(
@@ -345,6 +349,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 log_path=args.log,
                 view=view,
                 on_frame=hook,
+                model=args.model,
             )
         else:
             summary = _run_rig(args, settings, profile, reader, policy, view, hook)
@@ -470,7 +475,7 @@ def _run_rig(args, settings, profile, reader, policy, view, hook):
             settings,
             source,
             args.port,
-            make_reader(reader, profile),
+            make_reader(reader, profile, args.model),
             make_policy(policy),
             EnginePlanner(args.planner == "taps"),
             clock=time.monotonic_ns,
@@ -484,6 +489,31 @@ def _run_rig(args, settings, profile, reader, policy, view, hook):
         log.close()
 
 
+def _say_model(command: str, model: str | None, profile: Profile) -> None:
+    """Print which board model reads the captures (perception.store.choose_model); exit 2 with
+    one line for a --model that is no file."""
+    from perception.store import choose_model
+
+    try:
+        choice = choose_model(model, profile)
+    except FileNotFoundError as e:
+        raise SystemExit(f"{command}: {e}") from None
+    print(f"{command}: {choice.why}", file=sys.stderr)
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    """Fit perception to the user's own ROM (perception.prepare)."""
+    from perception.prepare import PrepareError, prepare, print_result
+
+    args.argv = sys.argv[2:]
+    try:
+        result = prepare(args)
+    except PrepareError as e:
+        raise SystemExit(f"hil prepare: {e}") from None
+    print_result(result)
+    return 0 if result["summary"]["goals_met"] else 1
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from hil.bench import run_from_args
 
@@ -491,8 +521,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    """`hil calibrate latency`: press, watch the pill move, report the capture latency."""
+    """`hil calibrate latency`: press, watch the pill move, report the capture latency (and
+    write it into a --profile file)."""
     import json
+    from pathlib import Path
 
     if args.what != "latency":
         if args.input is None or args.out is None:
@@ -508,7 +540,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     sim = args.port is None
     profile = _load_profile(args.profile, "hil calibrate latency")
     try:
-        reader = make_reader(pick_reader(args.reader, sim=sim), profile)
+        kind = pick_reader(args.reader, sim=sim)
+        if kind == "onnx":
+            _say_model("hil calibrate latency", args.model, profile)
+        reader = make_reader(kind, profile, args.model)
     except ValueError as e:
         raise SystemExit(f"hil calibrate latency: {e}") from None
     if sim:
@@ -546,8 +581,28 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             result = calibrate_latency(source, args.port, reader, presses=args.presses, say=print)
         finally:
             source.close()
+    if not args.no_write and Path(args.profile).is_file():
+        result["profile_written"] = _write_latency(Path(args.profile), profile, result)
     print(json.dumps(result, indent=1))
     return 0
+
+
+def _write_latency(path: Path, profile: Profile, result: dict) -> str:
+    """Write the measured latency and jitter into the profile file's timing section."""
+    from dataclasses import replace
+
+    timing = replace(
+        profile.timing,
+        latency_frames=float(result["latency_frames"]),
+        jitter_ms=float(result["jitter_ms"]),
+    )
+    profile.replace(timing=timing).save(path)
+    print(
+        f"hil calibrate latency: wrote timing.latency_frames {timing.latency_frames:g} and "
+        f"timing.jitter_ms {timing.jitter_ms:g} into {path}",
+        file=sys.stderr,
+    )
+    return str(path)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -565,6 +620,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         taps_only=args.taps_only,
         max_frames=args.frames,
         quiet=args.quiet,
+        model=args.model,
     )
 
 
@@ -673,8 +729,9 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
             name=args.name,
             base=base,
             rom=args.rom,
+            verify_crc=not args.no_crc,
         )
-    except (FitError, ValueError) as e:
+    except (FitError, ValueError, OSError) as e:
         raise SystemExit(f"hil calibrate: {e}") from None
     g = result.profile.geometry
     align = result.details["geometry"]["alignment_correlation"]
@@ -685,11 +742,17 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
         f"geometry residual {result.geometry_residual_px:.3f} capture px, colour residual "
         f"{result.color_residual:.2f} code values, alignment correlation {align:.3f}\n"
         f"grid drawn over the first frame: {png}"
+        + (
+            f"\nthe profile names ROM {result.profile.rom_crc32}: `hil prepare --rom "
+            f"{args.rom} --profile {out}` fits perception to it"
+            if result.profile.rom_crc32
+            else ""
+        )
     )
     if align < 0.5:
         print(
-            "warning: the level screen did not match the tiles well (correlation < 0.5): "
-            "pass --rom with your ROM, or check the grid in the PNG"
+            "warning: the level screen did not match your ROM's tiles well (correlation < 0.5): "
+            "check the grid in the PNG"
         )
     return 0
 
@@ -714,6 +777,12 @@ def _add_game_args(p: argparse.ArgumentParser) -> None:
         help="draw with the tiles of your own Dr. Mario ROM (iNES) instead of the clean-room "
         "tiles; never commit or share such pictures",
     )
+
+
+MODEL_HELP = (
+    "board model (ONNX) to read captures with (default: the one hil prepare made for the "
+    "profile's ROM, else the shipped clean-room model)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -824,6 +893,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--fault", action="append", default=[], help="sim: FRAME[:drop_input|garbage]")
     run.add_argument("--latency-frames", type=float, help="rig: capture latency (calibrated)")
+    run.add_argument("--model", help=MODEL_HELP)
     run.set_defaults(func=_cmd_run)
 
     from hil.bench import add_arguments as bench_arguments
@@ -848,6 +918,11 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--capture", help="capture device (the rig)")
     cal.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile")
     cal.add_argument("--presses", type=int, default=20, help="button presses to time (20)")
+    cal.add_argument(
+        "--no-write",
+        action="store_true",
+        help="latency: only print; by default a --profile FILE gets the measured latency",
+    )
     cal.add_argument("--level", type=int, default=0)
     cal.add_argument("--speed", type=int, default=0, choices=[0, 1, 2])
     cal.add_argument("--reader", default="auto")
@@ -864,6 +939,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--name", help="profile name (default: the --out file name)")
     cal.add_argument("--base", help="profile whose artifacts and timing to keep")
     cal.add_argument("--rom", help="your Dr. Mario ROM: align with its level screen")
+    cal.add_argument("--no-crc", action="store_true", help="accept a ROM of unknown CRC")
+    cal.add_argument("--model", help=MODEL_HELP + " (latency)")
     cal.set_defaults(func=_cmd_calibrate)
 
     rp = sub.add_parser(
@@ -896,6 +973,19 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--taps-only", action="store_true", help="faster taps-only planning")
     rp.add_argument("--frames", type=int, help="replay at most this many frames")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.add_argument("--model", help=MODEL_HELP)
+
+    from perception.prepare import add_arguments as prepare_arguments
+
+    prep = sub.add_parser(
+        "prepare",
+        help="fit perception to your own ROM's graphics (trains; needs the train extra)",
+        description="Fine-tune the board model on renders drawn with your ROM's tiles, "
+        "validate it on held-out renders and store it (by the ROM's CRC-32) in your data "
+        "directory, where hil run / replay / calibrate find it.",
+    )
+    prepare_arguments(prep)
+    prep.set_defaults(func=_cmd_prepare)
     rp.set_defaults(func=_cmd_replay)
 
     emu = sub.add_parser("emu", help="the emulator console (cynes): self-test, start a level")

@@ -234,19 +234,23 @@ class PerceptionReader:
     """Perception's BoardReader (ONNX Runtime, one thread) on the captured pixels.
 
     ``profile``: the capture chain's calibration.Profile; ``model``: the ONNX file (default
-    perception/models/board.onnx). The BoardReader's Observation goes through the runtime's
-    adapter (``hil.observation.observation_from_perception``): the bottle as shown (canonical
-    cells), the falling pill as drawn (rotation 0/1, colours in drawn order: a picture cannot
-    tell rotation 2 from 0), the next pill's colours, the screen kind. It reads neither the HUD
-    nor the console frame: ``virus_left`` is the viruses in the bottle read, ``console_frame``
-    None. Raises FileNotFoundError / ValueError (BoardReader's) for a missing or bad model, and
-    ValueError for a frame whose shape is not the profile's.
+    ``perception.store.choose_model``: the model ``hil prepare`` made for the profile's ROM,
+    else the shipped perception/models/board.onnx). The BoardReader's Observation goes through
+    the runtime's adapter (``hil.observation.observation_from_perception``): the bottle as shown
+    (canonical cells), the falling pill as drawn (rotation 0/1, colours in drawn order: a
+    picture cannot tell rotation 2 from 0), the next pill's colours, the screen kind. It reads
+    neither the HUD nor the console frame: ``virus_left`` is the viruses in the bottle read,
+    ``console_frame`` None. Raises FileNotFoundError / ValueError (BoardReader's) for a missing
+    or bad model, and ValueError for a frame whose shape is not the profile's.
     """
 
     def __init__(self, profile: Profile, model: str | Path | None = None) -> None:
-        from perception.reader import DEFAULT_MODEL, BoardReader
+        from perception.reader import BoardReader
+        from perception.store import choose_model
 
-        path = Path(model) if model is not None else DEFAULT_MODEL
+        choice = choose_model(model, profile)
+        path = choice.path
+        self.model_line = choice.why
         self.net = BoardReader(profile, path)
         self.name = f"perception: BoardReader ({_short_path(path)})"
 
@@ -1185,12 +1189,16 @@ def main_replay(
     taps_only: bool,
     max_frames: int | None,
     quiet: bool,
+    model: str | None = None,
 ) -> int:
-    """The ``hil replay`` command (hil/cli.py). Raises SystemExit with a message on errors."""
+    """The ``hil replay`` command (hil/cli.py). Raises SystemExit with a message on errors.
+    ``model``: the board model (``--model``; default perception.store.choose_model)."""
     try:
         profile = Profile.load(profile_name) if profile_name else None
         source = open_source(path, profile)
-        reader = choose_reader(reader_name, source)
+        reader = choose_reader(reader_name, source, model)
+        if isinstance(reader, PerceptionReader):
+            print(f"hil replay: {reader.model_line}", file=sys.stderr)
         decider = choose_policy(policy_name, taps_only=taps_only)
         src = Path(source.name)
         out_dir = Path(out) if out else src.with_name(src.stem + "_replay")

@@ -154,9 +154,11 @@ def pick_policy(name: str) -> str:
     return name
 
 
-def make_reader(name: str, profile: Any = None) -> Reader:
+def make_reader(name: str, profile: Any = None, model: str | Path | None = None) -> Reader:
     """``oracle`` (the simulated console's ground truth; sim only) or ``onnx`` (perception's
-    BoardReader, once it is installed). Raises ValueError otherwise."""
+    BoardReader, once it is installed; ``model``: its ONNX file, default
+    ``perception.store.choose_model``: the model ``hil prepare`` made for the profile's ROM, else
+    the shipped one; the reader's ``model_line`` says which). Raises ValueError otherwise."""
     if name == "oracle":
         return OracleReader()
     if name == "onnx":
@@ -180,7 +182,14 @@ def make_reader(name: str, profile: Any = None) -> Reader:
             name = "onnx"
 
             def __init__(self) -> None:
-                self.net = BoardReader(profile)
+                from perception.store import choose_model
+
+                try:
+                    choice = choose_model(model, profile)
+                except FileNotFoundError as e:
+                    raise ValueError(str(e)) from None
+                self.model_line = choice.why
+                self.net = BoardReader(profile, choice.path)
                 self.virus_anim = VirusAnimation()
                 # The runtime clears this while the tracker has no use for the label (it is
                 # compared while aligning a level): ~0.3 ms less per frame in play.
@@ -1096,8 +1105,10 @@ def run_sim(
     view: Callable[[dict[str, Any]], None] | None = None,
     say: Callable[[str], None] | None = None,
     on_frame: Callable[[Runtime, Frame], None] | None = None,
+    model: str | Path | None = None,
 ) -> tuple[dict[str, Any], Any]:
-    """Plays ``settings.levels`` on a SimConsole; returns (summary, console)."""
+    """Plays ``settings.levels`` on a SimConsole; returns (summary, console). ``model``: the
+    board model of the onnx reader (make_reader)."""
     from calibration import Profile
     from hil.console_sim import SimConsole, SimLevel
 
@@ -1134,7 +1145,7 @@ def run_sim(
             settings,
             console.capture,
             lambda: console.port,
-            make_reader(reader, profile),
+            make_reader(reader, profile, model),
             make_policy(policy),
             EnginePlanner(taps_only),
             clock=console.now_ns,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import engine
-from calibration import CaptureModel, Profile, TimingModel
+from calibration import CaptureModel, Profile, TimingModel, to_nes
 from engine.constants import TERMINAL_PHASES, Phase
 from hil.recording import Frame, RecordingWriter
 
@@ -351,7 +351,7 @@ def contact_sheet(
         x0, x1 = (int(g.offset_x + (x - g.crop_left) * g.scale_x) for x in DETAIL_X)
         y0, y1 = (int(g.offset_y + (y - g.crop_top) * g.scale_y) for y in DETAIL_Y)
         crop = rgb[y0:y1, x0:x1]
-        back = p.to_nes(captured)
+        back = to_nes(p, captured)
         panels = [
             (rgb, f"{p.name}: captured ({g.width}x{g.height})"),
             (crop, f"bottle detail, {x1 - x0}x{y1 - y0} capture pixels"),

@@ -96,8 +96,14 @@ def _shift_palette(rgb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
-def randomize(tiles: TileSet, rng: np.random.Generator) -> TileSet:
-    """A perturbed copy of ``tiles`` (see the module docstring); deterministic for ``rng``."""
+def randomize(tiles: TileSet, rng: np.random.Generator, shapes: bool = True) -> TileSet:
+    """A perturbed copy of ``tiles`` (see the module docstring); deterministic for ``rng``.
+
+    ``shapes=False`` keeps the drawings and palettes and only shifts the NES RGB palette (a
+    model for one ROM's tiles: the console's and the capture's colours still vary)."""
+    if not shapes:
+        rgb = _shift_palette(tiles.rgb, rng) if rng.random() < 0.8 else tiles.rgb.copy()
+        return tiles.replace(rgb=rgb, name=f"{tiles.name} (palette shifted)")
     patterns = tiles.patterns.copy()
     amount = int(rng.integers(0, 4))
     for tile in (*PILL_TILES, SINGLE):

@@ -98,8 +98,14 @@ def falling_cells(pill: engine.FallingPill) -> list[tuple[int, int, int]]:
     return [(row, pill.x, bottom), (row - 1, pill.x, top)]
 
 
-def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
-    """Labels of ``render_frame(game)`` from ``engine.screen_facts(game)`` and ``game.phase``."""
+def labels_from_facts(facts: engine.ScreenFacts, phase: int, pill_sent: bool = True) -> Labels:
+    """Labels of ``render_frame(game)`` from ``engine.screen_facts(game)`` and ``game.phase``.
+
+    ``pill_sent``: whether a falling pill has been drawn in the bottle since the level began.
+    Until then the picture is LEVEL_INTRO, also in the 23-45 frames of play (phase PLAYING)
+    while the first pill is thrown: those pictures show the intro's board with the next pill
+    on its arc and no falling pill, which a single frame cannot tell from the intro's wait
+    (docs/PERCEPTION.md, "Screen kinds")."""
     kind = {
         engine.ScreenKind.LEVEL: ScreenKind.GAMEPLAY,
         engine.ScreenKind.PAUSED: ScreenKind.PAUSED,
@@ -107,7 +113,7 @@ def labels_from_facts(facts: engine.ScreenFacts, phase: int) -> Labels:
         engine.ScreenKind.TOP_OUT: ScreenKind.GAME_OVER,
         engine.ScreenKind.OTHER: ScreenKind.OTHER,
     }[facts.kind]
-    if kind == ScreenKind.GAMEPLAY and phase == Phase.INTRO:
+    if kind == ScreenKind.GAMEPLAY and (phase == Phase.INTRO or not pill_sent):
         kind = ScreenKind.LEVEL_INTRO
     sprite = np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64)
     if facts.falling is not None:
@@ -287,6 +293,7 @@ class GameStream:
     ``board_rate``: share of games whose pills now and then (35 % of the new pills) get a
     random board (:func:`random_board`) below them (training: every cell code, often).
     ``mark_alike``: fill ``Labels.alike`` (:func:`alike_classes`; evaluation).
+    ``shapes``: randomising varies the drawings too (False: only the RGB palette; one ROM).
     """
 
     def __init__(
@@ -299,6 +306,7 @@ class GameStream:
         hard: bool = True,
         board_rate: float = 0.0,
         mark_alike: bool = False,
+        shapes: bool = True,
     ) -> None:
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
@@ -310,6 +318,7 @@ class GameStream:
         self.hard = hard
         self.board_rate = board_rate
         self.mark_alike = mark_alike
+        self.shapes = shapes
         self._games: Iterator[Shown] | None = None
 
     def _new_game(self) -> Iterator[Shown]:
@@ -330,11 +339,12 @@ class GameStream:
             game.virus_left_bcd[...] = len(keep)
         # a third of the games keep the tile set as it is (the shipped look), the rest vary it
         vary = self.randomize_tiles and rng.random() < 0.65
-        tiles = randomize(self.base_tiles, rng) if vary else self.base_tiles
+        tiles = randomize(self.base_tiles, rng, self.shapes) if vary else self.base_tiles
         greedy = 0.9 if endgame else float(rng.choice([0.0, 0.3, 0.8]))
         player = Player(rng, greedy=greedy, pause_rate=1 / 1500)
         boards = not endgame and rng.random() < self.board_rate
         prev = game.clone()
+        sent = False  # a falling pill has been drawn (the level's intro is over)
         for _ in range(MAX_GAME_FRAMES):
             mask = player.mask(game)
             if boards and player.fresh and rng.random() < 0.35:
@@ -344,6 +354,7 @@ class GameStream:
             prev = game.clone()
             game.step(mask)
             facts = engine.screen_facts(game)
+            sent_before, sent = sent, sent or facts.falling is not None
             ended = Phase(int(game.phase)) in TERMINAL_PHASES
             if ended and facts.kind == engine.ScreenKind.OTHER:
                 return  # demo end / soft reset: not a picture we can label
@@ -353,6 +364,8 @@ class GameStream:
                 pass
             elif facts.kind == engine.ScreenKind.LEVEL and int(game.phase) == Phase.INTRO:
                 p = self.emit  # as often as in play: the intro looks like play
+            elif facts.kind == engine.ScreenKind.LEVEL and not sent:
+                p = 0.3  # the first pill's throw: the intro's end, where the kinds meet
             elif facts.kind == engine.ScreenKind.PAUSED:
                 p = 0.2
             elif facts.falling is not None and _sprite_over_pill(facts):
@@ -362,7 +375,7 @@ class GameStream:
             elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
                 p = max(p, 0.3)
             if (ended and self.hard) or rng.random() < p:
-                labels = labels_from_facts(facts, int(game.phase))
+                labels = labels_from_facts(facts, int(game.phase), sent)
                 if self.mark_alike and facts.falling is not None:
                     labels.alike = alike_classes(game, tiles)
                 shown = Shown(
@@ -382,7 +395,7 @@ class GameStream:
                         yield Shown(
                             picture,
                             engine.render_frame(before, tiles),
-                            labels_from_facts(before_facts, int(prev.phase)),
+                            labels_from_facts(before_facts, int(prev.phase), sent_before),
                         )
             if ended:
                 return
@@ -509,7 +522,8 @@ class TrainingSamples:
 
     Interleaves ``streams`` games (so consecutive samples come from different games, tile sets
     and levels), draws a capture profile per sample, and mixes in ``other_rate`` pictures that
-    are no level at all. ``tiles``: clean-room (default) or a ROM's TileSet.
+    are no level at all. ``tiles``: clean-room (default) or a ROM's TileSet. ``shapes``:
+    randomised appearance changes the drawings too (False: only the palette; one ROM's model).
     """
 
     def __init__(
@@ -519,6 +533,7 @@ class TrainingSamples:
         randomize_tiles: bool = True,
         streams: int = 6,
         other_rate: float = 0.03,
+        shapes: bool = True,
     ) -> None:
         self.rng = np.random.default_rng(seed)
         self.tiles = tiles or engine.TileSet.clean_room()
@@ -526,7 +541,11 @@ class TrainingSamples:
         self.noise.sample((3 << 20,))  # the bank, sized once for any window (1080p crops)
         self.other_rate = other_rate
         self.streams = [
-            iter(GameStream(self.rng, "train", self.tiles, randomize_tiles, board_rate=0.5))
+            iter(
+                GameStream(
+                    self.rng, "train", self.tiles, randomize_tiles, board_rate=0.5, shapes=shapes
+                )
+            )
             for _ in range(streams)
         ]
 

@@ -85,11 +85,19 @@ def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndar
     field, conf = decode_cells(cells)
     conf = conf * sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
     k = int(kind.argmax())
+    falling = decode_falling(sprite)
+    k_conf = float(kind[k])
+    if k == ScreenKind.LEVEL_INTRO and falling is not None:
+        # LEVEL_INTRO lasts until the first falling pill is drawn (docs/PERCEPTION.md, "Screen
+        # kinds"): a picture with one is play. The first pill falling over the intro's board
+        # was read as the intro for up to 40 frames by a ROM model's kind head.
+        k = ScreenKind.GAMEPLAY
+        k_conf = float(kind[ScreenKind.GAMEPLAY] + kind[ScreenKind.LEVEL_INTRO])
     return Observation(
         field=field,
         confidence=conf,
-        falling=decode_falling(sprite),
+        falling=falling,
         next=decode_next(nxt),
         kind=ScreenKind(k),
-        kind_confidence=float(kind[k]),
+        kind_confidence=k_conf,
     )

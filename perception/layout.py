@@ -88,7 +88,7 @@ class ScreenKind(IntEnum):
     """What a captured frame shows (Observation.kind)."""
 
     GAMEPLAY = 0  # a level being played: the field, falling pill and next pill are read
-    LEVEL_INTRO = 1  # the level's opening wait (levelIntro_delay): viruses placed, no pill yet
+    LEVEL_INTRO = 1  # the opening wait (levelIntro_delay) and the first throw: no falling pill yet
     STAGE_CLEAR = 2  # the last virus is gone
     GAME_OVER = 3  # the top-out: the doctor's fail pose
     PAUSED = 4  # the pause screen: background off, PAUSE text

@@ -29,6 +29,8 @@ Training uses the logits (``forward(x, logits=True)``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -119,3 +121,78 @@ class BoardNet(nn.Module):
 
 
 OUTPUT_NAMES = ("cells", "sprite", "next", "kind")
+
+
+def _convs(model: BoardNet) -> list[tuple[nn.Conv2d, nn.BatchNorm2d]]:
+    """(convolution, batch norm) pairs in the order the forward pass (and so the exported
+    graph) runs them: stem, context, bottle, up, next_reduce."""
+    blocks = [*model.stem, *model.context, *model.bottle, *model.up, model.next_reduce]
+    out = []
+    for seq in blocks:
+        conv, bn = seq[0], seq[1]
+        assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
+        out.append((conv, bn))
+    return out
+
+
+def from_onnx(path: str | Path) -> BoardNet:
+    """A BoardNet holding the weights of an exported board model (ONNX file from
+    ``perception.train``), for fine-tuning.
+
+    The exporter folds each batch norm into its convolution (weight scaled, a bias added); the
+    folded weight goes back into the convolution and the bias into the batch norm, whose
+    statistics are set to mean 0, variance 1 - eps (an identity): in eval mode the network
+    computes what the ONNX graph does. Fine-tune with the batch norms in eval mode
+    (:func:`freeze_batch_norm`): batch statistics would undo the folding.
+    Raises ValueError when the file is not a board model of a width BoardNet can hold.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path)).graph
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    conv_inputs = [n.input for n in graph.node if n.op_type == "Conv"]
+    # the folded convolutions (the heads keep their module names)
+    folded = [
+        (inits[i[1]], inits[i[2]])
+        for i in conv_inputs
+        if len(i) == 3 and i[1] in inits and not i[1].startswith("model.")
+    ]
+    heads = {k: v for k, v in inits.items() if k.startswith("model.")}
+    try:
+        c1 = folded[0][0].shape[0]
+        c2 = folded[1][0].shape[0]
+        c3 = folded[2][0].shape[0]
+        c4 = folded[3][0].shape[0]
+        model = BoardNet((c1, c2, c3, c4))
+        pairs = _convs(model)
+        if len(folded) != len(pairs):
+            raise ValueError(f"{len(folded)} folded convolutions, BoardNet has {len(pairs)}")
+        with torch.no_grad():
+            for (conv, bn), (w, b) in zip(pairs, folded, strict=True):
+                conv.weight.copy_(torch.from_numpy(w.copy()))
+                bn.weight.fill_(1.0)
+                bn.bias.copy_(torch.from_numpy(b.copy()))
+                assert bn.running_mean is not None and bn.running_var is not None
+                bn.running_mean.zero_()
+                bn.running_var.fill_(1.0 - bn.eps)
+            state = model.state_dict()
+            for name, value in heads.items():
+                key = name[len("model.") :]
+                if key not in state:
+                    raise ValueError(f"unknown tensor {name}")
+                if tuple(state[key].shape) != value.shape:
+                    raise ValueError(
+                        f"{name}: shape {value.shape}, expected {tuple(state[key].shape)}"
+                    )
+                state[key].copy_(torch.from_numpy(value.copy()))
+    except (IndexError, KeyError, RuntimeError) as e:
+        raise ValueError(f"{path}: not a board model BoardNet can hold ({e})") from None
+    return model
+
+
+def freeze_batch_norm(model: nn.Module) -> None:
+    """Put every batch norm in eval mode (running statistics used and kept), the rest as is."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.eval()

@@ -35,22 +35,35 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from perception.data import Labels, TrainingSamples
 from perception.layout import N_COLORS
-from perception.model import OUTPUT_NAMES, BoardNet
+from perception.model import OUTPUT_NAMES, BoardNet, freeze_batch_norm, from_onnx
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_MODEL = HERE / "models" / "board.onnx"
 
 
-def _tiles(rom: str | None) -> Any:
+def _tiles(rom: str | None, verify_crc: bool = True) -> Any:
     import engine
 
-    return engine.TileSet.from_ines(rom) if rom else engine.TileSet.clean_room()
+    if rom:
+        return engine.TileSet.from_ines(rom, verify_crc=verify_crc)
+    return engine.TileSet.clean_room()
 
 
 class SampleStream(IterableDataset):
     """Endless batches of training samples; each DataLoader worker has its own seed."""
 
-    def __init__(self, seed: int, batch: int, rom: str | None, reuse: int, buffer: int) -> None:
+    def __init__(
+        self,
+        seed: int,
+        batch: int,
+        rom: str | None,
+        reuse: int,
+        buffer: int,
+        verify_crc: bool = True,
+        shapes: bool = True,
+    ) -> None:
+        self.verify_crc = verify_crc
+        self.shapes = shapes
         self.seed = seed
         self.batch = batch
         self.rom = rom
@@ -65,7 +78,9 @@ class SampleStream(IterableDataset):
 
         cv2.setNumThreads(1)
         rng = np.random.default_rng([self.seed, wid, 7])
-        samples = TrainingSamples([self.seed, wid], tiles=_tiles(self.rom))
+        samples = TrainingSamples(
+            [self.seed, wid], tiles=_tiles(self.rom, self.verify_crc), shapes=self.shapes
+        )
         pool: list[tuple[np.ndarray, Labels]] = []
         uses: list[int] = []
         while True:
@@ -188,8 +203,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    model = BoardNet(tuple(args.width))
-    stream = SampleStream(args.seed, args.batch, args.rom, args.reuse, args.buffer)
+    init = getattr(args, "init", None)
+    model = from_onnx(init) if init else BoardNet(tuple(args.width))
+    verify = not getattr(args, "no_crc", False)
+    shapes = not getattr(args, "keep_shapes", False)
+    stream = SampleStream(args.seed, args.batch, args.rom, args.reuse, args.buffer, verify, shapes)
     loader = DataLoader(
         stream,
         batch_size=None,
@@ -224,6 +242,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         TextColumn("{task.fields[status]}"),
     )
     model.train()
+    if init:  # fine-tuning: the folded batch norms keep their (identity) statistics
+        freeze_batch_norm(model)
     with Progress(*columns, disable=args.quiet) as progress:
         task = progress.add_task("train", total=args.steps, status="")
         for b in loader:
@@ -305,6 +325,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer", type=int, default=256, help="shuffle buffer per worker (256)")
     p.add_argument("--seed", type=int, default=0, help="training seed (0)")
     p.add_argument("--rom", help="train on the tiles of this Dr. Mario iNES ROM (not stored)")
+    p.add_argument("--no-crc", action="store_true", help="accept a ROM whose CRC is no known dump")
+    p.add_argument(
+        "--keep-shapes",
+        action="store_true",
+        help="keep the tiles' drawings (vary only the RGB palette): a model for one ROM",
+    )
+    p.add_argument(
+        "--init",
+        type=Path,
+        help="fine-tune this exported board model (ONNX) instead of starting from scratch "
+        "(--width is taken from it)",
+    )
     p.add_argument("--out", type=Path, default=DEFAULT_MODEL, help="ONNX file to write")
     p.add_argument("--report", type=Path, help="accuracy report (.json and .md beside it)")
     p.add_argument("--checkpoint", type=Path, help="also save the torch state dict here")
@@ -324,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     model = result["model"]
     if args.checkpoint:
         torch.save(model.state_dict(), args.checkpoint)
-    check = next(iter(SampleStream(args.seed + 1000, 8, args.rom, 1, 8)))["image"]
+    check = next(iter(SampleStream(args.seed + 1000, 8, args.rom, 1, 8, not args.no_crc)))["image"]
     diff = export_onnx(model, args.out, check)
     size = args.out.stat().st_size
     print(f"wrote {args.out} ({size / 1e6:.2f} MB), ONNX vs torch max difference {diff:.2e}")
@@ -334,7 +366,11 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.time()
     evaluation = evaluate(
-        args.out, frames=args.eval_frames, random_profiles=args.eval_random, rom=args.rom
+        args.out,
+        frames=args.eval_frames,
+        random_profiles=args.eval_random,
+        rom=args.rom,
+        verify_crc=not args.no_crc,
     )
     meta = {
         "command": "python -m perception.train " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -225,7 +225,7 @@ def test_bench_and_latency_calibration_print_json(profile_path):
     assert report["settings"]["levels"] == [[0, 2]]
     cal = subprocess.run(
         [sys.executable, "-m", "hil.cli", "calibrate", "latency", "--fast", "--presses", "8",
-         "--profile", profile_path, "--reader", "oracle"],
+         "--profile", profile_path, "--reader", "oracle", "--no-write"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert cal.returncode == 0, cal.stderr[-2000:]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import engine
-from calibration import Geometry, Profile, Timing, TimingModel
+from calibration import Geometry, Profile, Timing, TimingModel, to_nes
 from hil.recording import Recording
 from hil.sim import RandomPlayer, SimCapture, SimSettings, contact_sheet, game_truth, record
 
@@ -53,7 +53,7 @@ def test_sim_record_end_to_end(tmp_path):
         n = truth["console_frame"]
         assert truth["state_frame"] == max(0, n - 1) and truth["odd_frame"] == n
         want = replay_picture(settings, sim.masks, n)
-        np.testing.assert_array_equal(profile.to_nes(frame.image), want)
+        np.testing.assert_array_equal(to_nes(profile, frame.image), want)
         shown.append(n)
     sched = TimingModel(profile.timing, seed=0).schedule(300)
     assert shown == sched.console_frame[:count].tolist()

@@ -4,6 +4,7 @@ reader shares with training, the windowed capture, tile randomisation, seeded sa
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -187,3 +188,25 @@ def test_eval_games_use_odd_seeds_and_no_tile_changes():
     assert shown.picture.shape == (240, 256, 3)
     with pytest.raises(ValueError, match="split"):
         GameStream(rng, "test", engine.TileSet.clean_room(), False)
+
+
+def test_intro_lasts_until_the_first_falling_pill_is_drawn():
+    # The first pill's throw is play in RAM, but its pictures are the intro's board with the
+    # pill on its arc: LEVEL_INTRO until a falling pill's sprites are drawn (docs/PERCEPTION.md).
+    g = engine.Game(3, 1, 0x2222)
+    while int(g.phase) != engine.Phase.PLAYING:
+        g.step(0)
+    facts = engine.screen_facts(g)
+    assert facts.falling is None
+    assert labels_from_facts(facts, int(g.phase), pill_sent=False).kind == ScreenKind.LEVEL_INTRO
+    assert labels_from_facts(facts, int(g.phase), pill_sent=True).kind == ScreenKind.GAMEPLAY
+    stream = GameStream(np.random.default_rng(4), "eval", engine.TileSet.clean_room(),
+                        randomize_tiles=False, emit=1.0, hard=False)  # fmt: skip
+    kinds, falling = [], []
+    for shown in itertools.islice(iter(stream), 400):
+        kinds.append(shown.labels.kind)
+        falling.append(bool((shown.labels.sprite > 0).any()))
+    first = falling.index(True)
+    assert first > 100  # the intro wait and the throw
+    assert all(k == ScreenKind.LEVEL_INTRO for k in kinds[:first])
+    assert kinds[first] == ScreenKind.GAMEPLAY

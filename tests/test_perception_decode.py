@@ -118,3 +118,17 @@ def test_cells_under_the_falling_pill_sprite_are_not_trusted():
     assert obs.falling is not None and obs.falling.cells == ((8, 3), (8, 4))
     assert obs.confidence[8, 3] < 0.1 and obs.confidence[8, 4] < 0.1
     assert obs.confidence[7, 3] > 0.9 and obs.confidence[9, 3] > 0.9
+
+
+def test_a_picture_with_a_falling_pill_is_never_the_intro():
+    cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
+    cells[0] = 1.0
+    kind = np.full(N_KINDS, 0.02, np.float32)
+    kind[ScreenKind.LEVEL_INTRO] = 0.7
+    kind[ScreenKind.GAMEPLAY] = 0.2
+    nxt = np.array([0.0, 1, 0, 0, 1, 0, 0], np.float32)
+    obs = decode(cells, sprite_probs({(3, 3): 0, (3, 4): 1}), nxt, kind)
+    assert obs.falling is not None and obs.kind == ScreenKind.GAMEPLAY
+    assert obs.kind_confidence == pytest.approx(0.9)
+    still = decode(cells, sprite_probs({}), nxt, kind)
+    assert still.falling is None and still.kind == ScreenKind.LEVEL_INTRO

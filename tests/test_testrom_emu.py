@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import engine
-from calibration import Profile
+from calibration import Profile, to_nes
 from engine import Button, RomError
 from hil import protocol as p
 from hil import testrom
@@ -94,7 +94,7 @@ def test_captured_frames_show_the_mask_of_their_console_frame(rig):
     for frame, truth in capture.frames(150):
         if truth["console_frame"] < 1:
             continue
-        nes = profile.to_nes(frame.image)
+        nes = to_nes(profile, frame.image)
         assert testrom.decode_boxes(nes) == expected[truth["console_frame"]] == truth["mask"]
         checked += 1
     assert checked > 120 and console.lag_frames > 0

@@ -1,0 +1,252 @@
+"""Prepare perception for a console from the user's own ROM: ``hil prepare --rom drmario.nes``.
+
+The shipped board model (perception/models/board.onnx) learnt the project's clean-room
+drawings; a real console draws the game's own tiles, which it reads badly (docs/PERCEPTION.md,
+"A model for your ROM"). This command fits the model to the ROM's graphics:
+
+1. reads the ROM (engine.ines: its CHR, palettes, level nametable and metasprites; read at run
+   time, never copied or stored);
+2. fine-tunes the shipped network (perception.model.from_onnx) on renders drawn with the ROM's
+   tiles, through random capture chains (perception.data), with a progress bar, within a time
+   budget (``--minutes``);
+3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
+   every shipped profile, ``--random-chains`` random chains and the rig's own profile
+   (perception.evaluate), and prints the numbers against the goals;
+4. stores the model and its report in the user's data directory, keyed by the ROM's CRC-32
+   (perception.store), and, with ``--profile rig.json``, records the ROM's CRC in the profile
+   so that ``hil run`` / ``hil replay`` / ``hil calibrate latency`` pick the model up.
+
+Training needs torch (``pip install -e .[train]``); without it the command says so in one line.
+Running a prepared model needs only ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from perception.store import SHIPPED_MODEL, prepared_dir, rom_crc32
+
+TORCH_MISSING = (
+    "preparing perception trains a model and needs torch, which is not installed: "
+    "pip install -e .[train]"
+)
+
+
+class PrepareError(ValueError):
+    """Bad input to prepare (the message is one line for the user)."""
+
+
+def build_parser(prog: str = "python -m perception.prepare") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``hil prepare`` / ``python -m perception.prepare``."""
+    p.add_argument("--rom", required=True, help="your own Dr. Mario iNES file (never stored)")
+    p.add_argument(
+        "--profile",
+        help="your rig's profile (hil calibrate --out): validated on too, and the ROM's CRC "
+        "is written into it so that hil run finds the model",
+    )
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=11.0,
+        help="training budget in minutes (11; validation adds about 3 on 2 cores)",
+    )
+    p.add_argument("--steps", type=int, default=5000, help="optimizer steps at most (5000)")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
+    p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
+    p.add_argument("--workers", type=int, default=2, help="data processes (2)")
+    p.add_argument(
+        "--eval-frames", type=int, default=300, help="held-out frames per shipped profile (300)"
+    )
+    p.add_argument("--random-chains", type=int, default=40, help="random capture chains (40)")
+    p.add_argument(
+        "--random-frames", type=int, default=60, help="held-out frames per random chain (60)"
+    )
+    p.add_argument("--init", type=Path, default=SHIPPED_MODEL, help="model to start from")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="folder to store the model in (default: the user data directory, by ROM CRC)",
+    )
+    p.add_argument("--seed", type=int, default=17, help="training seed (17)")
+    p.add_argument("--no-crc", action="store_true", help="accept a ROM of unknown CRC")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _check(args: argparse.Namespace) -> tuple[str, Any]:
+    """The ROM's CRC and the rig's profile (or None); PrepareError for bad input."""
+    from calibration import Profile
+
+    if not os.path.isfile(args.rom):
+        raise PrepareError(f"--rom: no such file {args.rom}")
+    try:
+        crc = rom_crc32(args.rom, verify_crc=not args.no_crc)
+    except (ValueError, OSError) as e:  # engine.RomError is a ValueError
+        raise PrepareError(f"--rom: {e}") from None
+    profile = None
+    if args.profile:
+        try:
+            profile = Profile.load(args.profile)
+        except (ValueError, OSError) as e:
+            raise PrepareError(f"--profile: {e}") from None
+    if args.minutes <= 0 or args.steps < 1 or args.batch < 1:
+        raise PrepareError("--minutes, --steps and --batch must be positive")
+    if not args.init.is_file():
+        raise PrepareError(f"--init: no such file {args.init}")
+    return crc, profile
+
+
+def prepare(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the four steps (module docstring). Returns the report's summary and paths.
+
+    Raises PrepareError for bad input or a missing torch (one line for the user)."""
+    crc, profile = _check(args)
+    if importlib.util.find_spec("torch") is None:
+        raise PrepareError(TORCH_MISSING)
+    from perception import train as trainer
+    from perception.evaluate import evaluate, write_report
+
+    out_dir = Path(args.out) if args.out else prepared_dir(crc)
+    start = time.time()
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
+    say(f"hil prepare: ROM CRC-32 {crc}; fine-tuning {args.init} for {args.minutes:g} min")
+    targs = trainer.build_parser().parse_args(
+        [
+            "--rom",
+            str(args.rom),
+            "--init",
+            str(args.init),
+            "--minutes",
+            str(args.minutes),
+            "--steps",
+            str(args.steps),
+            "--lr",
+            str(args.lr),
+            "--batch",
+            str(args.batch),
+            "--workers",
+            str(args.workers),
+            "--seed",
+            str(args.seed),
+            "--keep-shapes",
+        ]
+        + (["--no-crc"] if args.no_crc else [])
+        + (["--quiet"] if args.quiet else [])
+    )
+    result = trainer.train(targs)
+    verify = not args.no_crc
+    check = next(iter(trainer.SampleStream(args.seed + 1000, 8, args.rom, 1, 8, verify)))["image"]
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp) / "board.onnx"
+        diff = trainer.export_onnx(result["model"], staged, check)
+        say(
+            f"hil prepare: trained {result['steps_done']} steps in "
+            f"{result['train_s'] / 60:.1f} min; validating"
+        )
+        eval_start = time.time()
+        evaluation = evaluate(
+            staged,
+            frames=args.eval_frames,
+            random_profiles=args.random_chains,
+            rom=args.rom,
+            progress=not args.quiet,
+            random_frames=args.random_frames,
+            extra_profiles=[profile.replace(name=f"rig:{profile.name}")] if profile else None,
+            verify_crc=verify,
+        )
+        out_dir.mkdir(parents=True, exist_ok=True)
+        model_path = out_dir / "board.onnx"
+        shutil.copyfile(staged, model_path)
+    meta = {
+        "command": "hil prepare " + " ".join(getattr(args, "argv", []) or []),
+        "rom_crc32": crc,
+        "init": str(args.init),
+        "train_s": result["train_s"],
+        "eval_s": time.time() - eval_start,
+        "total_s": time.time() - start,
+        "steps": args.steps,
+        "steps_done": result["steps_done"],
+        "time_bound": result["time_bound"],
+        "minutes_budget": args.minutes,
+        "batch": args.batch,
+        "onnx_bytes": model_path.stat().st_size,
+        "onnx_vs_torch_max_diff": diff,
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+        "history": result["history"],
+    }
+    paths = write_report(evaluation, meta, out_dir / "board.report.json")
+    wrote_profile = None
+    if profile is not None and args.profile and Path(args.profile).is_file():
+        profile.replace(rom_crc32=crc).save(args.profile)
+        wrote_profile = args.profile
+    return {
+        "rom_crc32": crc,
+        "model": str(model_path),
+        "report": [str(p) for p in paths],
+        "profile_updated": wrote_profile,
+        "total_s": meta["total_s"],
+        "train_s": result["train_s"],
+        "eval_s": meta["eval_s"],
+        "steps_done": result["steps_done"],
+        "summary": evaluation["summary"],
+    }
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """The numbers against the goals as a table (rich), then where things went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    s = result["summary"]
+    table = Table(title=f"held-out renders with ROM {result['rom_crc32']}'s tiles")
+    names = ("cell_accuracy", "board_exact_strict", "falling_exact", "next_exact", "kind_accuracy")
+    table.add_column("profile")
+    for n in names:
+        table.add_column(n.replace("_", " "), justify="right")
+    for group, r in s["goal_groups"].items():
+        table.add_row(group, *(f"{100 * r[n]:.3f} %" for n in names))
+    console = Console(stderr=True)
+    console.print(table)
+    verdict = "all goals met" if s["goals_met"] else "goals NOT met: " + "; ".join(s["goal_misses"])
+    console.print(
+        f"{verdict}\nmodel: {result['model']}\nreport: {result['report'][1]}\n"
+        f"took {result['total_s'] / 60:.1f} min (training {result['train_s'] / 60:.1f}, "
+        f"validation {result['eval_s'] / 60:.1f}; {result['steps_done']} steps)"
+        + (
+            f"\nprofile {result['profile_updated']} now names ROM {result['rom_crc32']}"
+            if result["profile_updated"]
+            else ""
+        )
+    )
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m perception.prepare") -> int:
+    args = build_parser(prog).parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    try:
+        result = prepare(args)
+    except PrepareError as e:
+        print(f"{prog.split()[-1]}: {e}", file=sys.stderr)
+        return 2
+    print_result(result)
+    print(json.dumps({k: v for k, v in result.items() if k != "summary"}, indent=1))
+    return 0 if result["summary"]["goals_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
