@@ -24,7 +24,7 @@
    votes).
 4. *Which NES pixels*: the picture's first boundary is the grid line nearest the active
    area's start; the crop ``C`` is split between the two sides by the bottle: its interior
-   (NES x 96-159, y 80-207, DESIGN.md) is dark backdrop with cells in it, the 8 pixels around
+   (NES x 96-159, y 80-207, ARCHITECTURE.md) is dark backdrop with cells in it, the 8 pixels around
    it are wall, shoulder and floor. Each split is scored by the dark share inside the
    interior's edges minus outside them (over all frames), the best wins.
 
@@ -63,7 +63,7 @@ from calibration.profile import NES_HEIGHT, NES_WIDTH, Color, Geometry, Profile
 MAX_CROP = 64  # NES pixels per axis, both sides together (Geometry allows 64 per side)
 COMMON_CROP = 16  # NES pixels per axis: always considered, whatever the comb says
 ALIGN_MARGIN = 0.03  # correlation: hypotheses this close to the best are equally plausible
-BOTTLE_X = (96, 160)  # NES pixels: the bottle interior (DESIGN.md)
+BOTTLE_X = (96, 160)  # NES pixels: the bottle interior (ARCHITECTURE.md)
 BOTTLE_Y = (80, 208)
 NES_BLACK, NES_YELLOW, NES_RED, NES_BLUE = 0x0F, 0x28, 0x15, 0x21
 

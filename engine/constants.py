@@ -1,4 +1,4 @@
-"""Shared conventions (DESIGN.md): button bits, cell codes, phases and speeds.
+"""Shared conventions (ARCHITECTURE.md): button bits, cell codes, phases and speeds.
 
 Button bits are the game's RAM order (getInputs $B7E1); cell codes are the field RAM encoding
 ($0400-$047F; defines/drmario_constants.asm).

@@ -32,8 +32,8 @@ Clock = Callable[[], int]  # ns
 
 @dataclass
 class Frame:
-    """One captured frame (DESIGN.md): ``image`` BGR uint8 [H, W, 3]; ``time_ns`` when the host
-    received it (runtime clock, ns); ``index`` delivered-frame number from 0 (gaps: frames the
+    """One captured frame (ARCHITECTURE.md): ``image`` BGR uint8 [H, W, 3]; ``time_ns`` when the
+    host received it (runtime clock, ns); ``index`` delivered-frame number from 0 (gaps: frames the
     source dropped because a newer one came first); ``truth`` ground truth the simulated
     console attaches (None for real captures)."""
 

@@ -74,7 +74,7 @@ class RecordingError(ValueError):
 
 @dataclass(frozen=True)
 class Frame:
-    """One captured frame as a capture source delivers it (DESIGN.md data flow).
+    """One captured frame as a capture source delivers it (ARCHITECTURE.md data flow).
 
     ``image``: BGR uint8 [height, width, 3]. ``time_ns``: capture (host receive) time in ns.
     ``index``: delivered frame number, from 0.

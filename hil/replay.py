@@ -59,7 +59,7 @@ VIDEO_CODECS = [
     ("annotated.mp4", "mp4v", cv2.CAP_FFMPEG),
     ("annotated.avi", "MJPG", cv2.CAP_OPENCV_MJPEG),
 ]
-BOTTLE_X, BOTTLE_Y, CELL = 96, 80, 8  # NES pixels of field cell (0, 0); DESIGN.md
+BOTTLE_X, BOTTLE_Y, CELL = 96, 80, 8  # NES pixels of field cell (0, 0); ARCHITECTURE.md
 # BGR of the pill/virus colours 0 yellow, 1 red, 2 blue (NES $28, $15, $21 as engine draws them)
 COLOR_BGR = [tuple(int(v) for v in engine.NES_PALETTE[i][::-1]) for i in (0x28, 0x15, 0x21)]
 CHOICE_BGR = (0, 255, 0)  # the policy's placement
@@ -86,7 +86,7 @@ class Reading:
     """What a reader saw in one captured frame.
 
     ``kind``: ``"level"`` (intro or play), ``"paused"``, ``"stage_clear"``, ``"top_out"`` or
-    ``"other"``. ``field``: uint8 [16, 8] NES cell codes (DESIGN.md) of the bottle as the
+    ``"other"``. ``field``: uint8 [16, 8] NES cell codes (ARCHITECTURE.md) of the bottle as the
     picture shows it, row 0 at the top, a clearing cell as $B0-$B2
     (``hil.observation.canonical_cells``). ``pill``: the falling pill or None. ``next_colors``:
     the next pill's colours or None. ``virus_left``: the HUD's count (truth) or the viruses in

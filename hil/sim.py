@@ -87,8 +87,8 @@ def game_truth(game: engine.Game) -> dict[str, Any]:
     """JSON-ready ground truth of a game state and of its picture (``render_frame(game)``).
 
     The state (RAM): ``state_frame`` (engine ``frame``), ``phase``, ``field`` (16 rows of 16 hex
-    digits, RAM $0400-$047F, row 0 at the top, DESIGN.md cell codes), ``pill`` (the falling pill:
-    RAM $85 x, $86 y counted from the bottom, $A5 rotation, colours; None between pills),
+    digits, RAM $0400-$047F, row 0 at the top, ARCHITECTURE.md cell codes), ``pill`` (the falling
+    pill: RAM $85 x, $86 y counted from the bottom, $A5 rotation, colours; None between pills),
     ``next`` (colours, rotation), ``virus_left``, ``score``, ``buttons`` (RAM btns_held $F7: the
     mask latched by the step that made the state). The picture
     (``engine.screen_facts``): ``screen.kind``, ``screen.bottle`` (the bottle as the nametable
@@ -346,7 +346,7 @@ def contact_sheet(
         captured = CaptureModel(p, seed=r)(frame, previous=previous)
         rgb = captured[..., ::-1]
         g = p.geometry
-        # The lower half of the bottle interior (NES x 96-159, y 144-207; DESIGN.md), in
+        # The lower half of the bottle interior (NES x 96-159, y 144-207; ARCHITECTURE.md), in
         # capture pixels, drawn pixel for pixel: what the chain does to tile edges.
         x0, x1 = (int(g.offset_x + (x - g.crop_left) * g.scale_x) for x in DETAIL_X)
         y0, y1 = (int(g.offset_y + (y - g.crop_top) * g.scale_y) for y in DETAIL_Y)

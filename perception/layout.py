@@ -2,7 +2,7 @@
 
 The model sees one crop of the NES picture (NES pixels, RGB): x 88-231, y 16-223, 144 x 208
 pixels, 18 x 26 cells of 8 x 8. It holds the bottle interior (x 96-159, y 80-207: tile columns
-12-19, rows 10-25 of the nametable, DESIGN.md), the row above it in the neck (where a vertical
+12-19, rows 10-25 of the nametable, ARCHITECTURE.md), the row above it in the neck (where a vertical
 pill's upper half is drawn at the top row), the next pill at rest (OAM (190, 69)) and its whole
 throw arc (``pillThrownAnim_XPos/YPos``: x 120-205, y 21-91 with the +4 of a vertical pill),
 the doctor (metasprite at ($C0, $4B), 24 x 40 pixels) and the LEVEL / SPEED / VIRUS box (tile
@@ -11,7 +11,7 @@ the bottle's field cell (row, col) is crop cell (row + 8, col + 1).
 
 Cell classes (``N_CELL_CLASSES`` = 22): 0 empty, then ``1 + 3 * type + colour`` for the types
 top $4x, bottom $5x, left $6x, right $7x, single $8x, clearing $Bx (drawn as tile $Fx by
-``render_fieldRow``) and virus $Dx, colour 0 yellow, 1 red, 2 blue (DESIGN.md cell codes).
+``render_fieldRow``) and virus $Dx, colour 0 yellow, 1 red, 2 blue (ARCHITECTURE.md cell codes).
 
 Sprite classes (``N_SPRITE_CLASSES`` = 4) per cell of the bottle plus the neck row above it
 (17 x 8 cells, row 0 = the neck): 0 no falling-pill sprite, ``1 + colour`` a pill half of that
@@ -51,7 +51,7 @@ N_CELL_CLASSES = 1 + 3 * len(CELL_TYPES)
 N_SPRITE_CLASSES = 1 + 3
 N_COLORS = 3
 
-# class -> cell code (RAM encoding: clearing cells as $Bx, DESIGN.md)
+# class -> cell code (RAM encoding: clearing cells as $Bx, ARCHITECTURE.md)
 CLASS_TO_CODE = np.array(
     [EMPTY_CODE] + [t | c for t in CELL_TYPES for c in range(3)], dtype=np.uint8
 )

@@ -67,7 +67,7 @@ class NextPill:
 class Observation:
     """One captured frame read.
 
-    field: uint8 [16, 8] cell codes as DESIGN.md defines them (high nibble $4x top, $5x
+    field: uint8 [16, 8] cell codes as ARCHITECTURE.md defines them (high nibble $4x top, $5x
         bottom, $6x left, $7x right, $8x single, $Bx clearing - the screen draws it as tile
         $Fx -, $Dx virus, $FF empty; low nibble the colour), the bottle as the PICTURE shows it
         (it lags the game state by up to 16 frames while rows are redrawn).

@@ -42,7 +42,7 @@ F32 = npt.NDArray[np.float32]
 class Observation:
     """What the policy needs at a spawn, from an engine.Game or from perception + tracker.
 
-    field: uint8[128] or [16, 8] NES cell codes (DESIGN.md). pill_colors / next_colors: two
+    field: uint8[128] or [16, 8] NES cell codes (ARCHITECTURE.md). pill_colors / next_colors: two
     colours each, 0 yellow, 1 red, 2 blue (1st half, 2nd half). level 0..24, speed 0 LOW /
     1 MED / 2 HI, speed_ups 0..49, virus_count 0..84.
     """

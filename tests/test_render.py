@@ -1,4 +1,4 @@
-"""The NES picture of a state: where tiles and sprites land (DESIGN.md's screen facts), what
+"""The NES picture of a state: where tiles and sprites land (ARCHITECTURE.md's screen facts), what
 lags the game (the row-by-row redraw, the falling pill's sprites), the speed colour, the HUD,
 the small viruses' animation and the PPU's sprite rules."""
 
@@ -48,7 +48,7 @@ def box_of(mask: np.ndarray) -> tuple[int, int, int, int]:
 
 
 def test_every_bottle_cell_is_drawn_at_its_tile():
-    # DESIGN.md: the bottle interior is tile columns 12-19, rows 10-25 (x 96-159, y 80-207).
+    # ARCHITECTURE.md: the bottle interior is tile columns 12-19, rows 10-25 (x 96-159, y 80-207).
     tiles = probe(bg={0x41: SOLID[3]})
     g = engine.Game(0, 0, 0x8988)  # intro: no falling pill
     g.status[...] = 0xFF
@@ -363,7 +363,7 @@ def test_game_palettes_come_from_the_disassembly(tables):
     assert tiles.speed_colors.tolist() == tables["bkgColor_basedOnSpeed"]["bytes"]
     for speed in range(3):
         ram = palette_ram(speed)
-        # DESIGN.md: the pill and virus colours are $28 yellow, $15 red, $21 blue, for the
+        # ARCHITECTURE.md: the pill and virus colours are $28 yellow, $15 red, $21 blue, for the
         # bottle's tiles (background palette 2) and the pill sprites (sprite palette 2).
         assert ram[9:12].tolist() == ram[25:28].tolist() == [0x28, 0x15, 0x21]
         assert ram[0] == pal[1 + 16]  # the backdrop: $3F10's write lands on $3F00

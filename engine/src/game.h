@@ -13,7 +13,7 @@
 
 namespace drm {
 
-// Button bits, in the game's RAM order (getInputs $B7E1; DESIGN.md).
+// Button bits, in the game's RAM order (getInputs $B7E1; ARCHITECTURE.md).
 enum Button : uint8_t {
   kRight = 0x01,
   kLeft = 0x02,

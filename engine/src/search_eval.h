@@ -1,6 +1,6 @@
 // Board counts for the placement policy's teacher evaluation (policy/teacher.py, docs/POLICY.md):
 // the C++ twin of policy.teacher.board_terms_numpy, which stays the reference (a test compares
-// them). Works on field cell codes (RAM $0400-$047F layout, DESIGN.md). Plain C++17.
+// them). Works on field cell codes (RAM $0400-$047F layout, ARCHITECTURE.md). Plain C++17.
 #pragma once
 
 #include <cstdint>
