@@ -309,8 +309,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_frames=args.frames,
     )
     profile = _load_profile(args.profile, "hil run")
-    if reader == "onnx":
-        _say_model("hil run", args.model, profile)
+    # A bad --model fails here; which model reads is said once the devices are open, so that a
+    # run refused for its capture or port prints that one line only.
+    model_line = _model_line("hil run", args.model, profile) if reader == "onnx" else None
     recorder = _recorder(args, profile, reader, policy)
     if reader == "oracle":
         print(
@@ -333,6 +334,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     view, close_view = make_view(view_kind)
     try:
         if sim:
+            if model_line is not None:
+                print(model_line, file=sys.stderr)
             summary, _ = run_sim(
                 settings,
                 SimOptions(
@@ -352,7 +355,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 model=args.model,
             )
         else:
-            summary = _run_rig(args, settings, profile, reader, policy, view, hook)
+            summary = _run_rig(args, settings, profile, reader, policy, view, hook, model_line)
     except ValueError as e:
         raise SystemExit(f"hil run: {e}") from None
     finally:
@@ -439,7 +442,7 @@ def _run_emu(args: argparse.Namespace) -> int:
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
 
 
-def _run_rig(args, settings, profile, reader, policy, view, hook):
+def _run_rig(args, settings, profile, reader, policy, view, hook, model_line=None):
     """The real rig: a capture device (or video file) and the controller on a serial port."""
     import time
     from pathlib import Path
@@ -470,6 +473,8 @@ def _run_rig(args, settings, profile, reader, policy, view, hook):
             )
     except CaptureError as e:
         raise ValueError(str(e)) from None
+    if model_line is not None:
+        print(model_line, file=sys.stderr)
     try:
         rt = Runtime(
             settings,
@@ -489,16 +494,21 @@ def _run_rig(args, settings, profile, reader, policy, view, hook):
         log.close()
 
 
-def _say_model(command: str, model: str | None, profile: Profile) -> None:
-    """Print which board model reads the captures (perception.store.choose_model); exit 2 with
-    one line for a --model that is no file."""
+def _model_line(command: str, model: str | None, profile: Profile) -> str:
+    """The line that says which board model reads the captures (perception.store.choose_model);
+    exit 2 with one line for a --model that is no file."""
     from perception.store import choose_model
 
     try:
         choice = choose_model(model, profile)
     except FileNotFoundError as e:
         raise SystemExit(f"{command}: {e}") from None
-    print(f"{command}: {choice.why}", file=sys.stderr)
+    return f"{command}: {choice.why}"
+
+
+def _say_model(command: str, model: str | None, profile: Profile) -> None:
+    """Print :func:`_model_line` on stderr."""
+    print(_model_line(command, model, profile), file=sys.stderr)
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
