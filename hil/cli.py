@@ -425,6 +425,7 @@ def _run_emu(args: argparse.Namespace) -> int:
             log_path=args.log,
             view=view,
             game=args.emu_game,
+            model=args.model,
         )
     except (RomError, EmuError, ValueError, FileNotFoundError) as e:
         print(f"hil run: {e}", file=sys.stderr)

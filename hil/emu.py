@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -903,13 +904,17 @@ def run_emu(
     on_frame: Callable[[Any, Any], None] | None = None,
     emulator: Callable[[str], Emulator] | None = None,
     game: str = "drmario",
+    model: str | Path | None = None,
 ) -> dict[str, Any]:
     """``hil run --emu ROM``: plays ``settings.levels`` (a chain: level + 1 at the same speed
     after each stage clear, as the game goes) on the ROM in cynes through the same Runtime,
     tracker and firmware core as the simulated console; returns the summary. ``game``
     "testrom": the project's test ROM (hil.testrom) through the same path; it has no game, so
-    the Start the runtime presses is only seen latched (CI). Raises RomError
-    (missing, wrong or corrupt ROM), EmuError, ValueError (levels that are not one game)."""
+    the Start the runtime presses is only seen latched (CI). ``reader`` "onnx" reads with
+    ``model``, else the model ``hil prepare`` made for this ROM, else the shipped one
+    (perception.store.choose_model; said once through ``say``). Raises RomError (missing, wrong
+    or corrupt ROM), EmuError, ValueError (levels that are not one game), FileNotFoundError (a
+    ``model`` that is no file)."""
     from hil.runtime import EnginePlanner, EventLog, Runtime, make_policy, make_reader
 
     levels = settings.levels
@@ -921,6 +926,12 @@ def run_emu(
                 "same speed); use --level L --speed S --max-levels N"
             )
     prof = Profile.load(profile)
+    if reader == "onnx" and game == "drmario" and not prof.rom_crc32:
+        import dataclasses
+
+        from perception.store import rom_crc32
+
+        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))  # this ROM's prepared model
     settings.latency_frames = prof.timing.latency_frames
     settings.jitter_ms = prof.timing.jitter_ms
     run = EmuRun(
@@ -934,13 +945,17 @@ def run_emu(
         game=game,
     )
     log = EventLog(log_path)
+    board_reader = make_reader(reader, prof, model)
+    model_line = getattr(board_reader, "model_line", None)  # the ONNX reader says its model
+    if model_line:
+        (say or (lambda m: print(m, file=sys.stderr)))(f"hil run: {model_line}")
     try:
         menu = run.prepare()
         rt = Runtime(
             settings,
             run.capture,
             lambda: run.port,
-            make_reader(reader, prof),
+            board_reader,
             make_policy(policy),
             EnginePlanner(taps_only),
             clock=run.now_ns,
