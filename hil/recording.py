@@ -58,7 +58,9 @@ CODECS: dict[str, tuple[str, str, int]] = {
 LEGACY_VIDEOS = ("capture.avi",)  # FORMAT_VERSION 1 wrote MJPEG AVI (not crash-safe)
 
 
-def _jsonable(o: Any) -> Any:
+def jsonable(o: Any) -> Any:
+    """``json.dumps`` default for NumPy scalars and arrays; raises TypeError for anything else
+    (a sidecar never stores a value it cannot read back)."""
     if isinstance(o, np.integer):
         return int(o)
     if isinstance(o, np.floating):
@@ -193,7 +195,7 @@ class RecordingWriter:
         line = json.dumps(
             {"index": self.count, "time_ns": int(time_ns), **(truth or {})},
             separators=(",", ":"),
-            default=_jsonable,
+            default=jsonable,
         )
         self._video.write(np.ascontiguousarray(image))
         self._truth.write(line + "\n")

@@ -45,6 +45,7 @@ from engine.constants import Button
 from hil.capture import CaptureError, CaptureSource, Frame
 from hil.link import Link, LinkError, LinkRefused
 from hil.observation import Observation, OracleReader, Reader
+from hil.recording import jsonable
 from hil.tracker import Event, LevelState, Tracker, TrackerConfig
 
 U8 = npt.NDArray[np.uint8]
@@ -243,13 +244,12 @@ class EventLog:
 
 
 def _json_default(o: Any) -> Any:
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
+    """The event log's ``json.dumps`` default: NumPy values as the recording's sidecar writes
+    them (hil.recording.jsonable), anything else as its str (a log line is never lost)."""
+    try:
+        return jsonable(o)
+    except TypeError:
+        return str(o)
 
 
 # ---- settings and summary ------------------------------------------------------------------
