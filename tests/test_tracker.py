@@ -1,4 +1,4 @@
-"""hil.tracker on synthetic streams: a console played by the engine, its STATUS messages and
+"""hil.loop.tracker on synthetic streams: a console played by the engine, its STATUS messages and
 its captured frames (through calibration's timing model: latency, jitter, rate conversion,
 repeats) fed to the tracker in host-time order, without a serial port."""
 
@@ -12,8 +12,8 @@ import pytest
 import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
-from hil.observation import Observation, PillSeen, VirusAnimation, observation_from_facts
-from hil.tracker import FrameClock, LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
+from hil.loop.observation import Observation, PillSeen, VirusAnimation, observation_from_facts
+from hil.loop.tracker import FrameClock, LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
 
 P = 1e9 / 60.0988  # ns per console frame
 WINDOW_US = 5000
@@ -214,7 +214,7 @@ def test_mismatches_names_what_differs_and_respects_confidence():
 def test_perception_observations_are_converted():
     from types import SimpleNamespace as NS
 
-    from hil.observation import observation_from_perception
+    from hil.loop.observation import observation_from_perception
 
     field = np.full((16, 8), 0xFF, np.uint8)
     field[15, 2] = 0xF1  # a clearing red cell as drawn

@@ -41,12 +41,11 @@ import numpy.typing as npt
 
 import engine
 from engine import ScreenKind
-from engine.constants import Button
-from hil.capture import CaptureError, CaptureSource, Frame
-from hil.link import Link, LinkError, LinkRefused
-from hil.observation import Observation, OracleReader, Reader
-from hil.recording import jsonable
-from hil.tracker import Event, LevelState, Tracker, TrackerConfig
+from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEnd
+from hil.link.link import Link, LinkError, LinkRefused
+from hil.loop.observation import Observation, OracleReader, Reader
+from hil.loop.recording import jsonable
+from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
 
 U8 = npt.NDArray[np.uint8]
 
@@ -86,7 +85,7 @@ def make_policy(name: str) -> Policy:
     """``heuristic`` (hil's stand-in, one-ply greedy), or ``onnx`` (the policy room's network,
     once it is installed). Raises ValueError for an unknown or unavailable policy."""
     if name == "heuristic":
-        from hil.heuristic import HeuristicPolicy
+        from hil.loop.heuristic import HeuristicPolicy
 
         return HeuristicPolicy()
     if name == "onnx":
@@ -171,7 +170,7 @@ def make_reader(name: str, profile: Any = None, model: str | Path | None = None)
                 "the simulated console can use --reader oracle"
             ) from None
 
-        from hil.observation import VirusAnimation, observation_from_perception
+        from hil.loop.observation import VirusAnimation, observation_from_perception
         from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
 
         y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
@@ -245,7 +244,7 @@ class EventLog:
 
 def _json_default(o: Any) -> Any:
     """The event log's ``json.dumps`` default: NumPy values as the recording's sidecar writes
-    them (hil.recording.jsonable), anything else as its str (a log line is never lost)."""
+    them (hil.loop.recording.jsonable), anything else as its str (a log line is never lost)."""
     try:
         return jsonable(o)
     except TypeError:
@@ -496,44 +495,41 @@ class Controller:
 class Runtime:
     """The loop of the module docstring. ``clock`` is the frame clock's host time (ns):
     ``time.monotonic_ns`` on a rig, the sim clock in lockstep. ``view``: called with a dict
-    per handled frame (see hil.view)."""
+    per handled frame (see hil.loop.view)."""
 
     def __init__(
         self,
         settings: RunSettings,
-        source: CaptureSource,
-        port: str | Callable[[], str],
+        console: Console,
         reader: Reader,
         policy: Policy,
         planner: Planner,
         *,
-        clock: Callable[[], int] = time.monotonic_ns,
         log: EventLog | None = None,
         view: Callable[[dict[str, Any]], None] | None = None,
         say: Callable[[str], None] | None = None,
         on_frame: Callable[[Runtime, Frame], None] | None = None,
-        console: Any = None,
     ) -> None:
         if not settings.levels:
             raise ValueError("hil run needs at least one level to play")
         self.s = settings
-        self.source = source
+        self.console = console
+        self.source = console.capture
         self.reader = reader
         self.policy = policy
         self.planner = planner
-        self.clock = clock
+        self.clock = console.now_ns
         self.log = log or EventLog(None)
         self.view = view
         self.say = say or (lambda m: print(m, file=sys.stderr))
         self.on_frame = on_frame
-        self.console = console  # its reset() starts a new game (hil.console_sim.SimConsole)
         period = 1e9 / 60.0988
         jitter_ns = (4.0 * settings.jitter_ms + 1.0) * 1e6
         self.tracker = Tracker(
             TrackerConfig(latency_ns=settings.latency_frames * period, jitter_ns=jitter_ns),
             log=self._tracker_event,
         )
-        self.ctl = Controller(port, self.log, self.say)
+        self.ctl = Controller(lambda: console.port, self.log, self.say)
         self.stats = Stats()
         self.level_index = -1  # index into settings.levels of the level in play
         self.results: list[dict[str, Any]] = []
@@ -811,52 +807,33 @@ class Runtime:
             return  # see the console for a moment first
         nxt = self.s.levels[self.level_index + 1]
         first = self._first_free()
-        if self._chains_to(nxt):
-            masks, start = self._next_level_presses(first, nxt)
-        else:
-            if self.level_index >= 0:  # a new game, not the game's next level
-                if self.console is None or not hasattr(self.console, "reset"):
-                    self.say(
-                        f"level {nxt.level} speed {nxt.speed} is not the game's next level and "
-                        "this console cannot be reset; ending the run"
-                    )
-                    self.done = True
-                    return
-                self.console.reset()
-                self.log.write("console_reset")
-            masks, start = [int(Button.START), 0], first
+        try:
+            presses = self.console.start_level(nxt.level, nxt.speed, first, self._previous())
+        except CannotStart as e:
+            self.say(str(e))
+            self.done = True
+            return
+        if presses.reset:
+            self.log.write("console_reset")
+        masks, first = presses.masks, presses.first_frame
         ok = True
         for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
             ok &= self._schedule(first + k, masks[k : k + 60], "start")
         if ok:
             self.level_index += 1
             self.ended_at_frame = None
-            tr.begin_level(nxt.level, nxt.speed, start)
-            self.log.write("start_pressed", frame=start, level=nxt.level, speed=nxt.speed)
+            tr.begin_level(nxt.level, nxt.speed, presses.start_frame)
+            self.log.write(
+                "start_pressed", frame=presses.start_frame, level=nxt.level, speed=nxt.speed
+            )
 
-    def _chains_to(self, nxt: LevelPlan) -> bool:
-        """The game's own next level: the last one was cleared and ``nxt`` is level + 1 (up to
-        lvCap $18) at the same speed (checkVirusLeft [$B269])."""
-        if self.level_index < 0 or not self.results:
-            return False
+    def _previous(self) -> LevelEnd | None:
+        """The level played before (None before the first)."""
+        if self.level_index < 0:
+            return None
         prev = self.s.levels[self.level_index]
-        cleared = self.results[-1]["result"] == "stage_clear"
-        return cleared and (nxt.level, nxt.speed) == (min(prev.level + 1, 24), prev.speed)
-
-    def _next_level_presses(self, first: int, nxt: LevelPlan) -> tuple[list[int], int]:
-        """Masks from ``first`` that take a cleared level to the next one, and the frame Start
-        should be read in. The stage clear's loop reads Start pressed or held from 97 frames
-        after the level's last step (docs/LEVEL_FLOW.md), known from the shadow state: Start is
-        held from now until a few frames past it (no new press, so the next level's
-        checkPauseReset sees none); before a cutscene (engine.cutscene_before) a fresh press
-        follows, which its loop needs."""
-        end = self.tracker.end_frame
-        accept = (end if end is not None else first) + STAGE_CLEAR_START_FRAMES
-        hold_to = max(first, accept) + 8
-        masks = [int(Button.START)] * (hold_to - first + 1) + [0]
-        if engine.cutscene_before(nxt.level, nxt.speed):
-            masks += [0] * 6 + [int(Button.START), 0]
-        return masks, min(first, accept)
+        result = self.results[-1]["result"] if self.results else "unknown"
+        return LevelEnd(prev.level, prev.speed, result, self.tracker.end_frame)
 
     def _record_level_end(self) -> None:
         lv = self.tracker.lv
@@ -1068,109 +1045,36 @@ class Runtime:
         return out
 
 
-# checkVirusLeft [$B269]: waitFor_A_frames($40), ($10), ($10), then the Start loop's first read.
-STAGE_CLEAR_START_FRAMES = 0x40 + 0x10 + 0x10 + 1
-
-
 def _falling_at(game: engine.Game) -> bool:
     return int(game.next_action) == 0 and int(game.phase) == 1
 
 
-# ---- the simulated console, wired up -------------------------------------------------------
+# ---- one run ------------------------------------------------------------------------------
 
 
-@dataclass
-class SimOptions:
-    """The simulated console behind ``hil run --sim``: level seeds (one per level, cycled),
-    the capture profile, seeds, faults to inject."""
-
-    profile: str = "mjpeg_720p_q70"
-    seeds: list[int] = field(default_factory=lambda: [0x8988])
-    capture_seed: int = 0
-    console_seed: int = 0
-    faults: list[Any] = field(default_factory=list)
-    # A UF2 path: the controller is that firmware image in rp2040js (hil.vdevice.
-    # EmulatedFirmware, lockstep only) instead of the C core on a pty.
-    firmware: str | None = None
-
-
-def run_sim(
+def play(
     settings: RunSettings,
-    sim: SimOptions,
+    console: Console,
+    reader: Reader,
+    policy: Policy,
+    planner: Planner,
     *,
-    reader: str = "oracle",
-    policy: str = "heuristic",
-    taps_only: bool = False,
-    log_path: str | Path | None = None,
+    log: EventLog | None = None,
     view: Callable[[dict[str, Any]], None] | None = None,
     say: Callable[[str], None] | None = None,
     on_frame: Callable[[Runtime, Frame], None] | None = None,
-    model: str | Path | None = None,
-) -> tuple[dict[str, Any], Any]:
-    """Plays ``settings.levels`` on a SimConsole; returns (summary, console). ``model``: the
-    board model of the onnx reader (make_reader)."""
-    from calibration import Profile
-    from hil.console_sim import SimConsole, SimLevel
-
-    profile = Profile.load(sim.profile)
-    levels = [
-        SimLevel(lp.level, lp.speed, sim.seeds[i % len(sim.seeds)])
-        for i, lp in enumerate(settings.levels)
-    ]
-    settings.latency_frames = profile.timing.latency_frames
-    settings.jitter_ms = profile.timing.jitter_ms
-    device = None
-    if sim.firmware is not None:
-        from hil.vdevice import EmulatedFirmware, EmulatorError
-
-        if not settings.fast:
-            raise ValueError("--firmware runs in lockstep only: add --fast")
-        try:
-            device = EmulatedFirmware(sim.firmware, driven=True)
-        except EmulatorError as e:
-            raise ValueError(str(e)) from None
-    console = SimConsole(
-        levels,
-        profile,
-        realtime=not settings.fast,
-        capture_seed=sim.capture_seed,
-        console_seed=sim.console_seed,
-        max_frames=settings.max_frames + 600,
-        faults=sim.faults,
-        device=device,
+) -> dict[str, Any]:
+    """``hil run`` on any console (hil.consoles.base.Console: the simulated one, the emulator,
+    the rig): the capture chain's latency and jitter are the console's, the console starts, the
+    Runtime plays ``settings.levels``, the console closes. Returns the summary with the
+    console's own section (``console.report()``: "sim", "emu"). Raises what the console's
+    ``start`` raises (the emulator's menus: EmuError). The caller closes the console."""
+    settings.latency_frames = console.latency_frames
+    settings.jitter_ms = console.jitter_ms
+    rt = Runtime(
+        settings, console, reader, policy, planner, log=log, view=view, say=say, on_frame=on_frame
     )
-    log = EventLog(log_path)
-    try:
-        rt = Runtime(
-            settings,
-            console.capture,
-            lambda: console.port,
-            make_reader(reader, profile, model),
-            make_policy(policy),
-            EnginePlanner(taps_only),
-            clock=console.now_ns,
-            log=log,
-            view=view,
-            say=say,
-            on_frame=on_frame,
-            console=console,
-        )
-        console.start()
-        summary = rt.run()
-        summary["sim"] = {
-            "profile": profile.name,
-            "levels": [
-                asdict(r.spec)
-                | {
-                    "result": r.result,
-                    "start_frame": r.start_frame,
-                    "frame_counter_mod16": (r.start_frame - 1 + console.fc_phase) & 15,
-                }
-                for r in console.records
-            ],
-            "fc_phase": console.fc_phase,
-        }
-    finally:
-        log.close()
-        console.close()
-    return summary, console
+    console.start()
+    summary = rt.run()
+    summary.update(console.report())
+    return summary

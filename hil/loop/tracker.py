@@ -37,7 +37,7 @@ import numpy.typing as npt
 import engine
 from engine import ScreenKind
 from engine.constants import Phase
-from hil.observation import (
+from hil.loop.observation import (
     COLS,
     ROWS,
     Observation,

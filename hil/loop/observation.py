@@ -249,7 +249,7 @@ class Reader(Protocol):
 
 class OracleReader:
     """Ground truth for the simulated console only (see the module docstring). The Frame's
-    ``truth["facts"]`` must hold the engine.ScreenFacts of the rendered state (hil.console_sim
+    ``truth["facts"]`` must hold the engine.ScreenFacts of the rendered state (hil.consoles.sim
     puts it there), or None for a screen without a level. Raises ValueError for a frame that
     carries no truth (a real capture)."""
 
