@@ -503,7 +503,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             )
         return _cmd_calibrate_fit(args)
     from hil.latency import calibrate_latency
-    from hil.loop.runtime import make_reader, pick_reader
+    from hil.loop.observation import make_reader
+    from hil.loop.runtime import pick_reader
 
     sim = args.port is None
     profile = _load_profile(args.profile, "hil calibrate latency")

@@ -23,8 +23,8 @@ import numpy as np
 from engine.constants import Button
 from hil.consoles.base import CaptureError, Console
 from hil.link.link import Link, LinkError
+from hil.loop.clock import FrameClock
 from hil.loop.observation import Reader
-from hil.loop.tracker import FrameClock
 
 
 def calibrate_latency(

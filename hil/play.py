@@ -19,13 +19,13 @@ from typing import Any
 
 from calibration import Profile
 from hil.consoles.base import Frame
+from hil.loop.observation import make_reader
 from hil.loop.runtime import (
     EnginePlanner,
     EventLog,
     RunSettings,
     Runtime,
     make_policy,
-    make_reader,
     play,
 )
 

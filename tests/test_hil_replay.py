@@ -195,7 +195,9 @@ def test_truth_reader_with_the_deepest_baseline(recording, tmp_path):
         placements = [int(p) for p in plan.placements]
         deepest = max(placements, key=lambda i: ((i % 128) // 8, -abs(i % 8 - 3.5), -i))
         assert (d["reachable"], d["placement"]) == (len(placements), deepest)
-        assert d["frames_to_lock"] == int(plan.lock_frames[placements.index(deepest)])
+        # The true state has the console's frameCounter, the rebuilt game 0 (a picture does not
+        # show it; its parity times the fast drop): the lock may come a frame off.
+        assert abs(d["frames_to_lock"] - int(plan.lock_frames[placements.index(deepest)])) <= 1
 
 
 def test_speed_ups_at_spawn_follow_the_engine():
