@@ -562,17 +562,17 @@ def navigate_menus(
 
 
 class EmuRun:
-    """``hil run --emu ROM``: the user's Dr. Mario in cynes as a console the Runtime plays, like
-    hil.consoles.sim.SimConsole (a capture source on the console's frame clock, the controller
-    port, and how a level is started), in lockstep: the emulator runs up to each captured
-    frame's arrival time (the Profile's timing model), its picture goes through the forward
-    model.
+    """``hil run --emu ROM``: the user's Dr. Mario in cynes as a console the Runtime plays
+    (hil.consoles.base.Console, like hil.consoles.sim.SimConsole: a capture source on the
+    console's frame clock, the controller port, and how a level is started), in lockstep: the
+    emulator runs up to each captured frame's arrival time (the Profile's timing model), its
+    picture goes through the forward model.
 
-    :meth:`prepare` drives the menus through the firmware core (navigate_menus, without Start)
-    to ``level`` and ``speed`` on the options screen, and reads them back from the game's RAM
-    (the picture check of the options screen is perception's, not available here); the
-    Runtime then presses Start itself, and after each stage clear holds Start as the game asks,
-    so the game chains level after level.
+    :meth:`start` drives the menus through the firmware core (:meth:`prepare`: navigate_menus,
+    without Start) to ``level`` and ``speed`` on the options screen, and reads them back from
+    the game's RAM (the picture check of the options screen is perception's, not available
+    here); :meth:`start_level` then presses Start, and after each stage clear holds Start as the
+    game asks, so the game chains level after level.
 
     Ground truth for ``--reader oracle``: an engine.LevelFlow shadow of the game, begun at the
     frame the options screen took Start (RNG and frameCounter read from RAM) and fed the same
