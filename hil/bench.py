@@ -44,7 +44,8 @@ def bench(
 
     levels: (level 0..24, speed 0..2) played in a chain, each to its end, until ``frames``
     console frames have passed."""
-    from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+    from hil.loop.runtime import LevelPlan, RunSettings
+    from hil.play import SimOptions, run_sim
 
     plans = [LevelPlan(lv, sp) for lv, sp in levels]
     settings = RunSettings(levels=plans, fast=True, max_frames=frames)
@@ -111,7 +112,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from hil.runtime import parse_levels, pick_policy, pick_reader
+    from hil.loop.runtime import parse_levels, pick_policy, pick_reader
 
     try:
         levels = [(p.level, p.speed) for p in parse_levels(args.levels, 1)]

@@ -23,7 +23,7 @@ def grab_frames(source: str, count: int, every: int) -> list[np.ndarray]:
         raise ValueError("--frames and --every must be at least 1")
     path = Path(source)
     if path.is_dir():
-        from hil.recording import Recording
+        from hil.loop.recording import Recording
 
         rec = Recording(path)
         playing = [i for i, t in enumerate(rec.truth) if t.get("phase") == "PLAYING"]

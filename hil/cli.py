@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
     from pathlib import Path
 
     from calibration import Profile
-    from hil.sim import Renderer, SimSettings
+    from hil.sim_record import Renderer, SimSettings
 
 # `hil sim show`'s default sheet: from the ideal chain to the most degraded.
 SHEET_ORDER = (
@@ -30,7 +30,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _sim_settings(args: argparse.Namespace) -> SimSettings:
-    from hil.sim import SimSettings
+    from hil.sim_record import SimSettings
 
     return SimSettings(
         level=args.level,
@@ -72,8 +72,8 @@ def _load_profile(name: str, cmd: str = "hil sim") -> Profile:
 
 def _cmd_sim_record(args: argparse.Namespace) -> int:
     """Play a simulated game through a capture profile and write a recording."""
-    from hil.recording import RecordingError
-    from hil.sim import record
+    from hil.loop.recording import RecordingError
+    from hil.sim_record import record
 
     profile = _load_profile(args.profile, "hil sim record")
     try:
@@ -97,7 +97,7 @@ def _cmd_sim_record(args: argparse.Namespace) -> int:
 def _cmd_sim_show(args: argparse.Namespace) -> int:
     """Show the simulated capture live, or write a PNG contact sheet of several profiles."""
     from calibration import builtin_profiles
-    from hil.sim import contact_sheet, has_display, play_to, show_live
+    from hil.sim_record import contact_sheet, has_display, play_to, show_live
 
     shipped = builtin_profiles()
     default = [n for n in SHEET_ORDER if n in shipped] + [
@@ -128,7 +128,7 @@ def _levels(args: argparse.Namespace) -> list[tuple[int, int]]:
     """--levels "L[:S],..." or --level/--speed chained --max-levels times; each level 0..24,
     speed 0..2 (SystemExit naming the option otherwise)."""
     if args.levels:
-        from hil.runtime import parse_levels
+        from hil.loop.runtime import parse_levels
 
         try:
             out = [(p.level, p.speed) for p in parse_levels(args.levels, args.speed)]
@@ -160,14 +160,14 @@ def _check_run_args(args: argparse.Namespace) -> None:
     if args.log:
         _check_out_file(args.log, "--log")
     if args.record:
-        from hil.recording import RecordingError, check_target
+        from hil.loop.recording import RecordingError, check_target
 
         try:
             check_target(args.record, args.overwrite)
         except RecordingError as e:
             raise SystemExit(f"hil run: --record {e}") from None
     if args.port:
-        from hil.link import LinkError, check_port
+        from hil.link.link import LinkError, check_port
 
         try:
             check_port(args.port)
@@ -201,7 +201,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def _faults(items: list[str]) -> list[object]:
-    from hil.console_sim import Fault
+    from hil.consoles.sim import Fault
 
     out: list[object] = []
     for item in items:
@@ -216,10 +216,10 @@ def _faults(items: list[str]) -> list[object]:
 
 
 def _recorder(args: argparse.Namespace, profile: Profile, reader: str, policy: str):
-    """``--record DIR``: a hil.recording.RunRecorder (opens its files on the first frame)."""
+    """``--record DIR``: a hil.loop.recording.RunRecorder (opens its files on the first frame)."""
     if not args.record:
         return None
-    from hil.recording import RecordingError, RunRecorder
+    from hil.loop.recording import RecordingError, RunRecorder
 
     sim = args.sim or args.port is None
     meta = {
@@ -282,15 +282,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """Play: the closed loop against the simulated console (default) or the real rig."""
     import json
 
-    from hil.runtime import (
-        LevelPlan,
-        RunSettings,
-        SimOptions,
-        pick_policy,
-        pick_reader,
-        run_sim,
-    )
-    from hil.view import make_view
+    from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
+    from hil.loop.view import make_view
+    from hil.play import SimOptions, run_rig, run_sim
 
     if args.emu:
         return _run_emu(args)
@@ -355,7 +349,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 model=args.model,
             )
         else:
-            summary = _run_rig(args, settings, profile, reader, policy, view, hook, model_line)
+            summary = run_rig(
+                settings,
+                profile,
+                port=args.port,
+                capture=args.capture,
+                latency_frames=args.latency_frames,
+                reader=reader,
+                policy=policy,
+                taps_only=args.planner == "taps",
+                model=args.model,
+                model_line=model_line,
+                log_path=args.log,
+                view=view,
+                on_frame=hook,
+            )
     except ValueError as e:
         raise SystemExit(f"hil run: {e}") from None
     finally:
@@ -388,9 +396,10 @@ def _run_emu(args: argparse.Namespace) -> int:
     import json
 
     from engine import RomError
-    from hil.emu import EmuError, run_emu
-    from hil.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
-    from hil.view import make_view
+    from hil.consoles.emu import EmuError
+    from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
+    from hil.loop.view import make_view
+    from hil.play import run_emu
 
     if args.port or args.capture:
         print("hil run: --emu is its own console; leave out --port and --capture", file=sys.stderr)
@@ -441,58 +450,6 @@ def _run_emu(args: argparse.Namespace) -> int:
     )
     print(json.dumps(summary, indent=1))
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
-
-
-def _run_rig(args, settings, profile, reader, policy, view, hook, model_line=None):
-    """The real rig: a capture device (or video file) and the controller on a serial port."""
-    import time
-    from pathlib import Path
-
-    from hil.capture import CaptureError, CaptureSource, DeviceCapture, FileCapture
-    from hil.runtime import EnginePlanner, EventLog, Runtime, make_policy, make_reader
-
-    if args.capture is None:
-        raise ValueError("the real rig needs --capture (a capture device such as /dev/video0)")
-    log = EventLog(args.log)
-    settings.latency_frames = (
-        args.latency_frames if args.latency_frames is not None else profile.timing.latency_frames
-    )
-    settings.jitter_ms = profile.timing.jitter_ms
-    settings.stop_on_top_out = True
-    source: CaptureSource
-    try:
-        if Path(args.capture).is_file():
-            source = FileCapture(args.capture, realtime=True)
-        else:
-            dev: str | int = int(args.capture) if args.capture.isdigit() else args.capture
-            source = DeviceCapture(
-                dev,
-                width=profile.geometry.width,
-                height=profile.geometry.height,
-                fps=profile.timing.capture_hz,
-                on_event=lambda e: log.write(e.pop("event"), **e),
-            )
-    except CaptureError as e:
-        raise ValueError(str(e)) from None
-    if model_line is not None:
-        print(model_line, file=sys.stderr)
-    try:
-        rt = Runtime(
-            settings,
-            source,
-            args.port,
-            make_reader(reader, profile, args.model),
-            make_policy(policy),
-            EnginePlanner(args.planner == "taps"),
-            clock=time.monotonic_ns,
-            log=log,
-            view=view,
-            on_frame=hook,
-        )
-        return rt.run()
-    finally:
-        source.close()
-        log.close()
 
 
 def _model_line(command: str, model: str | None, profile: Profile) -> str:
@@ -546,7 +503,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             )
         return _cmd_calibrate_fit(args)
     from hil.latency import calibrate_latency
-    from hil.runtime import make_reader, pick_reader
+    from hil.loop.observation import make_reader
+    from hil.loop.runtime import pick_reader
 
     sim = args.port is None
     profile = _load_profile(args.profile, "hil calibrate latency")
@@ -558,7 +516,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"hil calibrate latency: {e}") from None
     if sim:
-        from hil.console_sim import SimConsole, SimLevel
+        from hil.consoles.sim import SimConsole, SimLevel
 
         console = SimConsole(
             [SimLevel(args.level, args.speed, 0x8988)],
@@ -570,10 +528,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         console.start()
         try:
             result = calibrate_latency(
-                console.capture,
-                console.port,
+                console,
                 reader,
-                clock=console.now_ns,
                 presses=args.presses,
                 capture_hz=profile.timing.capture_hz,
                 say=lambda m: print(m, file=sys.stderr),
@@ -582,16 +538,17 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             console.close()
         result["profile_latency_frames"] = profile.timing.latency_frames
     else:
-        from hil.capture import DeviceCapture
+        from hil.consoles.rig import DeviceCapture, RigConsole
 
         if args.capture is None:
             raise SystemExit("hil calibrate latency: the real rig needs --capture and --port")
         dev: str | int = int(args.capture) if args.capture.isdigit() else args.capture
         source = DeviceCapture(dev, width=profile.geometry.width, height=profile.geometry.height)
+        rig = RigConsole(source, args.port, 0.0, profile.timing.jitter_ms)
         try:
-            result = calibrate_latency(source, args.port, reader, presses=args.presses, say=print)
+            result = calibrate_latency(rig, reader, presses=args.presses, say=print)
         finally:
-            source.close()
+            rig.close()
     if not args.no_write and Path(args.profile).is_file():
         result["profile_written"] = _write_latency(Path(args.profile), profile, result)
     print(json.dumps(result, indent=1))
@@ -618,7 +575,7 @@ def _write_latency(path: Path, profile: Profile, result: dict) -> str:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     """Replay a recording or video: readings, events, decisions, an annotated video."""
-    from hil.replay import main_replay
+    from hil.loop.replay import main_replay
 
     return main_replay(
         args.video,
@@ -637,7 +594,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _cmd_emu_selftest(args: argparse.Namespace) -> int:
     """Prove the emulator path with the project's test ROM; print JSON."""
-    from hil.emu import print_json, selftest
+    from hil.consoles.emu import print_json, selftest
     from hil.testrom import RomBuildError
 
     try:
@@ -651,8 +608,8 @@ def _cmd_emu_selftest(args: argparse.Namespace) -> int:
 
 def _cmd_link_check(args: argparse.Namespace) -> int:
     """Check a flashed controller: version, board, reset reason, latch rate."""
-    from hil.link import Link, LinkError
-    from hil.vdevice import EmulatedFirmware, EmulatorError
+    from hil.link.link import Link, LinkError
+    from hil.link.vdevice import EmulatedFirmware, EmulatorError
 
     if args.seconds <= 0:
         print("hil link check: --seconds must be positive", file=sys.stderr)
@@ -695,7 +652,7 @@ def _cmd_link_check(args: argparse.Namespace) -> int:
 
 
 def p_version() -> int:
-    from hil.protocol import PROTOCOL_VERSION
+    from hil.link.protocol import PROTOCOL_VERSION
 
     return PROTOCOL_VERSION
 
@@ -704,7 +661,7 @@ def _cmd_emu_start(args: argparse.Namespace) -> int:
     """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
     from pathlib import Path
 
-    from hil.emu import MUSIC, EmuError, print_json, start_game
+    from hil.consoles.emu import MUSIC, EmuError, print_json, start_game
 
     if Path(args.rom).is_dir():
         raise SystemExit(f"hil emu start: {args.rom} is a directory, not a ROM file")
@@ -797,7 +754,7 @@ MODEL_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hil.vdevice import DEFAULT_UF2
+    from hil.link.vdevice import DEFAULT_UF2
 
     parser = argparse.ArgumentParser(
         prog="hil",

@@ -15,35 +15,34 @@ latency and the spread the jitter.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from engine.constants import Button
-from hil.capture import CaptureError, CaptureSource
-from hil.link import Link, LinkError
-from hil.observation import Reader
-from hil.tracker import FrameClock
+from hil.consoles.base import CaptureError, Console
+from hil.link.link import Link, LinkError
+from hil.loop.clock import FrameClock
+from hil.loop.observation import Reader
 
 
 def calibrate_latency(
-    source: CaptureSource,
-    port: str,
+    console: Console,
     reader: Reader,
     *,
-    clock: Callable[[], int] = time.monotonic_ns,
     presses: int = 20,
     max_captures: int = 20_000,
     capture_hz: float = 60.0,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Runs the procedure of the module docstring; returns JSON-ready results (samples in
-    console frames, ``latency_frames`` = the smallest, ``jitter_ms``, counts). Raises
+    """Runs the procedure of the module docstring on ``console`` (its capture, controller port
+    and clock; hil.consoles.base.Console, started by the caller); returns JSON-ready results
+    (samples in console frames, ``latency_frames`` = the smallest, ``jitter_ms``, counts). Raises
     LinkError / CaptureError when the link or the capture fails, ValueError for presses < 1."""
     if presses < 1:
         raise ValueError(f"presses must be at least 1, got {presses}")
+    source, port, clock = console.capture, console.port, console.now_ns
     fc = FrameClock()
     samples: list[float] = []
     latched: dict[int, int] = {}

@@ -1,8 +1,8 @@
 """Read the real game's own pictures: ``python -m perception.realcheck --rom drmario.nes``.
 
 A local check of a board model on frames of the real game: the user's ROM runs in cynes (the
-emulator of hil/emu.py), the options screen is driven to each level and speed from the RAM
-(``hil.emu._menu_press``), a random player plays, and each picture goes through the shipped
+emulator of hil/consoles/emu.py), the options screen is driven to each level and speed from the RAM
+(``hil.consoles.emu._menu_press``), a random player plays, and each picture goes through the shipped
 capture profiles (calibration.forward) and the BoardReader. Nothing is written but the JSON
 of the numbers (no picture, no ROM data).
 
@@ -95,7 +95,7 @@ def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[t
     """(picture RGB [240, 256, 3], previous picture, Truth) of the frames of one level."""
     import cynes
 
-    from hil.emu import DrMarioRam, _menu_press
+    from hil.consoles.emu import DrMarioRam, _menu_press
 
     nes = cynes.NES(rom)
 

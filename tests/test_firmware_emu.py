@@ -1,6 +1,6 @@
 """The committed UF2 (firmware/dist) running in rp2040js (firmware/emu/harness.mjs): a
 simulated NES reads the pad with Dr. Mario's timing (getInputs [$B7E1]: two reads per NMI)
-and the host is hil.link over the emulated USB CDC.
+and the host is hil.link.link over the emulated USB CDC.
 
 Emulation settings (firmware/README.md, "Emulator"): the RP2040 CPU runs at 25 MHz of
 emulated time (the firmware's own 125 MHz would only give its main loop more room), NES
@@ -16,9 +16,9 @@ import shutil
 
 import pytest
 
-from hil import protocol as p
-from hil.link import Link
-from hil.vdevice import DEFAULT_UF2, HARNESS, EmulatedFirmware
+from hil.link import protocol as p
+from hil.link.link import Link
+from hil.link.vdevice import DEFAULT_UF2, HARNESS, EmulatedFirmware
 
 
 @pytest.fixture
@@ -227,7 +227,8 @@ def test_hil_link_check_bad_port_is_one_line_exit_2(capsys: pytest.CaptureFixtur
 def test_hil_run_with_the_firmware_image_clears_a_level() -> None:
     """`hil run --fast --firmware`: the simulated console's two reads per frame are served by
     the emulated firmware's DATA line; the runtime talks to it over the emulated CDC."""
-    from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+    from hil.loop.runtime import LevelPlan, RunSettings
+    from hil.play import SimOptions, run_sim
 
     settings = RunSettings(levels=[LevelPlan(0, 2)], fast=True, max_frames=6000)
     uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))

@@ -17,10 +17,11 @@ import pytest
 from test_ines import build_rom  # a synthetic iNES file (tests/test_ines.py)
 
 import engine
-from hil import protocol as p
-from hil.link import Link, LinkRefused, check_port
-from hil.recording import Recording
-from hil.runtime import LevelPlan, RunSettings, Series, SimOptions, Stats, run_sim
+from hil.link import protocol as p
+from hil.link.link import Link, LinkRefused, check_port
+from hil.loop.recording import Recording
+from hil.loop.runtime import LevelPlan, RunSettings, Series, Stats
+from hil.play import SimOptions, run_sim
 
 SMALL = {
     "name": "small_fault_test",

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+from hil.loop.runtime import LevelPlan, RunSettings
+from hil.play import SimOptions, run_sim
 
 # (level, speed, seed): training-range seeds the shipped policy clears (policy.eval measures its
 # clear rate on held-out seeds; this run is about the stack keeping in step), two groups played
@@ -130,7 +131,7 @@ def test_sim_fast_plays_five_levels_to_stage_clear_with_onnx_models(tmp_path):
     assert {lv for lv, _ in played} >= {0, 20} and {sp for _, sp in played} == {0, 1, 2}
     assert sum(len(s["levels"]) for s in summaries) >= 5
     # The raw capture was recorded, with what was read off each frame.
-    from hil.recording import Recording
+    from hil.loop.recording import Recording
 
     count, last = 0, None
     for _image, meta in Recording(record).frames():  # one 720p frame at a time

@@ -1,4 +1,4 @@
-"""hil.capture: the sources ``hil run`` reads frames from (newest-only semantics)."""
+"""hil.consoles.rig: the sources ``hil run`` reads frames from (newest-only semantics)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
-from hil.capture import CaptureError, DeviceCapture, FileCapture, fourcc_str
+from hil.consoles.base import CaptureError
+from hil.consoles.rig import DeviceCapture, FileCapture, fourcc_str
 
 
 def write_video(path, n=12, fps=60.0):

@@ -6,9 +6,17 @@ import numpy as np
 import pytest
 
 import engine
-from calibration import Geometry, Profile, Timing, TimingModel, to_nes
-from hil.recording import Recording
-from hil.sim import RandomPlayer, SimCapture, SimSettings, contact_sheet, game_truth, record
+from calibration import Geometry, Profile, Timing, to_nes
+from hil.loop.recording import Recording
+from hil.sim_record import (
+    RandomPlayer,
+    SimSettings,
+    contact_sheet,
+    game_truth,
+    level_frames,
+    record,
+    sim_console,
+)
 
 
 def replay_picture(settings: SimSettings, masks: list[int], console_frame: int) -> np.ndarray:
@@ -43,20 +51,23 @@ def test_sim_record_end_to_end(tmp_path):
     assert len(rec) == count and 250 <= count <= 300
     assert rec.meta["source"]["level"] == 5 and rec.profile == profile
 
-    # The same game played again gives the same masks; every captured frame is exactly the
-    # rendered console frame its sidecar names (FFV1 is lossless, the ideal chain exact).
-    sim = SimCapture(settings, profile)
-    for _ in sim.frames(count):
-        pass
+    # The same console played again (the simulated console is deterministic) shows the same
+    # pictures; every captured frame is exactly the rendered console frame its sidecar names
+    # (FFV1 is lossless, the ideal chain exact), from the whole board on (state 0 is shown in
+    # console frame s0, the whole board one frame earlier).
+    console, _ = sim_console(settings, profile, max_frames=400 + 3 * 300)
     shown = []
     for frame, truth in rec:
         n = truth["console_frame"]
-        assert truth["state_frame"] == max(0, n - 1) and truth["odd_frame"] == n
-        want = replay_picture(settings, sim.masks, n)
+        console.run_to_frame(n)
+        s0 = console.records[0].start_frame
+        assert n >= s0 - 1 and truth["odd_frame"] == n
+        assert truth["state_frame"] == max(0, n - s0)
+        want = console.render(console.picture_state(n))
         np.testing.assert_array_equal(to_nes(profile, frame.image), want)
         shown.append(n)
-    sched = TimingModel(profile.timing, seed=0).schedule(300)
-    assert shown == sched.console_frame[:count].tolist()
+    console.close()
+    assert shown == sorted(shown) and shown[0] == s0 - 1
     phases = {t["phase"] for t in rec.truth}
     assert {"INTRO", "PLAYING"} <= phases
     drawn = [t for t in rec.truth if t["screen"]["falling"] is not None]
@@ -64,18 +75,41 @@ def test_sim_record_end_to_end(tmp_path):
     assert any(t["pill"] is not None for t in rec.truth)
 
 
+def test_sim_record_plays_on_the_simulated_console_from_its_options_screen():
+    """One simulated console: the player presses Start on the options screen, the level's intro
+    is drawn virus by virus (``intro``), then the board; the same frames the console's capture
+    delivers."""
+    settings = SimSettings(level=10, speed=1, seed=0x8988, taps_only=True)
+    console, _ = sim_console(settings, Profile(), max_frames=2000)
+    got = [t for _, t in level_frames(console, 400, intro=True)]
+    rec = console.records[0]
+    assert rec.start_press == 0 and rec.spec == console.levels[0]
+    bottles = [np.frombuffer(bytes.fromhex("".join(t["screen"]["bottle"])), np.uint8) for t in got]
+    viruses = [int(((b & 0xF0) == 0xD0).sum()) for b in bottles]
+    assert viruses[0] < 44 and 44 in viruses  # (10 + 1) * 4, drawn one a frame
+    assert got[0]["console_frame"] < rec.start_frame - 1
+    console.close()
+
+
 def test_truth_follows_drops_repeats_and_combing(tmp_path):
     settings = SimSettings(level=0, speed=1, seed=0x8988, taps_only=True)
     profile = Profile.load("composite_480p_combing").replace(
         timing=Timing(drop_rate=0.05, repeat_rate=0.05)
     )
-    sim = SimCapture(settings, profile, capture_seed=3)
-    got = [(f.index, t) for f, t in sim.frames(200)]
-    sched = TimingModel(profile.timing, seed=3, combing=True).schedule(200)
-    assert len(got) == len(sched) < 200
-    assert [t["device_index"] for _, t in got] == sched.device_index.tolist()
-    assert [t["odd_frame"] for _, t in got] == np.maximum(sched.console_frame - 1, 0).tolist()
+    console, _ = sim_console(settings, profile, capture_seed=3, max_frames=2000)
+    got = [(f.index, t) for f, t in level_frames(console, 200)]
+    sched = console.schedule
+    assert len(got) == 200
+    # The frames are the console capture's, in its order: device frames with gaps (drops),
+    # console frames repeated (repeats), the odd lines one console frame older (combing).
+    devs = [t["device_index"] for _, t in got]
+    k0 = int(np.flatnonzero(sched.device_index == devs[0])[0])
+    assert devs == sched.device_index[k0 : k0 + 200].tolist()
+    assert [t["console_frame"] for _, t in got] == sched.console_frame[k0 : k0 + 200].tolist()
+    assert all(t["odd_frame"] == t["console_frame"] - 1 for _, t in got)
+    assert np.diff(devs).max() > 1 and np.diff([t["console_frame"] for _, t in got]).min() == 0
     assert [i for i, _ in got] == list(range(len(got)))
+    console.close()
 
 
 def test_game_truth_is_json_ready_ram_and_screen():
@@ -110,9 +144,9 @@ def test_contact_sheet_is_a_png_with_a_row_per_profile(tmp_path):
 
 def test_sim_rejects_bad_requests():
     with pytest.raises(ValueError, match="max_frames must be at least 1"):
-        next(SimCapture(SimSettings(), Profile()).frames(0))
+        next(level_frames(sim_console(SimSettings(), Profile())[0], 0))
     with pytest.raises(ValueError, match="level"):
-        SimCapture(SimSettings(level=99), Profile())
+        sim_console(SimSettings(level=99), Profile())
 
 
 def test_cli_sim_record_and_show(tmp_path, monkeypatch, capsys):

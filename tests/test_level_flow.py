@@ -15,7 +15,7 @@ import pytest
 
 import engine
 from engine import FlowScreen, FlowStage
-from hil.heuristic import HeuristicPolicy
+from hil.loop.heuristic import HeuristicPolicy
 
 START = int(engine.Button.START)
 LEVEL_INTRO_DELAY = 0x80  # levelIntro_delay

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import serial
 
-from hil import protocol as p
-from hil.link import Link, LinkError
-from hil.vdevice import VirtualDevice
+from hil.link import protocol as p
+from hil.link.link import Link, LinkError
+from hil.link.vdevice import VirtualDevice
 
 FRAME_US = 16639
 VECTORS = json.loads(

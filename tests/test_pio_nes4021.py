@@ -1,7 +1,7 @@
 """The PIO program firmware/src/nes4021.pio, assembled at test time (adafruit-circuitpython-
 pioasm) and run in rp2040-pio-emulator, read by a simulated NES at real timings.
 
-The RP2040's CPU side is the firmware core itself (``hil.vdevice.VirtualDevice``: the C core
+The RP2040's CPU side is the firmware core itself (``hil.link.vdevice.VirtualDevice``: the C core
 behind a pty, fed by ``hil.link.Link``): it is told of each latch the program reports in its
 RX FIFO and puts each frame's word into the TX FIFO when the latch window closes, as
 firmware/src/main.c does. So these tests run host schedule -> core -> PIO -> console reads.
@@ -31,8 +31,8 @@ import pytest
 from adafruit_pioasm import Program
 from pioemu import State, emulate
 
-from hil.link import Link
-from hil.vdevice import VirtualDevice
+from hil.link.link import Link
+from hil.link.vdevice import VirtualDevice
 
 PIO_PATH = Path(__file__).resolve().parents[1] / "firmware" / "src" / "nes4021.pio"
 CLOCK, LATCH, DATA = 0, 1, 2  # GPIO numbers in the emulator (CLOCK must be IN base = 0)

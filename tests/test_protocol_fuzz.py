@@ -1,5 +1,5 @@
 """Fuzzing both decoders with random and damaged frames (hypothesis): the host's
-hil.protocol.Deframer and the firmware core's receiver (libnbcore via ctypes). Neither may
+hil.link.protocol.Deframer and the firmware core's receiver (libnbcore via ctypes). Neither may
 crash or hang, and nothing is acted on unless its CRC is valid. The oracle for "valid CRC"
 is independent of both: binascii.crc_hqx over a naive COBS decode."""
 
@@ -9,8 +9,8 @@ import ctypes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hil import protocol as p
-from hil.vdevice import load_core
+from hil.link import protocol as p
+from hil.link.vdevice import load_core
 
 U32 = st.integers(0, 2**32 - 1)
 U16 = st.integers(0, 2**16 - 1)

@@ -1,4 +1,4 @@
-"""hil.protocol against firmware/protocol_vectors.json, the byte-level vectors of
+"""hil.link.protocol against firmware/protocol_vectors.json, the byte-level vectors of
 firmware/PROTOCOL.md (the firmware's C core is checked against the same file by
 firmware/tests/test_core.c, run by firmware/ci.sh)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hil import protocol as p
+from hil.link import protocol as p
 
 VECTORS = json.loads(
     (Path(__file__).resolve().parents[1] / "firmware" / "protocol_vectors.json").read_text()

@@ -1,4 +1,4 @@
-"""hil.recording: video + JSONL sidecar written and read back; clear errors for bad files."""
+"""hil.loop.recording: video + JSONL sidecar written and read back; clear errors for bad files."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from calibration import CaptureModel, Geometry, Profile
-from hil.recording import Recording, RecordingError, RecordingWriter
+from hil.loop.recording import Recording, RecordingError, RecordingWriter
 
 PROFILE = Profile(name="small", geometry=Geometry.centered(320, 256, interpolation="area"))
 

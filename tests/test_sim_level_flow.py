@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import engine
-from hil.runtime import LevelPlan, RunSettings, SimOptions, run_sim
+from hil.loop.runtime import LevelPlan, RunSettings
+from hil.play import SimOptions, run_sim
 
 SMALL = {
     "name": "small_level_flow_test",

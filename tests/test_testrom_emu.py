@@ -14,10 +14,9 @@ import pytest
 import engine
 from calibration import Profile, to_nes
 from engine import Button, RomError
-from hil import protocol as p
 from hil import testrom
 from hil.cli import main
-from hil.emu import (
+from hil.consoles.emu import (
     DrMarioRam,
     EmuCapture,
     EmuConsole,
@@ -26,8 +25,9 @@ from hil.emu import (
     navigate_menus,
     start_game,
 )
-from hil.link import Link
-from hil.vdevice import VirtualDevice
+from hil.link import protocol as p
+from hil.link.link import Link
+from hil.link.vdevice import VirtualDevice
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""hil.tracker on synthetic streams: a console played by the engine, its STATUS messages and
+"""hil.loop.tracker on synthetic streams: a console played by the engine, its STATUS messages and
 its captured frames (through calibration's timing model: latency, jitter, rate conversion,
 repeats) fed to the tracker in host-time order, without a serial port."""
 
@@ -12,8 +12,9 @@ import pytest
 import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
-from hil.observation import Observation, PillSeen, VirusAnimation, observation_from_facts
-from hil.tracker import FrameClock, LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
+from hil.loop.clock import FrameClock
+from hil.loop.observation import Observation, PillSeen, VirusAnimation, observation_from_facts
+from hil.loop.tracker import LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
 
 P = 1e9 / 60.0988  # ns per console frame
 WINDOW_US = 5000
@@ -214,7 +215,7 @@ def test_mismatches_names_what_differs_and_respects_confidence():
 def test_perception_observations_are_converted():
     from types import SimpleNamespace as NS
 
-    from hil.observation import observation_from_perception
+    from hil.loop.observation import observation_from_perception
 
     field = np.full((16, 8), 0xFF, np.uint8)
     field[15, 2] = 0xF1  # a clearing red cell as drawn
@@ -287,7 +288,7 @@ def test_shadow_state_follows_a_played_pill_through_latency_and_jitter(status_de
     tracker = make_tracker()
     tracker.begin_level(5, 1, con.start)
     assert tracker.wants_virus_frame  # the alignment compares the virus animation label
-    tracker.on_schedule(spawn_frame, masks)
+    tracker.schedule.on_schedule(spawn_frame, masks)
     events = drive(tracker, con, repeat=0.01, seed=2, status_delay_ns=status_delay_ns)
     assert "desync" not in names(events), [e.to_json() for e in events if e.name == "desync"]
     assert "lock" in names(events) and names(events).count("spawn") >= 2
@@ -313,7 +314,7 @@ def test_a_missed_input_is_a_desync_and_the_pill_is_resynced_from_the_picture():
     con.faults[first_left] = 0  # the console missed it; the firmware says it served it
     tracker = make_tracker()
     tracker.begin_level(5, 2, con.start)
-    tracker.on_schedule(spawn_frame, masks)
+    tracker.schedule.on_schedule(spawn_frame, masks)
     events = drive(tracker, con, until=first_left + 14)
     assert "desync" in names(events)
     assert "resync" in names(events)
@@ -374,7 +375,7 @@ def test_relative_virus_labels_give_the_frame_counter_parity(flip):
     for i, m in enumerate(masks):
         con.masks[spawn_frame + wait + i] = int(m)
     tracker.begin_level(4, 0, con.start)
-    tracker.on_schedule(spawn_frame + wait, masks)
+    tracker.schedule.on_schedule(spawn_frame + wait, masks)
 
     def relabel(obs):
         v = obs.virus_frame

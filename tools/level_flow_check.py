@@ -5,7 +5,7 @@
     python tools/level_flow_check.py --rom drmario.nes --chain 0:1:3   # 3 levels chained
     python tools/level_flow_check.py --rom drmario.nes --topout 10:2   # top-out, game over
 
-For each level and speed: the menus are driven to the options screen's Start (hil.emu
+For each level and speed: the menus are driven to the options screen's Start (hil.consoles.emu
 navigate_menus), then the game runs with no buttons until a few frames after the first
 controllable pill. Every frame compares the game's mode byte ($46), p1_field ($0400), the virus
 counter ($0324) and the bottle's cells read from the picture (the tile at the nametable position
@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 import engine
-from hil.emu import DrMarioRam, EmuConsole, navigate_menus
-from hil.link import Link
+from hil.consoles.emu import DrMarioRam, EmuConsole, navigate_menus
+from hil.link.link import Link
 
 NEXT_ACTION = 0x97  # currentP_nextAction (the zero-page copy of p1's, equal after the frame)
 BOTTLE_X, BOTTLE_Y = 12 * 8, 10 * 8  # fieldRow_PPUADDR_1P row 0: VRAM $214C -> tile (12, 10)
@@ -172,7 +172,7 @@ def chain(rom: str, level: int, speed: int, levels: int) -> dict:
     real level), Start pressed from each stage clear, and compares every frame (mode, field)
     as ``measure`` does. The initData_level overrun bit of each level is read off the game (the
     first virus a frame late) and given to the flow by replaying it from before initData."""
-    from hil.heuristic import HeuristicPolicy
+    from hil.loop.heuristic import HeuristicPolicy
 
     policy = HeuristicPolicy()
     console = EmuConsole(rom)

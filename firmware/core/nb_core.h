@@ -2,7 +2,7 @@
  * the frame queue of button masks keyed by absolute console frame number, and the
  * grouping of console latches into frames. No SDK includes: the same sources run
  * on the RP2040 (firmware/src/main.c wires them to USB and PIO) and on the host
- * (firmware/host: the virtual device behind hil.vdevice and the C unit tests).
+ * (firmware/host: the virtual device behind hil.link.vdevice and the C unit tests).
  *
  * Time is microseconds (us) on one monotonic clock supplied by the caller: the
  * RP2040's time_us_64() on hardware, the simulated console's clock on the host.

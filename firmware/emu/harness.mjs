@@ -39,7 +39,7 @@
 // "frame N" plays N more NES frames. In --driven mode there is no free-running NES: the
 // caller drives the firmware clock, "adv US" runs to firmware time US (answer "A US") and
 // "read US" does one controller read there (answer "R <byte> <t_us>"); while no command is
-// pending the emulation runs only to serve the host's bytes (hil.vdevice.EmulatedFirmware,
+// pending the emulation runs only to serve the host's bytes (hil.link.vdevice.EmulatedFirmware,
 // the device of `hil run --fast --firmware`).
 
 import { createServer } from 'node:net';
@@ -197,7 +197,7 @@ function frameEdges() {
 }
 const DRIVEN = 'driven' in args;
 // --driven: the caller drives time and the reads ("adv US", "read US" on stdin), as
-// hil.console_sim's simulated console does with hil.vdevice.VirtualDevice; one read each.
+// hil.consoles.sim's simulated console does with hil.link.vdevice.VirtualDevice; one read each.
 const EDGES = DRIVEN ? frameEdges().slice(0, 2 + 3 * 8) : frameEdges();
 let readDone = false;
 

@@ -2,7 +2,7 @@
 ;
 ; The project's own NES program (no Nintendo code or data), assembled with ca65 and linked
 ; with ld65 (nrom.cfg) by hil/testrom/__init__.py. It proves that a controller path (the
-; firmware core behind hil.vdevice, hil.emu's emulator console) delivers every scheduled mask
+; firmware core behind hil.link.vdevice, hil.consoles.emu's emulator) delivers every scheduled mask
 ; on its frame. Facts it shares with Python are listed in hil/testrom/__init__.py.
 ;
 ; Each NMI (one per frame while NMI is on):

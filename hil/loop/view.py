@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.observation import Observation
+from hil.loop.observation import Observation
 
 View = Callable[[dict[str, Any]], None]
 _COLORS = ("yellow", "red", "blue")
@@ -157,8 +157,8 @@ class WindowView:
 
 
 def has_display() -> bool:
-    """True when a window can be opened (see hil.sim.has_display)."""
-    from hil.sim import has_display as _has
+    """True when a window can be opened (see hil.sim_record.has_display)."""
+    from hil.sim_record import has_display as _has
 
     return _has()
 

@@ -1,4 +1,5 @@
-"""What the runtime reads off one captured frame: the Observation, and the oracle reader.
+"""What the runtime reads off one captured frame: the Observation, and the readers that make it
+(the live loop's and ``hil replay``'s alike: :func:`make_reader`).
 
 The perception room's BoardReader (ONNX) will produce these from pixels; until it lands the
 runtime's Observation is defined here, minimal and compatible with what perception reads
@@ -14,7 +15,7 @@ perception on a real capture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dc_field
 from typing import Any, Protocol
 
@@ -249,7 +250,7 @@ class Reader(Protocol):
 
 class OracleReader:
     """Ground truth for the simulated console only (see the module docstring). The Frame's
-    ``truth["facts"]`` must hold the engine.ScreenFacts of the rendered state (hil.console_sim
+    ``truth["facts"]`` must hold the engine.ScreenFacts of the rendered state (hil.consoles.sim
     puts it there), or None for a screen without a level. Raises ValueError for a frame that
     carries no truth (a real capture)."""
 
@@ -266,3 +267,65 @@ class OracleReader:
         if facts is None:
             return blank_observation(source=self.name)
         return observation_from_facts(facts, source=self.name)
+
+
+class OnnxReader:
+    """perception's BoardReader (ONNX) on the captured pixels, adapted to the Observation
+    (:func:`observation_from_perception`), plus the virus animation label (VirusAnimation) from
+    the bottle's pixels in the model's crop (2x2-pixel means of each cell) while
+    ``virus_label`` is set. ``profile``: the capture chain's calibration.Profile; ``model``:
+    its ONNX file, default ``perception.store.choose_model``: the model ``hil prepare`` made for
+    the profile's ROM, else the shipped one (``model_line`` says which, ``path`` is it). Raises
+    ValueError for a missing or bad model, ImportError where perception is not installed."""
+
+    name = "onnx"
+
+    def __init__(self, profile: Any, model: Any = None) -> None:
+        from perception.reader import BoardReader
+        from perception.store import choose_model
+
+        try:
+            choice = choose_model(model, profile)
+        except FileNotFoundError as e:
+            raise ValueError(str(e)) from None
+        self.model_line = choice.why
+        self.path = choice.path
+        self.net = BoardReader(profile, choice.path)
+        self.virus_anim = VirusAnimation()
+        # The runtime clears this while the tracker has no use for the label (it is compared
+        # while aligning a level): ~0.3 ms less per frame in play.
+        self.virus_label = True
+
+    def __call__(self, frame: Any) -> Observation:
+        from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
+
+        net = self.net
+        crop = net.preprocess(frame.image)
+        obs = observation_from_perception(net.postprocess(net.infer(crop[None])))
+        if obs.kind != ScreenKind.LEVEL or not self.virus_label:
+            return obs
+        y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
+        bottle = crop[y0 : y0 + 16 * CELL, x0 : x0 + 8 * CELL].astype(np.float32)
+        looks = bottle.reshape(16, CELL // 2, 2, 8, CELL // 2, 2, 3).mean(axis=(2, 5))
+        looks = looks.transpose(0, 2, 1, 3, 4).reshape(16, 8, -1)
+        sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
+        label = self.virus_anim(looks, sure)
+        return replace(obs, virus_frame=label)
+
+
+def make_reader(name: str, profile: Any = None, model: Any = None) -> Reader:
+    """``oracle`` (the simulated console's ground truth; sim only) or ``onnx``
+    (:class:`OnnxReader`, once perception is installed). Raises ValueError otherwise, or for a
+    missing or bad model."""
+    if name == "oracle":
+        return OracleReader()
+    if name == "onnx":
+        try:
+            import perception.reader  # noqa: F401
+        except ImportError as exc:
+            raise ValueError(
+                f"the ONNX board reader is not installed in this checkout ({exc}); "
+                "the simulated console can use --reader oracle"
+            ) from None
+        return OnnxReader(profile, model)
+    raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")

@@ -45,7 +45,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -53,8 +53,8 @@ import numpy as np
 import engine
 from calibration import CaptureModel, Profile, TimingModel
 from engine.constants import Button, FlowScreen, FlowStage
-from hil.capture import CaptureError, Frame
-from hil.vdevice import VirtualDevice
+from hil.consoles.base import CaptureError, Frame, LevelEnd, StartPresses, start_with_pad
+from hil.link.vdevice import VirtualDevice
 
 NES_HZ = 60.0988
 # Share of level starts on which initData_level overruns its frame (docs/LEVEL_FLOW.md: 6 of 63
@@ -118,9 +118,9 @@ class Fault:
 
 
 class SimConsole:
-    """See the module docstring. ``levels``: played in order: each begins a game from the
-    options screen, except where the game's own chain (a stage clear's Start) reaches it.
-    ``profile``: the capture chain.
+    """The simulated console (hil.consoles.base.Console): see the module docstring.
+    ``levels``: played in order: each begins a game from the options screen, except where the
+    game's own chain (a stage clear's Start) reaches it. ``profile``: the capture chain.
     ``capture_seed``: seeds the timing model and the noise. ``console_seed``: seeds the hidden
     frameCounter phase. ``max_frames``: console frames the capture schedule covers (the run
     ends when it is used up). ``render``: state -> RGB picture (engine.render_frame with the
@@ -138,6 +138,7 @@ class SimConsole:
         faults: Sequence[Fault] = (),
         render: Callable[[engine.Game], np.ndarray] | None = None,
         device: Any = None,
+        pad: Callable[[engine.Game | None], int] | None = None,
     ) -> None:
         if not levels:
             raise ValueError("the simulated console needs at least one level")
@@ -157,8 +158,13 @@ class SimConsole:
         self.max_frames = max_frames
 
         # device: the controller (VirtualDevice's console-side interface); default the C core
-        # on a pty; hil.vdevice.EmulatedFirmware(driven=True) is the firmware image itself.
-        self.device = device if device is not None else VirtualDevice()
+        # on a pty; hil.link.vdevice.EmulatedFirmware(driven=True) is the firmware image itself.
+        # pad: a controller the host plays itself instead (hil sim record's RandomPlayer): no
+        # controller port then.
+        self.pad = pad
+        if device is None:
+            device = _NoController() if pad is not None else VirtualDevice()
+        self.device = device
         self.device_base_frame = 0  # console frame that is the current device's frame 0
         self.device_base_ns = 0  # sim time of that frame's latch
         self.window_us = self.device.window_us()
@@ -180,8 +186,12 @@ class SimConsole:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.capture = SimCapture(self)
+        self.latency_frames = profile.timing.latency_frames
+        self.jitter_ms = profile.timing.jitter_ms
         if realtime:
             self._thread = threading.Thread(target=self._run_realtime, name="console", daemon=True)
+
+    name = "sim"
 
     # ---- clocks ----------------------------------------------------------------------------
 
@@ -226,9 +236,12 @@ class SimConsole:
         t = self.latch_ns(g)
         dev = self.device
         us = self.device_us(t)
-        mask = dev.read(us)
-        if dev.read(us + READ_GAP_US) != mask:
-            raise AssertionError("the two reads of one frame differ")
+        if self.pad is not None:
+            mask = int(self.pad(self.game))
+        else:
+            mask = dev.read(us)
+            if dev.read(us + READ_GAP_US) != mask:
+                raise AssertionError("the two reads of one frame differ")
         fault = self.faults.get(g)
         used = 0 if fault is not None and fault.kind == "drop_input" else mask
         flow = self.flow
@@ -302,6 +315,33 @@ class SimConsole:
         with self._lock:
             self.flow = None
 
+    def start_level(
+        self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
+    ) -> StartPresses:
+        """Start on the options screen begins the next of ``levels`` (the console's menus are
+        not modelled: it shows the options screen set to it); after a stage clear the game's
+        chain; a new game after one was played: RESET first (:meth:`reset`)."""
+        return start_with_pad(level, speed, first_frame, previous, reset=self.reset)
+
+    def report(self) -> dict[str, Any]:
+        """``{"sim": ...}``: the profile, and per level its spec, result, state 0's frame and
+        frameCounter mod 16 there (ground truth), the hidden frameCounter phase."""
+        return {
+            "sim": {
+                "profile": self.profile.name,
+                "levels": [
+                    asdict(r.spec)
+                    | {
+                        "result": r.result,
+                        "start_frame": r.start_frame,
+                        "frame_counter_mod16": (r.start_frame - 1 + self.fc_phase) & 15,
+                    }
+                    for r in self.records
+                ],
+                "fc_phase": self.fc_phase,
+            }
+        }
+
     @property
     def finished(self) -> bool:
         """True once the last level has ended (stage clear or top-out)."""
@@ -324,6 +364,11 @@ class SimConsole:
                 self._latch(self.frame)
             self._now_ns = int(sim_ns)
             self.device.advance(self.device_us(sim_ns))
+
+    def run_to_frame(self, g: int) -> None:
+        """Lockstep: runs the console until console frame ``g`` has latched (its picture is
+        then :meth:`picture_state`)."""
+        self._advance_to(self.latch_ns(g))
 
     def _run_realtime(self) -> None:
         while not self._stop.is_set():
@@ -372,7 +417,7 @@ class SimConsole:
 
 
 class SimCapture:
-    """The simulated console's capture card (the CaptureSource interface of hil.capture).
+    """The simulated console's capture card (the CaptureSource interface of hil.consoles.rig).
 
     Lockstep: ``newest`` returns the next captured frame, running the console to its arrival
     time first. Real time: a thread renders each captured frame once the console has shown it
@@ -423,6 +468,8 @@ class SimCapture:
             "facts": None if state is None else engine.screen_facts(state),
             "level": len(c.records) - 1 if state is not None else -1,
             "arrival_ns": c.host_ns(float(sched.time_ns[k])),
+            "device_index": int(sched.device_index[k]),
+            "odd_frame": int(sched.odd_frame[k]),
         }
         return Frame(image, c.host_ns(float(sched.time_ns[k])), k, truth)
 
@@ -510,6 +557,28 @@ class SimCapture:
         self._stop.set()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout=2)
+
+
+class _NoController:
+    """The port of a SimConsole whose pad the host plays itself (SimConsole's ``pad``): no
+    firmware, no pseudo-terminal."""
+
+    port = ""
+
+    def window_us(self) -> int:
+        return 0
+
+    def read(self, _us: int) -> int:
+        return 0
+
+    def advance(self, _us: int) -> None:
+        pass
+
+    def unplug(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def frames_for_seconds(seconds: float, hz: float = NES_HZ) -> int:

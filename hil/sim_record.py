@@ -1,11 +1,12 @@
-"""The simulated console and capture: ``hil sim record`` and ``hil sim show``.
+"""``hil sim record`` and ``hil sim show``: a level of the simulated console, seen through a
+capture profile, recorded with its ground truth, shown live, or as a PNG contact sheet.
 
-:class:`RandomPlayer` plays random reachable placements (``engine.plan``) until the placement
-policy exists. :class:`SimCapture` steps a game with it, renders the console frames the capture
-samples (the NES renderer), passes them through a Profile's forward model and timing model, and
-yields what a capture card would deliver (:class:`hil.recording.Frame`) with the ground truth of
-each captured frame. ``record`` writes that to a recording; ``show`` displays it live or writes a
-PNG contact sheet of several profiles.
+There is one simulated console and one simulated capture (hil.consoles.sim: SimConsole and its
+SimCapture, on the console's clock, the game's level flow); here its pad is played by
+:class:`RandomPlayer` (Start on the options screen, then random reachable placements from
+``engine.plan``) instead of the firmware. :func:`level_frames` yields what the capture card
+delivers during the level, from its intro to its end, with the ground truth of each frame
+(:func:`game_truth`); ``record`` writes that to a recording.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from typing import Any
 import numpy as np
 
 import engine
-from calibration import CaptureModel, Profile, TimingModel, to_nes
+from calibration import CaptureModel, Profile, to_nes
 from engine.constants import TERMINAL_PHASES, Phase
-from hil.recording import Frame, RecordingWriter
+from hil.consoles.base import CaptureError, Frame
+from hil.consoles.sim import SimConsole, SimLevel
+from hil.loop.recording import RecordingWriter
 
 Renderer = Callable[[engine.Game], np.ndarray]  # game -> uint8 RGB [240, 256, 3]
 DETAIL_X = (96, 160)  # NES pixels shown in the contact sheet's detail panel
@@ -48,6 +51,15 @@ class RandomPlayer:
         self.queue: list[int] = []
         self.retry_frame = -1
         self.placements: list[int] = []  # chosen placement indices, in order
+
+    def pad(self, game: engine.Game | None) -> int:
+        """The byte the pad gives in a console frame whose state before it is ``game`` (None:
+        the options screen, where it presses Start); nothing once the level has ended."""
+        if game is None:
+            return int(engine.Button.START)
+        if Phase(int(game.phase)) in TERMINAL_PHASES:
+            return 0
+        return self.mask(game)
 
     def mask(self, game: engine.Game) -> int:
         if not self.queue and Phase(int(game.phase)) == Phase.PLAYING:
@@ -140,92 +152,71 @@ class SimSettings:
     taps_only: bool = False
 
 
-class SimCapture:
-    """A simulated console seen through a capture chain: yields (Frame, truth) per captured frame.
+def sim_console(
+    settings: SimSettings,
+    profile: Profile,
+    *,
+    capture_seed: int = 0,
+    render: Renderer | None = None,
+    max_frames: int = 200_000,
+) -> tuple[SimConsole, RandomPlayer]:
+    """The simulated console (hil.consoles.sim.SimConsole, lockstep) set to ``settings``' level,
+    its pad played by a :class:`RandomPlayer`: Start on the options screen, then random
+    reachable placements. ``max_frames``: console frames its capture covers. Raises ValueError
+    for a bad level, speed or seed."""
+    player = RandomPlayer(np.random.default_rng(settings.player_seed), settings.taps_only)
+    console = SimConsole(
+        [SimLevel(settings.level, settings.speed, settings.seed)],
+        profile,
+        capture_seed=capture_seed,
+        max_frames=max_frames,
+        render=render or default_renderer(),
+        pad=player.pad,
+    )
+    return console, player
 
-    The game is stepped one console frame at a time with :class:`RandomPlayer`'s masks; the
-    timing model (``profile.timing``, seeded by ``capture_seed``) says which console frame each
-    captured frame shows; that frame is rendered (``render``, default engine.render_frame with
-    the clean-room tiles) and put through the forward model (``profile``). Stops after
-    ``max_frames`` captured frames or when the game reaches stage clear or top-out (the last
-    captured frame shows that state).
 
-    Frame convention (docs/CAPTURE.md): console frame n is the frame period that begins with
-    NMI n (the n-th controller latch, the engine's n-th ``step``); the picture scanned out in
-    it is ``render_frame`` of the state after n - 1 steps (the renderer draws what the console
-    shows after the state's next NMI). Console frame 0 shows the initial state.
-    """
-
-    def __init__(
-        self,
-        settings: SimSettings,
-        profile: Profile,
-        capture_seed: int = 0,
-        render: Renderer | None = None,
-    ) -> None:
-        self.settings = settings
-        self.profile = profile
-        self.game = engine.Game(settings.level, settings.speed, settings.seed)
-        self.player = RandomPlayer(np.random.default_rng(settings.player_seed), settings.taps_only)
-        self.render = render or default_renderer()
-        self.model = CaptureModel(profile, seed=capture_seed)
-        self.timing = TimingModel(
-            profile.timing, seed=capture_seed, combing=profile.artifacts.combing
-        )
-        self.masks: list[int] = []  # masks[n - 1]: the mask latched in console frame n
-        self._prev_picture: np.ndarray | None = None
-
-    def ended(self) -> bool:
-        """The game reached stage clear or top-out (the engine steps no further)."""
-        return Phase(int(self.game.phase)) in TERMINAL_PHASES
-
-    def _step_to(self, state_frame: int, keep_previous: bool = False) -> bool:
-        """Step until ``game.frame == state_frame``; False if the game ended before.
-
-        ``keep_previous``: keep the picture of the state one frame before (for combing).
-        """
-        while int(self.game.frame) < state_frame and not self.ended():
-            if keep_previous and int(self.game.frame) == state_frame - 1:
-                self._prev_picture = self.render(self.game)
-            mask = self.player.mask(self.game)
-            self.game.step(mask)
-            self.masks.append(mask)
-        return int(self.game.frame) >= state_frame
-
-    def picture(self, console_frame: int, keep_previous: bool = False) -> np.ndarray | None:
-        """RGB [240, 256, 3] of ``console_frame`` (the state after ``console_frame - 1`` steps),
-        stepping the game forward to it; None if the game ended before."""
-        if not self._step_to(max(0, console_frame - 1), keep_previous):
-            return None
-        return self.render(self.game)
-
-    def frames(self, max_frames: int) -> Iterator[tuple[Frame, dict[str, Any]]]:
-        """Up to ``max_frames`` captured frames (BGR, profile's size) and their ground truth."""
-        if max_frames < 1:
-            raise ValueError(f"max_frames must be at least 1, got {max_frames}")
-        combing = self.profile.artifacts.combing
-        sched = self.timing.schedule(max_frames)
-        picture: np.ndarray | None = None
-        shown = -1
-        for i in range(len(sched)):
-            want = int(sched.console_frame[i])
-            if want != shown:
-                self._prev_picture = None  # set by _step_to when combing needs it
-                picture = self.picture(want, keep_previous=combing and want >= 2)
-                if picture is None:  # the game ended before this frame
-                    return
-                shown = want
-            assert picture is not None
-            image = self.model(picture, previous=self._prev_picture)
-            truth = {
-                "device_index": int(sched.device_index[i]),
-                "console_frame": shown,
-                "odd_frame": int(sched.odd_frame[i]),
-                **game_truth(self.game),
-            }
-            yield Frame(image=image, time_ns=int(sched.time_ns[i]), index=i), truth
-            if self.ended():
-                return
+def level_frames(
+    console: SimConsole, max_frames: int, intro: bool = False
+) -> Iterator[tuple[Frame, dict[str, Any]]]:
+    """Up to ``max_frames`` captured frames of the console's level (BGR, the profile's size) and
+    their ground truth: from the first picture of the whole board (the frame before state 0's;
+    ``intro``: from the first picture of the intro, drawn virus by virus) to the first that
+    shows the level's end (stage clear or top-out). ``index`` counts these frames from 0,
+    ``time_ns`` is the console's time (ns since its frame 0). Truth: ``device_index`` (the capture
+    device's frame), ``console_frame`` (the frame shown, counted from the Start press's),
+    ``odd_frame`` (the frame combing shows on the odd lines) and :func:`game_truth` of the state
+    shown (console frame ``s0 + k`` shows state ``k``, s0 the level's LevelRecord.start_frame).
+    Raises ValueError for ``max_frames`` < 1."""
+    if max_frames < 1:
+        raise ValueError(f"max_frames must be at least 1, got {max_frames}")
+    n = 0
+    t0 = console.host_ns(0)
+    while n < max_frames:
+        try:
+            frame = console.capture.newest(0.0)
+        except CaptureError:
+            return
+        assert frame is not None and frame.truth is not None
+        g = int(frame.truth["sim_frame"])
+        state = console.picture_state(g)
+        if state is None:
+            if n:
+                return  # the level's screen is gone
+            continue
+        s0 = console.records[-1].start_frame
+        if not n and not intro and (s0 < 0 or g < s0 - 1):
+            continue
+        truth = {
+            "device_index": frame.truth["device_index"],
+            "console_frame": g,
+            "odd_frame": frame.truth["odd_frame"],
+            **game_truth(state),
+        }
+        yield Frame(frame.image, frame.time_ns - t0, n), truth
+        n += 1
+        if Phase(int(state.phase)) in TERMINAL_PHASES:
+            return
 
 
 def record(
@@ -239,8 +230,11 @@ def record(
     overwrite: bool = False,
     progress: bool = False,
 ) -> int:
-    """Play and write a recording of up to ``frames`` captured frames to ``out``; return count."""
-    sim = SimCapture(settings, profile, capture_seed=capture_seed, render=render)
+    """Play and write a recording of up to ``frames`` captured frames of the level to ``out``
+    (:func:`level_frames`); return the count."""
+    console, _ = sim_console(
+        settings, profile, capture_seed=capture_seed, render=render, max_frames=400 + 3 * frames
+    )
     meta = {
         "producer": "hil sim record",
         "level": settings.level,
@@ -253,7 +247,7 @@ def record(
         "console_hz": profile.timing.console_hz,
     }
     with RecordingWriter(out, profile, codec=codec, meta=meta, overwrite=overwrite) as writer:
-        it = sim.frames(frames)
+        it = level_frames(console, frames)
         if progress:
             from rich.progress import track
 
@@ -261,6 +255,7 @@ def record(
         for frame, truth in it:
             writer.write(frame.image, frame.time_ns, truth)
         count = writer.count
+    console.close()
     return count
 
 
@@ -281,18 +276,33 @@ def has_display() -> bool:
 def play_to(
     settings: SimSettings, frame: int, render: Renderer | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pictures (RGB [240, 256, 3]) of console frames ``frame`` and ``frame - 1`` of a
-    RandomPlayer game (both the last picture if the game ended first)."""
+    """Pictures (RGB [240, 256, 3]) of frames ``frame`` and ``frame - 1`` of a RandomPlayer
+    game, counted from the level's state 0 (frame 1 shows it, frame 0 the whole board a frame
+    earlier) on the simulated console (both the last picture if the level ended first). Raises
+    ValueError for ``frame`` < 2."""
     if frame < 2:
         raise ValueError(f"frame must be at least 2, got {frame}")
-    sim = SimCapture(settings, Profile(), render=render)
-    previous = sim.picture(frame - 1)
-    current = sim.picture(frame)
-    last = sim.render(sim.game)
-    return (
-        current if current is not None else last,
-        previous if previous is not None else last,
-    )
+    console, _ = sim_console(settings, Profile(), render=render, max_frames=1)
+    try:
+        g = 0
+        while not console.records or console.records[0].start_frame < 0:
+            console.run_to_frame(g)
+            g += 1
+        rec = console.records[0]
+        pictures = []
+        for k in (frame, frame - 1):
+            want = rec.start_frame + k - 1  # console frame s0 + k - 1 shows state k - 1
+            while console.frame <= want and rec.end_frame is None:
+                console.run_to_frame(console.frame)
+            if rec.end_frame is not None:
+                want = min(want, rec.end_frame)
+                console.run_to_frame(want)
+            state = console.picture_state(want)
+            assert state is not None
+            pictures.append(console.render(state))
+    finally:
+        console.close()
+    return pictures[0], pictures[1]
 
 
 def _describe(p: Profile) -> str:
@@ -377,13 +387,13 @@ def show_live(settings: SimSettings, profile: Profile, frames: int, render: Rend
     """Play and display captured frames in a matplotlib window (needs a display)."""
     import matplotlib.pyplot as plt
 
-    sim = SimCapture(settings, profile, render=render)
+    console, _ = sim_console(settings, profile, render=render, max_frames=400 + 3 * frames)
     plt.ion()
     fig, ax = plt.subplots(figsize=(profile.geometry.width / 100, profile.geometry.height / 100))
     ax.set_axis_off()
     image = None
     shown = 0
-    for frame, truth in sim.frames(frames):
+    for frame, truth in level_frames(console, frames):
         rgb = frame.image[..., ::-1]
         if image is None:
             image = ax.imshow(rgb)
@@ -399,4 +409,5 @@ def show_live(settings: SimSettings, profile: Profile, frames: int, render: Rend
         if not plt.fignum_exists(fig.number):
             break
     plt.ioff()
+    console.close()
     return shown

@@ -32,7 +32,6 @@ import json
 import os
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, overload
@@ -41,6 +40,7 @@ import cv2
 import numpy as np
 
 from calibration import Profile
+from hil.consoles.base import Frame
 
 FORMAT_VERSION = 2
 META_FILE = "recording.json"
@@ -72,19 +72,6 @@ def jsonable(o: Any) -> Any:
 
 class RecordingError(ValueError):
     """A recording that cannot be written or read; the message names the file."""
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One captured frame as a capture source delivers it (ARCHITECTURE.md data flow).
-
-    ``image``: BGR uint8 [height, width, 3]. ``time_ns``: capture (host receive) time in ns.
-    ``index``: delivered frame number, from 0.
-    """
-
-    image: np.ndarray
-    time_ns: int
-    index: int
 
 
 def check_target(out_dir: str | Path, overwrite: bool) -> Path:
@@ -396,7 +383,7 @@ class Recording:
 
 
 class RunRecorder:
-    """``hil run --record DIR``: an on_frame hook for hil.runtime.Runtime writing each captured
+    """``hil run --record DIR``: an on_frame hook for hil.loop.runtime.Runtime writing each captured
     frame with what the run made of it (sidecar: ``console_frame`` matched, ``observation``,
     ``level`` [level, speed] in play, ``decision`` on the frame a placement was sent).
 

@@ -1,7 +1,7 @@
 """The host end of the controller link: a serial port speaking ``firmware/PROTOCOL.md``.
 
 ``Link`` opens the RP2040's USB CDC port (``/dev/ttyACM0``, ``COM3``) or the virtual device's
-pseudo-terminal (:class:`hil.vdevice.VirtualDevice`) with pyserial, performs the version
+pseudo-terminal (:class:`hil.link.vdevice.VirtualDevice`) with pyserial, performs the version
 handshake, schedules button masks for absolute console frames, and collects the
 firmware's per-frame STATUS messages. Single-threaded: replies and statuses are read when
 a request waits or when :meth:`Link.poll` is called.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import serial
 
-from hil import protocol as p
+from hil.link import protocol as p
 
 KEEPALIVE_S = 0.1  # PING when idle this long while streaming (device watchdog: 0.5 s)
 # A SCHEDULE message whose first frame lies more than this past the newest STATUS frame plus the

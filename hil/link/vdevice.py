@@ -79,7 +79,7 @@ def load_core(path: Path | None = None) -> ctypes.CDLL:
         fn.argtypes = args
         fn.restype = res
     if lib.nb_config_size() != ctypes.sizeof(_Config):
-        raise RuntimeError("libnbcore's nb_config_t differs from hil.vdevice._Config")
+        raise RuntimeError("libnbcore's nb_config_t differs from hil.link.vdevice._Config")
     return lib
 
 
@@ -243,7 +243,7 @@ class VirtualDevice:
 
 # ---- the firmware image itself, emulated ---------------------------------------------------
 
-FIRMWARE_DIR = Path(__file__).resolve().parent.parent / "firmware"
+FIRMWARE_DIR = Path(__file__).resolve().parents[2] / "firmware"
 DEFAULT_UF2 = FIRMWARE_DIR / "dist" / "nes_bridge_pico.uf2"
 HARNESS = FIRMWARE_DIR / "emu" / "harness.mjs"
 
@@ -262,7 +262,7 @@ class EmulatedFirmware:
     spacing (emulated us). ``frames``: stop the NES after this many (None: never).
     ``driven``: no NES of its own; the caller drives the firmware clock and the reads with
     :meth:`read`, :meth:`advance` and :meth:`latch`, VirtualDevice's console-side interface
-    (``hil.console_sim.SimConsole`` takes it as its ``device``).
+    (``hil.consoles.sim.SimConsole`` takes it as its ``device``).
     ``boot``: "power_on", "after_uf2_copy" (boot ROM rebooted through the watchdog) or
     "after_watchdog" (the firmware's own watchdog fired).
 

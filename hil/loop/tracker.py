@@ -24,9 +24,7 @@ right; the pictures are used to find those, to check every prediction and to re-
 
 from __future__ import annotations
 
-import math
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -37,7 +35,8 @@ import numpy.typing as npt
 import engine
 from engine import ScreenKind
 from engine.constants import Phase
-from hil.observation import (
+from hil.loop.clock import NES_HZ, FrameClock
+from hil.loop.observation import (
     COLS,
     ROWS,
     Observation,
@@ -46,111 +45,9 @@ from hil.observation import (
     canonical_pill,
     observation_from_facts,
 )
+from hil.loop.schedule import Schedule
 
-NES_HZ = 60.0988
 SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
-
-
-# ---- frame clock -------------------------------------------------------------------------------
-
-
-class FrameClock:
-    """Firmware frames <-> host time (ns), learnt from STATUS messages.
-
-    ``on_status(frame, first_latch_us, host_ns)``: a STATUS of that frame arrived at host time
-    host_ns. The device-to-host offset is the minimum over the last 512 of ``host arrival -
-    (latch + window)`` (messages are only ever late), the frame period the slope of the device
-    timestamps over the same span (the console's crystal, not the nominal 60.0988 Hz).
-    ``on_pong(device_us, host_ns)`` adds an offset sample from a PING round trip.
-    """
-
-    def __init__(self, hz: float = NES_HZ, window_us: int = 5000) -> None:
-        self.nominal_ns = 1e9 / hz
-        self.window_us = window_us
-        self._samples: deque[tuple[int, int]] = deque(maxlen=512)  # (frame, latch_us)
-        self._offsets: deque[float] = deque(maxlen=512)
-        self._offset: float | None = None
-        self._period: float | None = None
-
-    @property
-    def ready(self) -> bool:
-        return bool(self._samples) and bool(self._offsets)
-
-    def reset(self) -> None:
-        """Forget everything (the firmware restarted: its frames and clock begin again)."""
-        self._samples.clear()
-        self._offsets.clear()
-        self._offset = self._period = None
-
-    def on_status(self, frame: int, first_latch_us: int, host_ns: int) -> None:
-        if self._samples and frame <= self._samples[-1][0]:
-            return
-        self._samples.append((frame, first_latch_us))
-        self._offsets.append(host_ns - (first_latch_us + self.window_us) * 1000.0)
-        self._offset = self._period = None
-
-    def on_pong(self, device_us: int, host_ns: int) -> None:
-        self._offsets.append(host_ns - device_us * 1000.0)
-        self._offset = None
-
-    @property
-    def offset_ns(self) -> float:
-        if self._offset is None:
-            self._offset = min(self._offsets)
-        return self._offset
-
-    @property
-    def period_ns(self) -> float:
-        if self._period is None:
-            # The slope over the newest run of samples without a gap: a frame in which the
-            # console read no controller (the game kept NMI off while loading a screen, as in
-            # Dr. Mario's menus) has no latch group, so its time would count as a frame period.
-            f1, t1 = self._samples[-1]
-            f0, t0 = f1, t1
-            for f, t in reversed(self._samples):
-                if f0 - f > 0 and (t0 - t) * 1000.0 > (f0 - f) * self.nominal_ns * 1.5:
-                    break
-                f0, t0 = f, t
-            self._period = (t1 - t0) * 1000.0 / (f1 - f0) if f1 - f0 >= 30 else self.nominal_ns
-        return self._period
-
-    @property
-    def samples(self) -> int:
-        """STATUS messages the estimate rests on (up to 512)."""
-        return len(self._samples)
-
-    @property
-    def last_frame(self) -> int:
-        """The newest frame a STATUS was received for (-1 before any)."""
-        return self._samples[-1][0] if self._samples else -1
-
-    def latch_ns(self, frame: int) -> float:
-        """Host time of ``frame``'s first latch. Requires ``ready``."""
-        f, t_us = self._samples[-1]
-        return t_us * 1000.0 + (frame - f) * self.period_ns + self.offset_ns
-
-    def frame_at(self, host_ns: float) -> int:
-        """The newest frame whose first latch is at or before ``host_ns``."""
-        f, t_us = self._samples[-1]
-        return f + math.floor((host_ns - t_us * 1000.0 - self.offset_ns) / self.period_ns)
-
-    def first_schedulable(self, host_ns: float, margin_ns: float = 0.0) -> int:
-        """The first frame a SCHEDULE sent at ``host_ns`` (+ margin) still reaches: frame g is
-        armed (fixed) when frame g-1's latch window closes."""
-        t = host_ns + margin_ns - self.window_us * 1000.0
-        return self.frame_at(t) + 2
-
-    def shown_frames(
-        self, arrival_ns: float, latency_ns: float, jitter_ns: float, slack_ns: float = 5e5
-    ) -> range:
-        """Console frames a capture that arrived at ``arrival_ns`` can show: the device holds
-        the newest complete picture when it samples (frame g complete at latch(g) + period),
-        and delivers it ``latency_ns`` plus 0..``jitter_ns`` later. ``slack_ns`` covers the
-        error of the clock mapping itself (a capture sampled right at a frame boundary)."""
-        done = arrival_ns - latency_ns - self.period_ns
-        hi = self.frame_at(done + slack_ns)
-        lo = self.frame_at(done - jitter_ns)
-        return range(lo, hi + 1)
 
 
 # ---- comparing predictions with observations ---------------------------------------------------
@@ -362,7 +259,14 @@ class _Level:
 class Tracker:
     """See the module docstring. ``log``: receives every Event as it happens."""
 
-    def __init__(self, config: TrackerConfig, log: Callable[[Event], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: TrackerConfig,
+        log: Callable[[Event], None] | None = None,
+        *,
+        clock: FrameClock | None = None,
+        schedule: Schedule | None = None,
+    ) -> None:
         self.cfg = config
         # While tracking, the virus animation frame is compared only when asked: it fixed the
         # frameCounter phase at alignment, and a pixel reader's relative label that slips on a
@@ -371,10 +275,10 @@ class Tracker:
             config.match,
             compare_virus_frame=config.match.compare_virus_frame and config.track_virus_frame,
         )
-        self.clock = FrameClock(config.hz, config.window_us)
+        # The loop's frame clock and schedule (read here; the runtime feeds them).
+        self.clock = clock if clock is not None else FrameClock(config.hz, config.window_us)
+        self.schedule = schedule if schedule is not None else Schedule()
         self.log = log or (lambda _e: None)
-        self.latched: dict[int, int] = {}  # frame -> mask the console read (STATUS)
-        self.planned: dict[int, int] = {}  # frame -> mask scheduled, not yet latched
         self.state = LevelState.IDLE
         self.lv: _Level | None = None
         self.desyncs = 0
@@ -387,40 +291,23 @@ class Tracker:
         self.levels_started = 0
         self._out: list[Event] = []  # events raised inside helpers, returned by on_frame
 
-    # ---- inputs: statuses, schedules ------------------------------------------------------
+    # ---- inputs: statuses ------------------------------------------------------------------
 
     def on_status(self, frame: int, first_latch_us: int, mask: int, host_ns: int) -> None:
-        """A STATUS: ``frame`` latched ``mask`` at device time ``first_latch_us``."""
+        """A STATUS: ``frame`` latched ``mask`` at device time ``first_latch_us``, received at
+        ``host_ns``: into the clock and the schedule, then :meth:`advance`. (The runtime feeds
+        its clock and schedule itself and calls :meth:`advance`.)"""
         self.clock.on_status(frame, first_latch_us, host_ns)
-        self.latched[frame] = mask
-        self.planned.pop(frame, None)
-        # Frames are reported in order, so the oldest entries come first (a scan of all ~4000
-        # each status cost ~0.05 ms).
-        while self.latched:
-            oldest = next(iter(self.latched))
-            if oldest >= frame - 4000:
-                break
-            del self.latched[oldest]
-        if len(self.latched) > 8000:  # out of order (a renumbering): the full scan, rarely
-            for old in [f for f in self.latched if f < frame - 4000]:
-                del self.latched[old]
-        self._advance()
-
-    def on_schedule(self, first_frame: int, masks: Iterable[int]) -> None:
-        """Masks sent for frames ``first_frame`` on (they replace what was scheduled)."""
-        for i, m in enumerate(masks):
-            self.planned[first_frame + i] = int(m)
+        self.schedule.on_latched(frame, mask)
+        self.advance()
 
     def mask_of(self, frame: int) -> int:
         """The byte frame ``frame`` latched, or will latch as far as the host knows."""
-        if frame in self.latched:
-            return self.latched[frame]
-        return self.planned.get(frame, 0)
+        return self.schedule.mask_of(frame)
 
     def renumber(self, shift: int) -> None:
-        """The firmware restarted and numbers console frame g as g - shift from now on."""
-        self.latched = {f - shift: m for f, m in self.latched.items()}
-        self.planned = {f - shift: m for f, m in self.planned.items()}
+        """The firmware restarted and numbers console frame g as g - shift from now on (the
+        level's frames; the clock and the schedule are renumbered by their owner)."""
         if self.lv is not None:
             if self.lv.base is not None:
                 self.lv.base -= shift
@@ -565,11 +452,11 @@ class Tracker:
             )
         )
         lv.observations.clear()
-        self._advance()
+        self.advance()
 
     # ---- the shadow state ------------------------------------------------------------------------
 
-    def _advance(self) -> None:
+    def advance(self) -> None:
         """Steps the confirmed state through every frame latched since."""
         lv = self.lv
         if (
@@ -585,7 +472,7 @@ class Tracker:
         last = self.clock.last_frame
         while lv.base + lv.confirmed <= last:
             g = lv.base + lv.confirmed
-            if g not in self.latched:
+            if g not in self.schedule.latched:
                 self.status_gaps += 1
             game = lv.history[lv.confirmed].clone()
             game.step(self.mask_of(g))
@@ -933,7 +820,7 @@ class Tracker:
         lv.history[e] = game
         lv.spawns[e] = spawns
         lv.confirmed = e
-        self._advance()
+        self.advance()
 
     def _blind(self, frames: range, obs: Observation) -> list[Event]:
         """Waiting for a spawn to re-anchor: a falling pill at the spawn pose on a LEVEL screen."""

@@ -1,6 +1,6 @@
 """Offline capture replay: ``hil replay VIDEO [--profile P] [--out DIR]``.
 
-Reads a recording (:mod:`hil.recording`: video + ground-truth sidecar) or any video file, reads
+Reads a recording (:mod:`hil.loop.recording`: video + ground-truth sidecar) or any video file, reads
 the board on every frame, detects game events from consecutive readings, asks a policy what it
 would have chosen at each spawn, and writes (docs/EMU.md, "hil replay"):
 
@@ -17,7 +17,7 @@ The pieces (each output line names what produced it):
 
 - reader (``--reader``): :class:`PerceptionReader` (the default ``auto``): perception's
   BoardReader (perception/models/board.onnx, ONNX Runtime) for the capture's Profile, adapted
-  with the runtime's ``hil.observation.observation_from_perception``. It needs the profile: the
+  as the live loop reads (``hil.loop.observation.OnnxReader``). It needs the profile: the
   recording's, or ``--profile`` for a plain video (``hil calibrate --input VIDEO --out
   profile.json`` fits one). :class:`TruthReader` (``truth``) takes the reading from a
   recording's ground-truth sidecar instead (the picture's facts ``hil sim record`` wrote). When
@@ -48,8 +48,8 @@ import numpy.typing as npt
 import engine
 from calibration import Profile
 from engine.constants import Phase
-from hil.observation import canonical_cells, observation_from_perception
-from hil.recording import META_FILE, Frame, Recording, RecordingError
+from hil.loop.observation import OnnxReader, canonical_cells
+from hil.loop.recording import META_FILE, Frame, Recording, RecordingError
 
 U8 = npt.NDArray[np.uint8]
 EMPTY = 0xFF
@@ -88,7 +88,7 @@ class Reading:
     ``kind``: ``"level"`` (intro or play), ``"paused"``, ``"stage_clear"``, ``"top_out"`` or
     ``"other"``. ``field``: uint8 [16, 8] NES cell codes (ARCHITECTURE.md) of the bottle as the
     picture shows it, row 0 at the top, a clearing cell as $B0-$B2
-    (``hil.observation.canonical_cells``). ``pill``: the falling pill or None. ``next_colors``:
+    (``hil.loop.observation.canonical_cells``). ``pill``: the falling pill or None. ``next_colors``:
     the next pill's colours or None. ``virus_left``: the HUD's count (truth) or the viruses in
     the bottle read (perception), None when unknown. ``console_frame``: the console frame the
     picture shows, when the source knows it. ``source``: who read it. ``pill_state_frame``: the
@@ -231,31 +231,27 @@ class RunReader:
 
 
 class PerceptionReader:
-    """Perception's BoardReader (ONNX Runtime, one thread) on the captured pixels.
+    """The live loop's ONNX reader (hil.loop.observation.OnnxReader: perception's BoardReader,
+    ONNX Runtime, one thread) on the captured pixels, its Observation as a Reading.
 
     ``profile``: the capture chain's calibration.Profile; ``model``: the ONNX file (default
     ``perception.store.choose_model``: the model ``hil prepare`` made for the profile's ROM,
-    else the shipped perception/models/board.onnx). The BoardReader's Observation goes through
-    the runtime's adapter (``hil.observation.observation_from_perception``): the bottle as shown
-    (canonical cells), the falling pill as drawn (rotation 0/1, colours in drawn order: a
-    picture cannot tell rotation 2 from 0), the next pill's colours, the screen kind. It reads
+    else the shipped perception/models/board.onnx). The Observation is the runtime's: the bottle
+    as shown (canonical cells), the falling pill as drawn (rotation 0/1, colours in drawn order:
+    a picture cannot tell rotation 2 from 0), the next pill's colours, the screen kind. It reads
     neither the HUD nor the console frame: ``virus_left`` is the viruses in the bottle read,
-    ``console_frame`` None. Raises FileNotFoundError / ValueError (BoardReader's) for a missing
-    or bad model, and ValueError for a frame whose shape is not the profile's.
+    ``console_frame`` None. Raises ValueError for a missing or bad model, and for a frame whose
+    shape is not the profile's.
     """
 
     def __init__(self, profile: Profile, model: str | Path | None = None) -> None:
-        from perception.reader import BoardReader
-        from perception.store import choose_model
-
-        choice = choose_model(model, profile)
-        path = choice.path
-        self.model_line = choice.why
-        self.net = BoardReader(profile, path)
-        self.name = f"perception: BoardReader ({_short_path(path)})"
+        self.live = OnnxReader(profile, model)
+        self.live.virus_label = False  # the replay compares no virus animation frame
+        self.model_line = self.live.model_line
+        self.name = f"perception: BoardReader ({_short_path(self.live.path)})"
 
     def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
-        obs = observation_from_perception(self.net.read(frame.image))
+        obs = self.live(frame)
         f = obs.falling
         return Reading(
             kind=_KIND_OF_SCREEN.get(obs.kind.name, "other"),
@@ -271,7 +267,7 @@ class PerceptionReader:
 
 def _short_path(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (for labels)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         return str(path.resolve().relative_to(root))
     except ValueError:
@@ -534,7 +530,7 @@ class OnnxPlacementPolicy:
     """The policy room's network (policy.onnx_policy.PlacementPolicy, ONNX Runtime, one
     thread) choosing among the placements ``engine.plan`` finds reachable (``taps_only`` for
     the faster search), on ``policy.features.Observation.from_game`` of the rebuilt game, as
-    ``hil run`` asks it (hil/runtime.py, make_policy("onnx")). ``model``: the ONNX file
+    ``hil run`` asks it (hil/loop/runtime.py, make_policy("onnx")). ``model``: the ONNX file
     (default policy/models/policy.onnx). Raises FileNotFoundError for a missing model."""
 
     def __init__(self, model: str | Path | None = None, taps_only: bool = False) -> None:

@@ -1,6 +1,11 @@
-"""``hil run``: the closed loop. Capture -> perception -> tracker -> policy -> planner -> link.
+"""``hil run``: the closed loop, a pipeline: console -> capture -> reader -> tracker -> decision
+-> schedule, each stage owning its state (docs/RUN.md, "One frame of the loop"): the console
+(hil.consoles.base.Console: capture, controller port, clock, level start), the frame clock
+(hil.loop.clock), the schedule (hil.loop.schedule), the reader (hil.loop.observation), the
+tracker (hil.loop.tracker), the level flow (hil.loop.levels); :func:`play` runs it on any
+console.
 
-One thread does the work, frame by frame (docs/RUN.md):
+One thread does the work, frame by frame:
 
 1. take the newest captured frame (never a backlog);
 2. read it (``reader(frame) -> Observation``);
@@ -27,12 +32,11 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -40,13 +44,14 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
-from engine import ScreenKind
-from engine.constants import Button
-from hil.capture import CaptureError, CaptureSource, Frame
-from hil.link import Link, LinkError, LinkRefused
-from hil.observation import Observation, OracleReader, Reader
-from hil.recording import jsonable
-from hil.tracker import Event, LevelState, Tracker, TrackerConfig
+from hil.consoles.base import CannotStart, CaptureError, Console, Frame
+from hil.link.link import Link, LinkError, LinkRefused
+from hil.loop.clock import FrameClock
+from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
+from hil.loop.observation import Observation, Reader
+from hil.loop.recording import jsonable
+from hil.loop.schedule import Schedule
+from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
 
 U8 = npt.NDArray[np.uint8]
 
@@ -86,7 +91,7 @@ def make_policy(name: str) -> Policy:
     """``heuristic`` (hil's stand-in, one-ply greedy), or ``onnx`` (the policy room's network,
     once it is installed). Raises ValueError for an unknown or unavailable policy."""
     if name == "heuristic":
-        from hil.heuristic import HeuristicPolicy
+        from hil.loop.heuristic import HeuristicPolicy
 
         return HeuristicPolicy()
     if name == "onnx":
@@ -155,64 +160,6 @@ def pick_policy(name: str) -> str:
     return name
 
 
-def make_reader(name: str, profile: Any = None, model: str | Path | None = None) -> Reader:
-    """``oracle`` (the simulated console's ground truth; sim only) or ``onnx`` (perception's
-    BoardReader, once it is installed; ``model``: its ONNX file, default
-    ``perception.store.choose_model``: the model ``hil prepare`` made for the profile's ROM, else
-    the shipped one; the reader's ``model_line`` says which). Raises ValueError otherwise."""
-    if name == "oracle":
-        return OracleReader()
-    if name == "onnx":
-        try:
-            from perception.reader import BoardReader
-        except ImportError as exc:
-            raise ValueError(
-                f"the ONNX board reader is not installed in this checkout ({exc}); "
-                "the simulated console can use --reader oracle"
-            ) from None
-
-        from hil.observation import VirusAnimation, observation_from_perception
-        from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
-
-        y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
-
-        class OnnxReader:
-            """perception's BoardReader, plus the virus animation label (VirusAnimation) from
-            the bottle's pixels in the model's crop: 2x2-pixel means of each cell."""
-
-            name = "onnx"
-
-            def __init__(self) -> None:
-                from perception.store import choose_model
-
-                try:
-                    choice = choose_model(model, profile)
-                except FileNotFoundError as e:
-                    raise ValueError(str(e)) from None
-                self.model_line = choice.why
-                self.net = BoardReader(profile, choice.path)
-                self.virus_anim = VirusAnimation()
-                # The runtime clears this while the tracker has no use for the label (it is
-                # compared while aligning a level): ~0.3 ms less per frame in play.
-                self.virus_label = True
-
-            def __call__(self, frame: Any) -> Observation:
-                net = self.net
-                crop = net.preprocess(frame.image)
-                obs = observation_from_perception(net.postprocess(net.infer(crop[None])))
-                if obs.kind != ScreenKind.LEVEL or not self.virus_label:
-                    return obs
-                bottle = crop[y0 : y0 + 16 * CELL, x0 : x0 + 8 * CELL].astype(np.float32)
-                looks = bottle.reshape(16, CELL // 2, 2, 8, CELL // 2, 2, 3).mean(axis=(2, 5))
-                looks = looks.transpose(0, 2, 1, 3, 4).reshape(16, 8, -1)
-                sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
-                label = self.virus_anim(looks, sure)
-                return replace(obs, virus_frame=label)
-
-        return OnnxReader()
-    raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")
-
-
 # ---- the event log ---------------------------------------------------------------------------
 
 
@@ -245,7 +192,7 @@ class EventLog:
 
 def _json_default(o: Any) -> Any:
     """The event log's ``json.dumps`` default: NumPy values as the recording's sidecar writes
-    them (hil.recording.jsonable), anything else as its str (a log line is never lost)."""
+    them (hil.loop.recording.jsonable), anything else as its str (a log line is never lost)."""
     try:
         return jsonable(o)
     except TypeError:
@@ -253,14 +200,6 @@ def _json_default(o: Any) -> Any:
 
 
 # ---- settings and summary ------------------------------------------------------------------
-
-
-@dataclass
-class LevelPlan:
-    """A level the runtime asks the console for (the user's selection)."""
-
-    level: int
-    speed: int
 
 
 def parse_levels(text: str, speed: int) -> list[LevelPlan]:
@@ -394,21 +333,6 @@ def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
     }
 
 
-def rss_mb() -> float | None:
-    """Resident memory of this process now (MB; /proc/self/statm), None where unavailable."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return round(pages * resource.getpagesize() / (1024 * 1024), 1)
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process (resource.getrusage; MB)."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
-
-
 # ---- the controller link with reconnection ----------------------------------------------------
 
 
@@ -494,60 +418,77 @@ class Controller:
 
 
 class Runtime:
-    """The loop of the module docstring. ``clock`` is the frame clock's host time (ns):
-    ``time.monotonic_ns`` on a rig, the sim clock in lockstep. ``view``: called with a dict
-    per handled frame (see hil.view)."""
+    """The loop of the module docstring on ``console`` (its ``now_ns`` is the runtime's clock:
+    ``time.monotonic_ns`` on a rig, the console's own in lockstep). ``view``: called with a dict
+    per handled frame (see hil.loop.view)."""
 
     def __init__(
         self,
         settings: RunSettings,
-        source: CaptureSource,
-        port: str | Callable[[], str],
+        console: Console,
         reader: Reader,
         policy: Policy,
         planner: Planner,
         *,
-        clock: Callable[[], int] = time.monotonic_ns,
         log: EventLog | None = None,
         view: Callable[[dict[str, Any]], None] | None = None,
         say: Callable[[str], None] | None = None,
         on_frame: Callable[[Runtime, Frame], None] | None = None,
-        console: Any = None,
     ) -> None:
         if not settings.levels:
             raise ValueError("hil run needs at least one level to play")
         self.s = settings
-        self.source = source
+        self.console = console
+        self.source = console.capture
         self.reader = reader
         self.policy = policy
         self.planner = planner
-        self.clock = clock
+        self.now = console.now_ns  # the runtime's clock (ns)
         self.log = log or EventLog(None)
         self.view = view
         self.say = say or (lambda m: print(m, file=sys.stderr))
         self.on_frame = on_frame
-        self.console = console  # its reset() starts a new game (hil.console_sim.SimConsole)
         period = 1e9 / 60.0988
         jitter_ns = (4.0 * settings.jitter_ms + 1.0) * 1e6
+        # The pipeline's stages, each with its own state: the frame clock (firmware frames <->
+        # host time), the schedule (every frame's byte as the host knows it), the tracker
+        # (the shadow state, checked against each observation), the level flow.
+        config = TrackerConfig(latency_ns=settings.latency_frames * period, jitter_ns=jitter_ns)
+        self.clock = FrameClock(config.hz, config.window_us)
+        self.schedule = Schedule()
         self.tracker = Tracker(
-            TrackerConfig(latency_ns=settings.latency_frames * period, jitter_ns=jitter_ns),
-            log=self._tracker_event,
+            config, log=self._tracker_event, clock=self.clock, schedule=self.schedule
         )
-        self.ctl = Controller(port, self.log, self.say)
+        self.ctl = Controller(lambda: console.port, self.log, self.say)
         self.stats = Stats()
-        self.level_index = -1  # index into settings.levels of the level in play
-        self.results: list[dict[str, Any]] = []
-        self.ended_at_frame: int | None = None
-        self.done = False
+        self.levels = Levels(
+            settings.levels,
+            self.log,
+            start_wait_frames=settings.start_wait_frames,
+            stop_on_top_out=settings.stop_on_top_out,
+        )
         self.decision_ms_recent: deque[float] = deque(maxlen=5)
-        self.last_tx_frame = -(10**9)
         self.last_ping_frame = -(10**9)
-        self.feed_end = -1
         self.last_placement: dict[str, Any] | None = None
         self.last_obs: Observation | None = None
         self.pending_renumber = False
         self.interrupted = False
         self.t_start = time.perf_counter()
+
+    @property
+    def done(self) -> bool:
+        """Every level played, or the run ends (a top-out on a rig, a level it cannot start)."""
+        return self.levels.done
+
+    @property
+    def level_index(self) -> int:
+        """Index into ``settings.levels`` of the level in play (-1 before the first)."""
+        return self.levels.index
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """One record per level played (level_end events)."""
+        return self.levels.results
 
     # ---- logging ----------------------------------------------------------------------------
 
@@ -571,11 +512,13 @@ class Runtime:
         statuses = list(link.statuses)
         link.statuses.clear()
         self._anomalies(link)
-        now = self.clock()
+        now = self.now()
         for st in statuses:
             if self.pending_renumber:
                 self._renumber(st.frame, st.first_latch_us, now)
-            self.tracker.on_status(st.frame, st.first_latch_us, st.mask, now)
+            self.clock.on_status(st.frame, st.first_latch_us, now)
+            self.schedule.on_latched(st.frame, st.mask)
+            self.tracker.advance()
             if self.stats.first_frame is None:
                 self.stats.first_frame = st.frame
             self.stats.last_frame = st.frame
@@ -587,7 +530,7 @@ class Runtime:
         """The first STATUS after a reconnection: if the firmware restarted, its frames count
         from 0 again; find the shift from the latch time on the host clock."""
         self.pending_renumber = False
-        clock = self.tracker.clock
+        clock = self.clock
         if not clock.ready or frame > clock.last_frame:
             return
         old_latch0 = clock.latch_ns(0)
@@ -600,12 +543,10 @@ class Runtime:
         old_frame = round((latch - old_latch0) / period)
         shift = old_frame - frame
         self.tracker.renumber(shift)
+        self.schedule.renumber(shift)
+        self.levels.renumber(shift)
         if self.stats.first_frame is not None:
             self.stats.first_frame -= shift
-        self.feed_end -= shift
-        self.last_tx_frame -= shift
-        if self.ended_at_frame is not None:
-            self.ended_at_frame -= shift
         self.log.write("frames_renumbered", shift=shift, first_new_frame=frame)
 
     def _anomalies(self, link: Link) -> None:
@@ -627,15 +568,13 @@ class Runtime:
             self._link_lost(exc)
             return
         # The reply's arrival bounds the offset from above (the min filter keeps the best).
-        self.tracker.clock.on_pong(pong.device_us, self.clock())
+        self.clock.on_pong(pong.device_us, self.now())
 
     def _link_lost(self, exc: Exception) -> None:
         self.stats.link_losses += 1
         self.ctl.lost(exc)
         # The firmware's watchdog releases the controller; nothing we scheduled plays any more.
-        last = self.tracker.clock.last_frame
-        self.tracker.planned = {f: 0 for f in self.tracker.planned if f <= last}
-        self.feed_end = -1
+        self.schedule.released(self.clock.last_frame)
 
     def _schedule(self, first: int, masks: Sequence[int], what: str) -> bool:
         link = self.ctl.link
@@ -649,10 +588,8 @@ class Runtime:
             return False
         self.stats.schedules += 1
         self._anomalies(link)
-        self.tracker.on_schedule(first, data)
-        end = first + len(data) - 1
-        self.feed_end = max(self.feed_end, end)
-        self.last_tx_frame = self.tracker.clock.frame_at(self.clock())
+        self.schedule.on_schedule(first, data)
+        self.schedule.last_tx_frame = self.clock.frame_at(self.now())
         if ack.late or ack.too_far:
             self.stats.late_schedules += int(ack.late > 0)
             self.stats.late_frames += ack.late
@@ -667,28 +604,28 @@ class Runtime:
         return True
 
     def _first_free(self, extra_ms: float = 0.0) -> int:
-        clock = self.tracker.clock
+        clock = self.clock
         margin = self.s.margin_ms + extra_ms
         if clock.samples < 60:  # the offset and period are still rough
             margin += 5.0
-        return clock.first_schedulable(self.clock(), margin * 1e6)
+        return clock.first_schedulable(self.now(), margin * 1e6)
 
     def _feed(self, ahead: int | None = None) -> None:
         """Keeps "no buttons" scheduled ``feed_frames`` ahead; pings when quiet."""
-        clock = self.tracker.clock
+        clock, sched = self.clock, self.schedule
         if self.ctl.link is None or not clock.ready:
             return
-        now_frame = clock.frame_at(self.clock())
+        now_frame = clock.frame_at(self.now())
         want = now_frame + (ahead if ahead is not None else self.s.feed_frames)
-        if self.feed_end < want - self.s.feed_frames // 2:  # top up in chunks
+        if sched.feed_end < want - self.s.feed_frames // 2:  # top up in chunks
             # Not time-critical: a frame of slack so a feed is never late itself.
-            first = max(self.feed_end + 1, self._first_free(extra_ms=16.7))
+            first = max(sched.feed_end + 1, self._first_free(extra_ms=16.7))
             if want >= first:
                 self._schedule(first, [0] * (want - first + 1), "feed")
-        if now_frame - self.last_ping_frame >= 30 or now_frame - self.last_tx_frame >= 6:
+        if now_frame - self.last_ping_frame >= 30 or now_frame - sched.last_tx_frame >= 6:
             # Keeps the watchdog fed, and each PONG refines the device-to-host clock offset.
             self._ping()
-            self.last_tx_frame = self.last_ping_frame = now_frame
+            sched.last_tx_frame = self.last_ping_frame = now_frame
 
     # ---- decisions --------------------------------------------------------------------------
 
@@ -715,7 +652,7 @@ class Runtime:
             assert conf is not None
             g0, game = conf
             first = max(self._first_free(extra), g0)
-            prefix = np.array([tr.mask_of(g) for g in range(g0, first)], dtype=np.uint8)
+            prefix = np.array([self.schedule.mask_of(g) for g in range(g0, first)], np.uint8)
             decision = game.clone()
             decision.run(prefix)
             if not _falling_at(decision):
@@ -741,7 +678,7 @@ class Runtime:
                 extra = (t2 - t0) / 1e6 + 5.0  # took too long: the prefix grew; again
                 continue
             # Frames scheduled before beyond the new plan (an older plan) are released.
-            tail = max(0, self.feed_end - (first + len(masks) - 1))
+            tail = max(0, self.schedule.feed_end - (first + len(masks) - 1))
             t_wire = time.perf_counter_ns()
             sent = self._schedule(first, [*masks, *([0] * tail)], "plan")
             t_ack = time.perf_counter_ns()
@@ -789,96 +726,34 @@ class Runtime:
     # ---- levels -------------------------------------------------------------------------------
 
     def _level_flow(self) -> None:
-        tr = self.tracker
-        clock = tr.clock
-        if self.ctl.link is None or not clock.ready:
+        """Starts the next level when the level flow (hil.loop.levels) says it is due, the way
+        the console starts it (Console.start_level)."""
+        if self.ctl.link is None or not self.clock.ready:
             return
-        now_frame = clock.frame_at(self.clock())
-        if tr.state == LevelState.ENDED and self.ended_at_frame is None:
-            self.ended_at_frame = now_frame
-            self._record_level_end()
-        waiting = tr.state == LevelState.IDLE or (
-            tr.state == LevelState.ENDED
-            and self.ended_at_frame is not None
-            and now_frame - self.ended_at_frame >= self.s.start_wait_frames
-        )
-        if not waiting:
+        now_frame = self.clock.frame_at(self.now())
+        nxt = self.levels.next_due(now_frame, self.tracker, self.stats.frames)
+        if nxt is None:
             return
-        if self.level_index + 1 >= len(self.s.levels):
-            self.done = True
-            return
-        if tr.state == LevelState.IDLE and self.stats.frames < 10:
-            return  # see the console for a moment first
-        nxt = self.s.levels[self.level_index + 1]
         first = self._first_free()
-        if self._chains_to(nxt):
-            masks, start = self._next_level_presses(first, nxt)
-        else:
-            if self.level_index >= 0:  # a new game, not the game's next level
-                if self.console is None or not hasattr(self.console, "reset"):
-                    self.say(
-                        f"level {nxt.level} speed {nxt.speed} is not the game's next level and "
-                        "this console cannot be reset; ending the run"
-                    )
-                    self.done = True
-                    return
-                self.console.reset()
-                self.log.write("console_reset")
-            masks, start = [int(Button.START), 0], first
+        previous = self.levels.previous(self.tracker.end_frame)
+        try:
+            presses = self.console.start_level(nxt.level, nxt.speed, first, previous)
+        except CannotStart as e:
+            self.say(str(e))
+            self.levels.done = True
+            return
+        if presses.reset:
+            self.log.write("console_reset")
+        masks, first = presses.masks, presses.first_frame
         ok = True
         for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
             ok &= self._schedule(first + k, masks[k : k + 60], "start")
         if ok:
-            self.level_index += 1
-            self.ended_at_frame = None
-            tr.begin_level(nxt.level, nxt.speed, start)
-            self.log.write("start_pressed", frame=start, level=nxt.level, speed=nxt.speed)
-
-    def _chains_to(self, nxt: LevelPlan) -> bool:
-        """The game's own next level: the last one was cleared and ``nxt`` is level + 1 (up to
-        lvCap $18) at the same speed (checkVirusLeft [$B269])."""
-        if self.level_index < 0 or not self.results:
-            return False
-        prev = self.s.levels[self.level_index]
-        cleared = self.results[-1]["result"] == "stage_clear"
-        return cleared and (nxt.level, nxt.speed) == (min(prev.level + 1, 24), prev.speed)
-
-    def _next_level_presses(self, first: int, nxt: LevelPlan) -> tuple[list[int], int]:
-        """Masks from ``first`` that take a cleared level to the next one, and the frame Start
-        should be read in. The stage clear's loop reads Start pressed or held from 97 frames
-        after the level's last step (docs/LEVEL_FLOW.md), known from the shadow state: Start is
-        held from now until a few frames past it (no new press, so the next level's
-        checkPauseReset sees none); before a cutscene (engine.cutscene_before) a fresh press
-        follows, which its loop needs."""
-        end = self.tracker.end_frame
-        accept = (end if end is not None else first) + STAGE_CLEAR_START_FRAMES
-        hold_to = max(first, accept) + 8
-        masks = [int(Button.START)] * (hold_to - first + 1) + [0]
-        if engine.cutscene_before(nxt.level, nxt.speed):
-            masks += [0] * 6 + [int(Button.START), 0]
-        return masks, min(first, accept)
-
-    def _record_level_end(self) -> None:
-        lv = self.tracker.lv
-        if lv is None or self.level_index < 0:
-            return
-        result = lv.result or "unknown"
-        start = lv.base
-        rec = {
-            "level": lv.level,
-            "speed": lv.speed,
-            "result": result,
-            "base_frame": start,
-            "frame_counter_mod16": lv.fc0,
-            "frames": None
-            if start is None or self.ended_at_frame is None
-            else self.ended_at_frame - start,
-            "pills": lv.decided_spawn,
-        }
-        self.results.append(rec)
-        self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
-        if result == "top_out" and self.s.stop_on_top_out:
-            self.done = True
+            self.levels.started()
+            self.tracker.begin_level(nxt.level, nxt.speed, presses.start_frame)
+            self.log.write(
+                "start_pressed", frame=presses.start_frame, level=nxt.level, speed=nxt.speed
+            )
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -898,19 +773,10 @@ class Runtime:
         except KeyboardInterrupt:  # Ctrl-C, and SIGTERM / SIGHUP (hil run turns them into it)
             self.interrupted = True
             self.log.write("interrupted")
-            self._record_interrupted_level()
+            self.levels.interrupted()
         finally:
             self._release()
         return self.summary()
-
-    def _record_interrupted_level(self) -> None:
-        """The level in play when the run was interrupted counts as played, not cleared."""
-        if self.level_index < 0 or len(self.results) > self.level_index:
-            return
-        lp = self.s.levels[self.level_index]
-        rec = {"level": lp.level, "speed": lp.speed, "result": "interrupted", "frames": None}
-        self.results.append(rec)
-        self.log.write("level_end", **rec)
 
     def _step(self) -> bool:
         if self.ctl.link is None:
@@ -943,7 +809,7 @@ class Runtime:
         self.stats.read_ms.append((t_read - t_got) / 1e6)
         # The statuses are read after the decision (below), off the path from a frame's
         # arrival to the schedule on the wire: the tracker's shadow state and the decision
-        # take the masks of frames not yet reported from what was scheduled (Tracker.mask_of),
+        # take the masks of frames not yet reported from what was scheduled (Schedule.mask_of),
         # and the newest status is of a frame the capture shows only ~latency frames later.
         events = self.tracker.on_frame(frame.time_ns, obs)
         self.last_obs = obs
@@ -977,7 +843,7 @@ class Runtime:
 
     def _latency_sample(self, frame: Frame) -> None:
         g = self.tracker.frame_match
-        clock = self.tracker.clock
+        clock = self.clock
         if g is None or not clock.ready:
             return
         done = clock.latch_ns(g) + clock.period_ns
@@ -1068,109 +934,36 @@ class Runtime:
         return out
 
 
-# checkVirusLeft [$B269]: waitFor_A_frames($40), ($10), ($10), then the Start loop's first read.
-STAGE_CLEAR_START_FRAMES = 0x40 + 0x10 + 0x10 + 1
-
-
 def _falling_at(game: engine.Game) -> bool:
     return int(game.next_action) == 0 and int(game.phase) == 1
 
 
-# ---- the simulated console, wired up -------------------------------------------------------
+# ---- one run ------------------------------------------------------------------------------
 
 
-@dataclass
-class SimOptions:
-    """The simulated console behind ``hil run --sim``: level seeds (one per level, cycled),
-    the capture profile, seeds, faults to inject."""
-
-    profile: str = "mjpeg_720p_q70"
-    seeds: list[int] = field(default_factory=lambda: [0x8988])
-    capture_seed: int = 0
-    console_seed: int = 0
-    faults: list[Any] = field(default_factory=list)
-    # A UF2 path: the controller is that firmware image in rp2040js (hil.vdevice.
-    # EmulatedFirmware, lockstep only) instead of the C core on a pty.
-    firmware: str | None = None
-
-
-def run_sim(
+def play(
     settings: RunSettings,
-    sim: SimOptions,
+    console: Console,
+    reader: Reader,
+    policy: Policy,
+    planner: Planner,
     *,
-    reader: str = "oracle",
-    policy: str = "heuristic",
-    taps_only: bool = False,
-    log_path: str | Path | None = None,
+    log: EventLog | None = None,
     view: Callable[[dict[str, Any]], None] | None = None,
     say: Callable[[str], None] | None = None,
     on_frame: Callable[[Runtime, Frame], None] | None = None,
-    model: str | Path | None = None,
-) -> tuple[dict[str, Any], Any]:
-    """Plays ``settings.levels`` on a SimConsole; returns (summary, console). ``model``: the
-    board model of the onnx reader (make_reader)."""
-    from calibration import Profile
-    from hil.console_sim import SimConsole, SimLevel
-
-    profile = Profile.load(sim.profile)
-    levels = [
-        SimLevel(lp.level, lp.speed, sim.seeds[i % len(sim.seeds)])
-        for i, lp in enumerate(settings.levels)
-    ]
-    settings.latency_frames = profile.timing.latency_frames
-    settings.jitter_ms = profile.timing.jitter_ms
-    device = None
-    if sim.firmware is not None:
-        from hil.vdevice import EmulatedFirmware, EmulatorError
-
-        if not settings.fast:
-            raise ValueError("--firmware runs in lockstep only: add --fast")
-        try:
-            device = EmulatedFirmware(sim.firmware, driven=True)
-        except EmulatorError as e:
-            raise ValueError(str(e)) from None
-    console = SimConsole(
-        levels,
-        profile,
-        realtime=not settings.fast,
-        capture_seed=sim.capture_seed,
-        console_seed=sim.console_seed,
-        max_frames=settings.max_frames + 600,
-        faults=sim.faults,
-        device=device,
+) -> dict[str, Any]:
+    """``hil run`` on any console (hil.consoles.base.Console: the simulated one, the emulator,
+    the rig): the capture chain's latency and jitter are the console's, the console starts, the
+    Runtime plays ``settings.levels``, the console closes. Returns the summary with the
+    console's own section (``console.report()``: "sim", "emu"). Raises what the console's
+    ``start`` raises (the emulator's menus: EmuError). The caller closes the console."""
+    settings.latency_frames = console.latency_frames
+    settings.jitter_ms = console.jitter_ms
+    rt = Runtime(
+        settings, console, reader, policy, planner, log=log, view=view, say=say, on_frame=on_frame
     )
-    log = EventLog(log_path)
-    try:
-        rt = Runtime(
-            settings,
-            console.capture,
-            lambda: console.port,
-            make_reader(reader, profile, model),
-            make_policy(policy),
-            EnginePlanner(taps_only),
-            clock=console.now_ns,
-            log=log,
-            view=view,
-            say=say,
-            on_frame=on_frame,
-            console=console,
-        )
-        console.start()
-        summary = rt.run()
-        summary["sim"] = {
-            "profile": profile.name,
-            "levels": [
-                asdict(r.spec)
-                | {
-                    "result": r.result,
-                    "start_frame": r.start_frame,
-                    "frame_counter_mod16": (r.start_frame - 1 + console.fc_phase) & 15,
-                }
-                for r in console.records
-            ],
-            "fc_phase": console.fc_phase,
-        }
-    finally:
-        log.close()
-        console.close()
-    return summary, console
+    console.start()
+    summary = rt.run()
+    summary.update(console.report())
+    return summary

@@ -2,7 +2,7 @@
 
 :class:`EmuConsole` runs a ROM in `cynes <https://pypi.org/project/cynes/>`_ (a cycle-level NES
 emulator, headless) one video frame at a time. The controller byte of every frame comes from a
-:class:`hil.vdevice.VirtualDevice` (the firmware's C core on a pseudo-terminal), so the host
+:class:`hil.link.vdevice.VirtualDevice` (the firmware's C core on a pseudo-terminal), so the host
 schedules masks with :class:`hil.link.Link` exactly as it does for the real RP2040, and the
 firmware's queue, late/underrun and watchdog logic is the real one.
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -51,10 +50,9 @@ from calibration import CaptureModel, Profile, TimingModel
 from engine import RomError
 from engine.ines import read_rom
 from hil import testrom
-from hil.capture import Frame as CaptureFrame
-from hil.link import Link
-from hil.recording import Frame
-from hil.vdevice import VirtualDevice
+from hil.consoles.base import CaptureError, Frame, LevelEnd, StartPresses, start_with_pad
+from hil.link.link import Link
+from hil.link.vdevice import VirtualDevice
 
 NTSC_FRAME_US = 1e6 / 60.0988  # one NTSC video frame (us)
 DR_MARIO_READ_GAP_US = 222  # first latch to second latch of getInputs (firmware/PROTOCOL.md)
@@ -564,17 +562,17 @@ def navigate_menus(
 
 
 class EmuRun:
-    """``hil run --emu ROM``: the user's Dr. Mario in cynes as a console the Runtime plays, like
-    hil.console_sim.SimConsole (a capture source on the console's frame clock, the controller
-    port, and how a level is started), in lockstep: the emulator runs up to each captured
-    frame's arrival time (the Profile's timing model), its picture goes through the forward
-    model.
+    """``hil run --emu ROM``: the user's Dr. Mario in cynes as a console the Runtime plays
+    (hil.consoles.base.Console, like hil.consoles.sim.SimConsole: a capture source on the
+    console's frame clock, the controller port, and how a level is started), in lockstep: the
+    emulator runs up to each captured frame's arrival time (the Profile's timing model), its
+    picture goes through the forward model.
 
-    :meth:`prepare` drives the menus through the firmware core (navigate_menus, without Start)
-    to ``level`` and ``speed`` on the options screen, and reads them back from the game's RAM
-    (the picture check of the options screen is perception's, not available here); the
-    Runtime then presses Start itself, and after each stage clear holds Start as the game asks,
-    so the game chains level after level.
+    :meth:`start` drives the menus through the firmware core (:meth:`prepare`: navigate_menus,
+    without Start) to ``level`` and ``speed`` on the options screen, and reads them back from
+    the game's RAM (the picture check of the options screen is perception's, not available
+    here); :meth:`start_level` then presses Start, and after each stage clear holds Start as the
+    game asks, so the game chains level after level.
 
     Ground truth for ``--reader oracle``: an engine.LevelFlow shadow of the game, begun at the
     frame the options screen took Start (RNG and frameCounter read from RAM) and fed the same
@@ -623,8 +621,13 @@ class EmuRun:
         self.levels: list[dict[str, Any]] = []
         self.late_inits = 0  # levels whose initData_level overran its frame (read off RAM)
         self.capture = _EmuRunCapture(self)
+        self.latency_frames = profile.timing.latency_frames
+        self.jitter_ms = profile.timing.jitter_ms
+        self.menu: MenuResult | None = None
 
     # ---- the Console interface -------------------------------------------------------------
+
+    name = "emu"
 
     @property
     def port(self) -> str:
@@ -650,7 +653,34 @@ class EmuRun:
         return res
 
     def start(self) -> None:
+        """Drives the menus to the first level (:meth:`prepare`); the clock's 0 is then."""
+        self.menu = self.prepare()
         self._started_ns = time.monotonic_ns()
+
+    def start_level(
+        self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
+    ) -> StartPresses:
+        """Start on the options screen :meth:`prepare` set, then the game's chain (no RESET:
+        a game is a chain of levels). Raises CannotStart for any other level."""
+        return start_with_pad(level, speed, first_frame, previous)
+
+    def report(self) -> dict[str, Any]:
+        """``{"emu": ...}``: the ROM, the menus, the levels the game began, the LevelFlow
+        shadow's RAM check, lag frames."""
+        return {
+            "emu": {
+                "rom": self.emu.rom_name,
+                "profile": self.profile.name,
+                "game": self.game,
+                "menu_presses": None if self.menu is None else self.menu.presses,
+                "start_latches": self.start_latches[:16],
+                "levels_seen": self.levels,
+                "shadow_ram_mismatch_frames": self.ram_mismatches,
+                "late_init_levels": self.late_inits,
+                "video_frames": self.emu.video_frame,
+                "lag_frames": self.emu.lag_frames,
+            }
+        }
 
     def close(self) -> None:
         self.emu.close()
@@ -745,9 +775,7 @@ class _EmuRunCapture:
         self.next = 0
         self.delivered = 0
 
-    def newest(self, timeout_s: float) -> CaptureFrame | None:
-        from hil.capture import CaptureError
-
+    def newest(self, timeout_s: float) -> Frame | None:
         run = self.run
         sched = run.schedule
         if self.next >= len(sched):
@@ -770,7 +798,7 @@ class _EmuRunCapture:
         }
         self.next += 1
         self.delivered += 1
-        return CaptureFrame(image, t, k, truth)
+        return Frame(image, t, k, truth)
 
     def describe(self) -> dict[str, Any]:
         p = self.run.profile
@@ -887,99 +915,3 @@ def start_game(
 
 def print_json(obj: dict[str, Any]) -> None:
     print(json.dumps(obj, indent=2))
-
-
-def run_emu(
-    settings: Any,
-    rom: str | Path,
-    *,
-    profile: str = "mjpeg_720p_q70",
-    reader: str = "oracle",
-    policy: str = "heuristic",
-    taps_only: bool = False,
-    capture_seed: int = 0,
-    log_path: str | Path | None = None,
-    view: Callable[[dict[str, Any]], None] | None = None,
-    say: Callable[[str], None] | None = None,
-    on_frame: Callable[[Any, Any], None] | None = None,
-    emulator: Callable[[str], Emulator] | None = None,
-    game: str = "drmario",
-    model: str | Path | None = None,
-) -> dict[str, Any]:
-    """``hil run --emu ROM``: plays ``settings.levels`` (a chain: level + 1 at the same speed
-    after each stage clear, as the game goes) on the ROM in cynes through the same Runtime,
-    tracker and firmware core as the simulated console; returns the summary. ``game``
-    "testrom": the project's test ROM (hil.testrom) through the same path; it has no game, so
-    the Start the runtime presses is only seen latched (CI). ``reader`` "onnx" reads with
-    ``model``, else the model ``hil prepare`` made for this ROM, else the shipped one
-    (perception.store.choose_model; said once through ``say``). Raises RomError (missing, wrong
-    or corrupt ROM), EmuError, ValueError (levels that are not one game), FileNotFoundError (a
-    ``model`` that is no file)."""
-    from hil.runtime import EnginePlanner, EventLog, Runtime, make_policy, make_reader
-
-    levels = settings.levels
-    first = levels[0]
-    for a, b in zip(levels, levels[1:], strict=False):
-        if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
-            raise ValueError(
-                "--emu plays one game: the levels must follow the game's chain (level + 1, the "
-                "same speed); use --level L --speed S --max-levels N"
-            )
-    prof = Profile.load(profile)
-    if reader == "onnx" and game == "drmario" and not prof.rom_crc32:
-        import dataclasses
-
-        from perception.store import rom_crc32
-
-        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))  # this ROM's prepared model
-    settings.latency_frames = prof.timing.latency_frames
-    settings.jitter_ms = prof.timing.jitter_ms
-    run = EmuRun(
-        rom,
-        first.level,
-        first.speed,
-        prof,
-        capture_seed=capture_seed,
-        max_frames=settings.max_frames + 1200,
-        emulator=emulator,
-        game=game,
-    )
-    log = EventLog(log_path)
-    board_reader = make_reader(reader, prof, model)
-    model_line = getattr(board_reader, "model_line", None)  # the ONNX reader says its model
-    if model_line:
-        (say or (lambda m: print(m, file=sys.stderr)))(f"hil run: {model_line}")
-    try:
-        menu = run.prepare()
-        rt = Runtime(
-            settings,
-            run.capture,
-            lambda: run.port,
-            board_reader,
-            make_policy(policy),
-            EnginePlanner(taps_only),
-            clock=run.now_ns,
-            log=log,
-            view=view,
-            say=say,
-            on_frame=on_frame,
-            console=None,  # no reset: a game is a chain of levels
-        )
-        run.start()
-        summary = rt.run()
-        summary["emu"] = {
-            "rom": run.emu.rom_name,
-            "profile": prof.name,
-            "game": game,
-            "menu_presses": None if menu is None else menu.presses,
-            "start_latches": run.start_latches[:16],
-            "levels_seen": run.levels,
-            "shadow_ram_mismatch_frames": run.ram_mismatches,
-            "late_init_levels": run.late_inits,
-            "video_frames": run.emu.video_frame,
-            "lag_frames": run.emu.lag_frames,
-        }
-    finally:
-        log.close()
-        run.close()
-    return summary

@@ -1,15 +1,14 @@
-"""Capture sources behind one interface: ``newest(timeout_s) -> Frame | None``.
+"""The real rig: a console seen through a capture card, its controller port the firmware's serial
+port (hil.consoles.base.Console), and the capture sources behind ``newest(timeout_s) -> Frame``.
 
-A capture source hands the runtime the newest captured frame it has not handed out yet,
-dropping older ones (a live pipeline must never work through a backlog: a stale picture is
-worse than a skipped one). Sources:
-
+- :class:`RigConsole`: the capture (a device, or a video file paced in real time), the serial
+  port of the RP2040, ``time.monotonic_ns``; a level starts with Start on the options screen
+  the user set (the game's chain after a stage clear); the console cannot be reset.
 - :class:`DeviceCapture`: a capture card through OpenCV (V4L2 on Linux): MJPG requested where
   the device offers it, the buffer size set to 1, the mode actually negotiated read back and
   reported, a reader thread that keeps only the newest frame, a clear message and reconnection
   attempts with backoff when the device vanishes (unplugged).
 - :class:`FileCapture`: a video file, one frame per call (lockstep) or paced at its frame rate.
-- ``hil.console_sim.SimCapture``: the simulated console's capture chain (same interface).
 
 Times are the runtime clock's nanoseconds (``time.monotonic_ns`` for real devices).
 """
@@ -20,48 +19,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import cv2
 import numpy as np
 
+from hil.consoles.base import (
+    CaptureError,
+    CaptureSource,
+    Frame,
+    LevelEnd,
+    StartPresses,
+    start_with_pad,
+)
+
 Clock = Callable[[], int]  # ns
-
-
-@dataclass
-class Frame:
-    """One captured frame (ARCHITECTURE.md): ``image`` BGR uint8 [H, W, 3]; ``time_ns`` when the
-    host received it (runtime clock, ns); ``index`` delivered-frame number from 0 (gaps: frames the
-    source dropped because a newer one came first); ``truth`` ground truth the simulated
-    console attaches (None for real captures)."""
-
-    image: np.ndarray
-    time_ns: int
-    index: int
-    truth: dict[str, Any] | None = field(default=None, repr=False)
-
-
-class CaptureError(RuntimeError):
-    """A capture source cannot deliver: absent, unplugged, or an unreadable file."""
-
-
-class CaptureSource(Protocol):
-    """What the runtime reads frames from (see the module docstring)."""
-
-    name: str
-
-    def newest(self, timeout_s: float) -> Frame | None:
-        """The newest frame not yet returned; None when none arrives within ``timeout_s``.
-        Raises CaptureError when the source has ended or is lost for good."""
-        ...
-
-    def describe(self) -> dict[str, Any]:
-        """The mode in use (size, rate, pixel format) and counters, JSON-ready."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def fourcc_str(code: float | int) -> str:
@@ -280,3 +253,43 @@ class FileCapture:
 
     def close(self) -> None:
         self._cap.release()
+
+
+class RigConsole:
+    """The real console (hil.consoles.base.Console): ``capture`` a capture source (a device or
+    a video file), ``port`` the firmware's serial port, ``latency_frames`` / ``jitter_ms`` the
+    calibrated capture chain (the Profile's, or a measured latency). The console has no RESET
+    the host can press: a level that is not the first nor the game's next one ends the run."""
+
+    name = "rig"
+
+    def __init__(
+        self, capture: CaptureSource, port: str, latency_frames: float, jitter_ms: float
+    ) -> None:
+        self.capture = capture
+        self._port = port
+        self.latency_frames = latency_frames
+        self.jitter_ms = jitter_ms
+
+    @property
+    def port(self) -> str:
+        return self._port
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+    def start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.capture.close()
+
+    def start_level(
+        self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
+    ) -> StartPresses:
+        """Start on the options screen (the user set it), then the game's chain. Raises
+        CannotStart for any other level."""
+        return start_with_pad(level, speed, first_frame, previous)
+
+    def report(self) -> dict[str, Any]:
+        return {}

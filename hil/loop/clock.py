@@ -1,0 +1,114 @@
+"""The frame clock: firmware frames <-> host time, one object for the whole loop.
+
+The firmware numbers console frames by their latch groups and stamps each STATUS with its
+clock (firmware/PROTOCOL.md); :class:`FrameClock` learns the mapping from those messages and
+from PING round trips, and answers "which frame is it now", "which frame can a schedule sent
+now still reach" and "which frames can a capture that arrived now show" (docs/RUN.md, "Frame
+clock"). The runtime feeds it; the tracker, the scheduler and the level flow read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+NES_HZ = 60.0988
+
+
+class FrameClock:
+    """Firmware frames <-> host time (ns), learnt from STATUS messages.
+
+    ``on_status(frame, first_latch_us, host_ns)``: a STATUS of that frame arrived at host time
+    host_ns. The device-to-host offset is the minimum over the last 512 of ``host arrival -
+    (latch + window)`` (messages are only ever late), the frame period the slope of the device
+    timestamps over the same span (the console's crystal, not the nominal 60.0988 Hz).
+    ``on_pong(device_us, host_ns)`` adds an offset sample from a PING round trip.
+    """
+
+    def __init__(self, hz: float = NES_HZ, window_us: int = 5000) -> None:
+        self.nominal_ns = 1e9 / hz
+        self.window_us = window_us
+        self._samples: deque[tuple[int, int]] = deque(maxlen=512)  # (frame, latch_us)
+        self._offsets: deque[float] = deque(maxlen=512)
+        self._offset: float | None = None
+        self._period: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._samples) and bool(self._offsets)
+
+    def reset(self) -> None:
+        """Forget everything (the firmware restarted: its frames and clock begin again)."""
+        self._samples.clear()
+        self._offsets.clear()
+        self._offset = self._period = None
+
+    def on_status(self, frame: int, first_latch_us: int, host_ns: int) -> None:
+        if self._samples and frame <= self._samples[-1][0]:
+            return
+        self._samples.append((frame, first_latch_us))
+        self._offsets.append(host_ns - (first_latch_us + self.window_us) * 1000.0)
+        self._offset = self._period = None
+
+    def on_pong(self, device_us: int, host_ns: int) -> None:
+        self._offsets.append(host_ns - device_us * 1000.0)
+        self._offset = None
+
+    @property
+    def offset_ns(self) -> float:
+        if self._offset is None:
+            self._offset = min(self._offsets)
+        return self._offset
+
+    @property
+    def period_ns(self) -> float:
+        if self._period is None:
+            # The slope over the newest run of samples without a gap: a frame in which the
+            # console read no controller (the game kept NMI off while loading a screen, as in
+            # Dr. Mario's menus) has no latch group, so its time would count as a frame period.
+            f1, t1 = self._samples[-1]
+            f0, t0 = f1, t1
+            for f, t in reversed(self._samples):
+                if f0 - f > 0 and (t0 - t) * 1000.0 > (f0 - f) * self.nominal_ns * 1.5:
+                    break
+                f0, t0 = f, t
+            self._period = (t1 - t0) * 1000.0 / (f1 - f0) if f1 - f0 >= 30 else self.nominal_ns
+        return self._period
+
+    @property
+    def samples(self) -> int:
+        """STATUS messages the estimate rests on (up to 512)."""
+        return len(self._samples)
+
+    @property
+    def last_frame(self) -> int:
+        """The newest frame a STATUS was received for (-1 before any)."""
+        return self._samples[-1][0] if self._samples else -1
+
+    def latch_ns(self, frame: int) -> float:
+        """Host time of ``frame``'s first latch. Requires ``ready``."""
+        f, t_us = self._samples[-1]
+        return t_us * 1000.0 + (frame - f) * self.period_ns + self.offset_ns
+
+    def frame_at(self, host_ns: float) -> int:
+        """The newest frame whose first latch is at or before ``host_ns``."""
+        f, t_us = self._samples[-1]
+        return f + math.floor((host_ns - t_us * 1000.0 - self.offset_ns) / self.period_ns)
+
+    def first_schedulable(self, host_ns: float, margin_ns: float = 0.0) -> int:
+        """The first frame a SCHEDULE sent at ``host_ns`` (+ margin) still reaches: frame g is
+        armed (fixed) when frame g-1's latch window closes."""
+        t = host_ns + margin_ns - self.window_us * 1000.0
+        return self.frame_at(t) + 2
+
+    def shown_frames(
+        self, arrival_ns: float, latency_ns: float, jitter_ns: float, slack_ns: float = 5e5
+    ) -> range:
+        """Console frames a capture that arrived at ``arrival_ns`` can show: the device holds
+        the newest complete picture when it samples (frame g complete at latch(g) + period),
+        and delivers it ``latency_ns`` plus 0..``jitter_ns`` later. ``slack_ns`` covers the
+        error of the clock mapping itself (a capture sampled right at a frame boundary)."""
+        done = arrival_ns - latency_ns - self.period_ns
+        hi = self.frame_at(done + slack_ns)
+        lo = self.frame_at(done - jitter_ns)
+        return range(lo, hi + 1)
