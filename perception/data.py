@@ -348,10 +348,8 @@ class GameStream:
         for _ in range(MAX_GAME_FRAMES):
             mask = player.mask(game)
             if boards and player.fresh and rng.random() < 0.35:
-                # a new pill is in play (top rows free): give it a random board below, from
-                # row 0 down at most (row 0 was never filled from row 1: 20 of the 27 boards a
-                # ROM model read wrong on held-out renders were wrong in row 0)
-                inject_board(game, random_board(rng, int(rng.integers(0, 14))))
+                # a new pill is in play (top rows free): give it a random board below
+                inject_board(game, random_board(rng, int(rng.integers(1, 14))))
             before = prev
             prev = game.clone()
             game.step(mask)
