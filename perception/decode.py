@@ -75,6 +75,13 @@ def decode_next(probs: np.ndarray) -> NextPill | None:
     return NextPill(colors=colors, confidence=drawn * float(first.max() * second.max()))
 
 
+def played(field: np.ndarray) -> bool:
+    """uint8 [16, 8] cell codes -> whether the board shows anything but viruses and empty cells
+    (a pill half, a single or a clearing tile: something a player put there)."""
+    kinds = field >> 4
+    return bool(((kinds != 0xF) & (kinds != 0xD)).any())
+
+
 def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray) -> Observation:
     """One frame's model outputs (no batch axis) -> Observation.
 
@@ -87,10 +94,13 @@ def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndar
     k = int(kind.argmax())
     falling = decode_falling(sprite)
     k_conf = float(kind[k])
-    if k == ScreenKind.LEVEL_INTRO and falling is not None:
+    if k == ScreenKind.LEVEL_INTRO and (falling is not None or played(field)):
         # LEVEL_INTRO lasts until the first falling pill is drawn (docs/PERCEPTION.md, "Screen
         # kinds"): a picture with one is play. The first pill falling over the intro's board
-        # was read as the intro for up to 40 frames by a ROM model's kind head.
+        # was read as the intro for up to 40 frames by a ROM model's kind head. The intro's
+        # board holds viruses only (none of 389 held-out intro pictures showed anything else),
+        # so a pill, a single or a clearing tile on the board is play too: a ROM model read
+        # the throw of a later pill as the intro on 9 of 2400 random-chain pictures.
         k = ScreenKind.GAMEPLAY
         k_conf = float(kind[ScreenKind.GAMEPLAY] + kind[ScreenKind.LEVEL_INTRO])
     return Observation(

@@ -90,7 +90,15 @@ def sample_maps(
         if origin[1] % 2:
             raise ValueError(f"origin y must be even with combing, got {origin[1]}")
         centre = place.capture_y(nes_y) - 0.5
-        my = 2.0 * np.rint(centre / 2.0) - origin[1]  # the even line nearest the centre
+        my = 2.0 * np.rint(centre / 2.0)  # the even line nearest the centre
+        # below 2 capture lines per NES line two NES lines can share an even line, and the
+        # NES line between them would be lost: it is read from the odd line nearest its
+        # centre (the console frame before, the same picture unless something moved)
+        shared = np.zeros(my.size, bool)
+        shared[1:] |= my[1:] == my[:-1]
+        shared[:-1] |= my[:-1] == my[1:]
+        far = shared & (np.abs(centre - my) > 0.5)
+        my = np.where(far, my + np.sign(centre - my), my) - origin[1]
     else:
         my = place.capture_y(nes_y) - 0.5 - origin[1]
     visible_x = (nes_x >= place.crop_left) & (nes_x < 256 - place.crop_right)

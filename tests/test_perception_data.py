@@ -210,3 +210,24 @@ def test_intro_lasts_until_the_first_falling_pill_is_drawn():
     assert first > 100  # the intro wait and the throw
     assert all(k == ScreenKind.LEVEL_INTRO for k in kinds[:first])
     assert kinds[first] == ScreenKind.GAMEPLAY
+
+
+def test_crop_sampler_reads_every_nes_line_of_combed_captures_below_two_lines_per_line():
+    # 1.9 capture lines per NES line: two NES lines share the even capture line nearest their
+    # centres, and the one between would be lost; it is read from an odd line (the frame
+    # before, here the same picture), so a nearest-scaled capture gives the NES crop exactly
+    picture = engine.render_frame(played_game(300)[-1])
+    for scale in (1.9033, 1.822):
+        g = Geometry(
+            width=720,
+            height=480,
+            scale_x=2.0,
+            scale_y=scale,
+            offset_x=100.0,
+            offset_y=27.09,
+            crop_top=6,
+            interpolation="nearest",
+        )
+        profile = Profile(geometry=g, artifacts=Artifacts(combing=True))
+        captured = forward(profile, picture, previous=picture)
+        assert (CropSampler(profile)(captured) == crop_of(picture)).all()

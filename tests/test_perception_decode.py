@@ -7,6 +7,7 @@ import pytest
 
 from perception.decode import decode, decode_cells, decode_falling, decode_next
 from perception.layout import (
+    CELL_TYPES,
     CLASS_TO_CODE,
     N_CELL_CLASSES,
     N_KINDS,
@@ -132,3 +133,20 @@ def test_a_picture_with_a_falling_pill_is_never_the_intro():
     assert obs.kind_confidence == pytest.approx(0.9)
     still = decode(cells, sprite_probs({}), nxt, kind)
     assert still.falling is None and still.kind == ScreenKind.LEVEL_INTRO
+
+
+def test_a_board_with_anything_but_viruses_is_never_the_intro():
+    # the intro's board holds viruses only: a pill half, a single or a clearing tile on it
+    # (with no falling pill, e.g. a later pill on its throw arc) is play
+    kind = np.full(N_KINDS, 0.02, np.float32)
+    kind[ScreenKind.LEVEL_INTRO] = 0.7
+    kind[ScreenKind.GAMEPLAY] = 0.2
+    nxt = np.array([1.0, 1, 0, 0, 1, 0, 0], np.float32)
+    virus = 1 + 3 * CELL_TYPES.index(0xD0) + 1  # a red virus
+    for shown, want in ((virus, ScreenKind.LEVEL_INTRO), (1 + 3 * CELL_TYPES.index(0x80), None)):
+        cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
+        cells[0] = 1.0
+        cells[0, 12, 2], cells[shown, 12, 2] = 0.0, 1.0
+        obs = decode(cells, sprite_probs({}), nxt, kind)
+        assert obs.falling is None
+        assert obs.kind == (want or ScreenKind.GAMEPLAY)

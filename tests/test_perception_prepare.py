@@ -67,7 +67,7 @@ def test_prepare_builds_validates_stores_and_hil_run_uses_it(made_up_rom, tmp_pa
     rig = tmp_path / "rig.json"
     rig.write_text(Profile.load("ideal_720p_nearest").replace(name="rig").to_json())
     argv = [
-        "--rom", rom, "--no-crc", "--profile", rig, "--minutes", "0.5", "--steps", "6",
+        "--rom", rom, "--no-crc", "--profile", rig, "--steps", "6",
         "--batch", "4", "--workers", "0", "--eval-frames", "6", "--random-chains", "2",
         "--random-frames", "4", "--quiet",
     ]  # fmt: skip
@@ -77,6 +77,7 @@ def test_prepare_builds_validates_stores_and_hil_run_uses_it(made_up_rom, tmp_pa
     assert prepared_model(crc) == model and model.is_file()
     report = json.loads((data / "models" / crc / "board.report.json").read_text())
     assert report["meta"]["rom_crc32"] == crc and report["meta"]["steps_done"] == 6
+    assert report["meta"]["minutes_budget"] == 0 and not report["meta"]["time_bound"]
     groups = report["summary"]["goal_groups"]
     assert "hdmi_1080p_bilinear" in groups and "rig:rig" in groups
     assert "2 random chains (pooled)" in groups
