@@ -215,6 +215,9 @@ def parse_levels(text: str, speed: int) -> list[LevelPlan]:
     return out
 
 
+LOCKSTEP_LINK_TIMEOUT_S = 10.0  # link write/reply timeout when the console waits (--fast)
+
+
 @dataclass
 class RunSettings:
     """What ``hil run`` does; see ``hil run --help`` and docs/RUN.md."""
@@ -341,8 +344,15 @@ class Controller:
     logged, and reopened with backoff (0.25 s doubling to 4 s). ``port`` is a path or a
     callable returning the current path (the simulated console's pty changes on replug)."""
 
-    def __init__(self, port: str | Callable[[], str], log: EventLog, say: Callable[[str], None]):
+    def __init__(
+        self,
+        port: str | Callable[[], str],
+        log: EventLog,
+        say: Callable[[str], None],
+        timeout_s: float = 0.5,
+    ):
         self.port = port
+        self.timeout_s = timeout_s
         self.log = log
         self.say = say
         self.link: Link | None = None
@@ -359,7 +369,7 @@ class Controller:
     def connect(self) -> bool:
         path = self._path()
         try:
-            self.link = Link(path)
+            self.link = Link(path, timeout_s=self.timeout_s)
         except LinkError as exc:
             self.link = None
             if isinstance(exc, LinkRefused):  # a device that answers with impossible values
@@ -459,7 +469,15 @@ class Runtime:
         self.tracker = Tracker(
             config, log=self._tracker_event, clock=self.clock, schedule=self.schedule
         )
-        self.ctl = Controller(lambda: console.port, self.log, self.say)
+        # In lockstep the console waits for the runtime, so a write or reply that stalls on a
+        # busy host is not a lost device (seen at load 20: a 0.5 s pty write timeout dropped the
+        # link and a pill); a real-time console keeps the firmware's 0.5 s.
+        self.ctl = Controller(
+            lambda: console.port,
+            self.log,
+            self.say,
+            timeout_s=LOCKSTEP_LINK_TIMEOUT_S if settings.fast else 0.5,
+        )
         self.stats = Stats()
         self.levels = Levels(
             settings.levels,
