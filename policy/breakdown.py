@@ -129,7 +129,9 @@ def summarize(traces: Sequence[Trace]) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     from policy.eval import Config, make_policy, parse_policies
 
-    ap = argparse.ArgumentParser(prog="python -m policy.breakdown", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m policy.breakdown", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--policies", default="teacher,onnx")
     ap.add_argument("--level", type=int, default=20)
     ap.add_argument("--speed", type=int, default=2, help="0 LOW, 1 MED, 2 HI")

@@ -272,17 +272,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     cfg = Config(model=args.model, taps_only=args.taps_only, max_frames=args.max_frames)
-    results, rows = evaluate(
-        policies,
-        levels,
-        speeds,
-        args.episodes,
-        cfg,
-        seed_start=args.seed_start,
-        workers=args.workers,
-        progress=not args.no_progress,
-        address=args.address,
-    )
+    try:
+        results, rows = evaluate(
+            policies,
+            levels,
+            speeds,
+            args.episodes,
+            cfg,
+            seed_start=args.seed_start,
+            workers=args.workers,
+            progress=not args.no_progress,
+            address=args.address,
+        )
+    except ImportError as e:
+        print(f"policy.eval: {e}", file=sys.stderr)
+        return 2
     print_table(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

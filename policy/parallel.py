@@ -12,6 +12,7 @@ it is used; a cluster's workers need this project installed (`pip install -e .[t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -30,8 +31,9 @@ def ordered_map(
     workers: CPUs of the local Ray instance started here (1 and no address: no Ray, a plain
     loop in this process). address: a running Ray cluster (`ray start --head`, or
     "ray://host:10001"); then `workers` is not used. A Ray instance started here is shut
-    down at the end. Raises ValueError when workers < 1, ImportError when Ray is needed and
-    not installed (pip install -e .[train]).
+    down at the end. Without Ray installed the items run in this process (one line on stderr
+    says so). Raises ValueError when workers < 1, ImportError when `address` is given and Ray
+    is not installed (pip install -e .[train]).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
@@ -41,7 +43,20 @@ def ordered_map(
         return
     if not items:
         return
-    import ray
+    try:
+        import ray
+    except ImportError:
+        if address is not None:
+            raise ImportError(
+                "a Ray cluster (--address) needs Ray: pip install -e .[train]"
+            ) from None
+        print(
+            f"Ray is not installed (pip install -e .[train]): {len(items)} tasks in this process",
+            file=sys.stderr,
+        )
+        for item in items:
+            yield fn(item)
+        return
 
     started = not ray.is_initialized()
     if started:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import engine
 from policy.play import (
@@ -88,10 +89,10 @@ class Ahead:
         itself pondered)."""
         return self.window - (decided_after + self.seconds) * NTSC_FPS
 
-    def decision(self, next_colors: Sequence[int]) -> Decision:
+    def decision(self, next_colors: Sequence[int] | npt.ArrayLike) -> Decision:
         """The decision for the colours of pill N+2 seen at spawn N+1. KeyError when no
         decision was made (the game ended) or the colours are out of 0..2."""
-        a, b = (int(c) for c in next_colors)
+        a, b = (int(c) for c in np.asarray(next_colors).reshape(2))
         return self.decisions[(a, b)]
 
     def matches(self, game: engine.Game) -> bool:

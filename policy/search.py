@@ -161,7 +161,9 @@ class SearchPlayer:
                 best = max(best, self._third_ply(e2.child(int(j)), float(t2[j])))
             deep[k] = best - mob
         floor3 = min(deep.values())
-        ceiling = max(values[k] for k in range(len(e)) if k not in deep) if len(deep) < len(e) else 0.0
+        ceiling = (
+            max(values[k] for k in range(len(e)) if k not in deep) if len(deep) < len(e) else 0.0
+        )
         # Children not searched to ply 3 keep their order, below the deep ones.
         shift = floor3 - 1.0 - ceiling
         for k in range(len(e)):
