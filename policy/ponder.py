@@ -16,7 +16,8 @@ decision, with no work left after the spawn.
     ahead.matches(observed_game)                     # the tracker's check: same spawn state?
 
 `python -m policy.ponder` plays seeded games this way and prints JSON: the margin in frames
-between the moment the next decision is ready and the next spawn, and the check that every
+between the moment the next decision is ready and the next spawn (pondering on one core of
+its own: its CPU time; and its wall time on this machine), and the check that every
 predicted spawn state equals the one the game reached.
 """
 
@@ -70,24 +71,28 @@ class Ahead:
     predicted: the engine state at spawn N+1 (engine.Game). fall, settle: frames from spawn N
     to the lock, and from the lock to spawn N+1. decisions: per ordered colour pair of pill
     N+2 (colour codes 0-2), the policy's Decision at spawn N+1; empty when the game ends at
-    this lock (stage clear or top-out). seconds: wall time spent deciding (all pairs)."""
+    this lock (stage clear or top-out). seconds: wall time spent deciding (all pairs);
+    cpu_seconds: the CPU time of that work (this thread's: what one core of its own takes
+    when the machine is shared)."""
 
     predicted: engine.Game
     fall: int
     settle: int
     decisions: dict[tuple[int, int], Decision] = field(default_factory=dict)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def window(self) -> int:
         """Frames from spawn N to spawn N+1 (the time there is to ponder)."""
         return self.fall + self.settle
 
-    def margin(self, decided_after: float = 0.0) -> float:
+    def margin(self, decided_after: float = 0.0, wall: bool = False) -> float:
         """Frames between the moment the decisions are ready and spawn N+1, when pondering
         starts `decided_after` seconds after spawn N (the time decision N took, 0 when it was
-        itself pondered)."""
-        return self.window - (decided_after + self.seconds) * NTSC_FPS
+        itself pondered), on one core of its own (CPU time; wall=True: the wall time)."""
+        spent = self.seconds if wall else self.cpu_seconds
+        return self.window - (decided_after + spent) * NTSC_FPS
 
     def decision(self, next_colors: Sequence[int] | npt.ArrayLike) -> Decision:
         """The decision for the colours of pill N+2 seen at spawn N+1. KeyError when no
@@ -110,6 +115,7 @@ class Ponder:
         """Predicts spawn N+1 from spawn state `game` and the chosen `decision`, and decides
         there for every colour pair of pill N+2. `game` is not changed."""
         t = time.perf_counter()
+        c = time.thread_time()
         g, fall, settle = predict(game, decision)
         out = Ahead(g, fall, settle)
         if at_spawn(g):
@@ -118,6 +124,7 @@ class Ponder:
                 h.next_colors[:] = pair
                 out.decisions[pair] = self.policy.act(h)
         out.seconds = time.perf_counter() - t
+        out.cpu_seconds = time.thread_time() - c
         return out
 
 
@@ -126,8 +133,10 @@ class PonderStats:
     """One pondered game: the margins (frames) and whether every prediction held."""
 
     margins: list[float] = field(default_factory=list)
+    wall_margins: list[float] = field(default_factory=list)
     windows: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     mismatches: int = 0
     cleared: bool = False
     frames: int = 0
@@ -149,8 +158,10 @@ def play_pondered(policy: Policy, episode: Episode, max_frames: int = 100_000) -
         if not at_spawn(game):
             break
         st.margins.append(ahead.margin())
+        st.wall_margins.append(ahead.margin(wall=True))
         st.windows.append(ahead.window)
         st.seconds.append(ahead.seconds)
+        st.cpu_seconds.append(ahead.cpu_seconds)
         decision = ahead.decision(game.next_colors)
     st.cleared = int(game.phase) == int(engine.Phase.STAGE_CLEAR)
     st.frames = int(game.frame)
@@ -182,20 +193,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             for ep in episodes([args.level], [args.speed], args.episodes, args.seed_start)
         ]
         m = np.concatenate([np.asarray(s.margins) for s in stats])
+        mw = np.concatenate([np.asarray(s.wall_margins) for s in stats])
         w = np.concatenate([np.asarray(s.windows) for s in stats])
         sec = np.concatenate([np.asarray(s.seconds) for s in stats]) * 1000
+        cpu = np.concatenate([np.asarray(s.cpu_seconds) for s in stats]) * 1000
         doc[name] = {
             "games": len(stats),
             "cleared": sum(s.cleared for s in stats),
             "decisions": int(m.size),
             "mismatches": sum(s.mismatches for s in stats),
-            "margin_frames": {
+            "margin_frames_one_core": {
                 "min": float(m.min()),
                 "p1": float(np.percentile(m, 1)),
                 "median": float(np.median(m)),
+                "late": int((m < 0).sum()),
+            },
+            "margin_frames_wall": {
+                "min": float(mw.min()),
+                "p1": float(np.percentile(mw, 1)),
+                "median": float(np.median(mw)),
+                "late": int((mw < 0).sum()),
             },
             "window_frames": {"min": int(w.min()), "median": float(np.median(w))},
-            "ponder_ms_all_pairs": {
+            "ponder_cpu_ms_all_pairs": {
+                "p50": float(np.median(cpu)),
+                "p99": float(np.percentile(cpu, 99)),
+                "max": float(cpu.max()),
+            },
+            "ponder_wall_ms_all_pairs": {
                 "p50": float(np.median(sec)),
                 "p99": float(np.percentile(sec, 99)),
                 "max": float(sec.max()),
