@@ -1,13 +1,16 @@
 """Policy timings as JSON: ONNX inference with masking per decision (one core), and the teacher.
 
     python -m policy.bench [--states 200] [--teacher-states 40] [--taps-only]
+                           [--search-states 100]
 
 States are spawn states of seeded games (levels 0, 5, 10, 15, 20 x LOW/MED/HI) reached by
 playing random reachable placements. "onnx" times PlacementPolicy.choose (feature encoding,
 onnxruntime with one intra-op thread, masking, argmax) given the planner's reachable set;
 "teacher" times Teacher.search (its plans, engine play-outs and evaluation). Reported as
-median, trimmed mean (10% cut each side) and min in milliseconds, as opencv_zoo's benchmark
-does; "plan" is one engine.plan per state, for scale.
+median, trimmed mean (10% cut each side), min, p99 and max in milliseconds, as opencv_zoo's
+benchmark does; "plan" is one engine.plan per state, for scale. --search-states times the
+play-time search (policy.search, with the network's prior), the teacher and the network
+(each planning included: the whole decision) on level-20 HI states along the network's games.
 """
 
 from __future__ import annotations
@@ -50,14 +53,19 @@ def spawn_states(count: int, seed: int = 0) -> list[engine.Game]:
 
 
 def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -> dict[str, float]:
-    """Median, 10%-trimmed mean and min of fn(item) in milliseconds."""
+    """Median, 10%-trimmed mean, min, p99 and max of fn(item)'s wall time in milliseconds, and
+    the median and p99 of its CPU time (this thread's: what one core takes when the machine is
+    shared)."""
     for it in items[:warmup]:
         fn(it)
     ts = []
+    cpu = []
     for it in items:
+        c = time.thread_time()
         t = time.perf_counter()
         fn(it)
         ts.append((time.perf_counter() - t) * 1e3)
+        cpu.append((time.thread_time() - c) * 1e3)
     a = np.sort(np.asarray(ts))
     cut = len(a) // 10
     trimmed = a[cut : len(a) - cut] if len(a) > 2 * cut else a
@@ -65,19 +73,47 @@ def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -
         "median_ms": float(np.median(a)),
         "trimmed_mean_ms": float(trimmed.mean()),
         "min_ms": float(a[0]),
+        "p99_ms": float(np.percentile(a, 99)),
+        "max_ms": float(a[-1]),
+        "cpu_median_ms": float(np.median(cpu)),
+        "cpu_p99_ms": float(np.percentile(cpu, 99)),
         "n": len(a),
     }
+
+
+def level20_states(count: int, seed: int = 0) -> list[engine.Game]:
+    """`count` level-20 HI spawn states along games of the shipped network (training seeds
+    below 0x8000), 0-120 pills in: the boards the play-time search decides on."""
+    from policy.onnx_policy import PlacementPolicy
+
+    rng = np.random.default_rng(seed)
+    net = PlacementPolicy(threads=1)
+    states: list[engine.Game] = []
+    game_no = 0
+    while len(states) < count:
+        g = Episode(20, 2, 0x7000 + 2 * game_no, game_no & 0xFF).game()
+        game_no += 1
+        to_spawn(g)
+        for _ in range(int(rng.integers(0, 120))):
+            if not at_spawn(g):
+                break
+            g.run(net.act(g).masks)
+            to_spawn(g)
+        if at_spawn(g):
+            states.append(g)
+    return states
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m policy.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--states", type=int, default=200)
     ap.add_argument("--teacher-states", type=int, default=40)
+    ap.add_argument("--search-states", type=int, default=0, help="level-20 HI states for search")
     ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
     ap.add_argument("--taps-only", action="store_true", help="teacher plans with taps_only")
     args = ap.parse_args(argv)
-    if args.states < 1 or args.teacher_states < 0:
-        ap.error("--states must be >= 1 and --teacher-states >= 0")
+    if args.states < 1 or args.teacher_states < 0 or args.search_states < 0:
+        ap.error("--states must be >= 1, --teacher-states and --search-states >= 0")
 
     from policy.features import Observation
     from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
@@ -98,6 +134,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["plan"] = timing(lambda g: _core.plan(g, taps_only=args.taps_only), sub, warmup=1)
         report["teacher_taps_only"] = args.taps_only
         report["teacher_beam"] = teacher.beam
+    if args.search_states:
+        from policy.search import SearchPlayer
+
+        sub = level20_states(args.search_states)
+        player = SearchPlayer(prior=policy)
+        report["level20_states"] = len(sub)
+        report["search_decision"] = timing(player.act, sub, warmup=1)
+        report["teacher_decision_level20"] = timing(Teacher().act, sub, warmup=1)
+        report["onnx_decision_level20"] = timing(policy.act, sub, warmup=1)
     print(json.dumps(report, indent=1))
     return 0
 

@@ -2,19 +2,21 @@
 
     python -m policy.eval --levels 0-20 --speeds low,med,hi --episodes 20 --out out/eval
 
-plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx),
+plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx, and
+search: the play-time 3-ply search with the network's prior, policy/search.py),
 prints a table (clear rate, median and p90 frames to clear, top-outs, time-outs), and writes
 eval.json and eval.png under --out. A game is fixed by (level, speed, seed, frameCounter);
 seeds are even and start at --seed-start (0x8000 by default: policy.train draws its games
 below 0x8000, so evaluation games are never training games). Results do not depend on
---workers: each game is played by a fresh policy object seeded from the game.
+--workers: each game is played by a fresh policy object seeded from the game. Games run as
+Ray tasks (policy/parallel.py: a local Ray instance with --workers CPUs, or the cluster at
+--address); --workers 1 plays them in this process.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 from collections.abc import Sequence
@@ -26,7 +28,8 @@ import numpy as np
 
 from policy.play import DEFAULT_MAX_FRAMES, Episode, Policy, Result, episodes, play
 
-POLICIES = ("random", "greedy", "teacher", "onnx")
+POLICIES = ("random", "greedy", "teacher", "onnx", "search")
+DEFAULT_POLICIES = ("random", "greedy", "teacher", "onnx")
 SPEEDS = {"low": 0, "med": 1, "hi": 2}
 SPEED_NAMES = {v: k for k, v in SPEEDS.items()}
 EVAL_SEED_START = 0x8000
@@ -98,6 +101,10 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
         return Teacher(taps_only=cfg.taps_only)
     if name == "onnx":
         return _onnx_policy(cfg)
+    if name == "search":
+        from policy.search import SearchPlayer
+
+        return SearchPlayer(prior=_onnx_policy(cfg), taps_only=cfg.taps_only)
     raise ValueError(f"unknown policy {name!r}")
 
 
@@ -120,23 +127,23 @@ def _run(job: tuple[str, Episode, Config]) -> tuple[str, Result]:
 
 
 def run_jobs(
-    jobs: Sequence[tuple[str, Episode, Config]], workers: int, progress: bool = True
+    jobs: Sequence[tuple[str, Episode, Config]],
+    workers: int,
+    progress: bool = True,
+    address: str | None = None,
 ) -> list[tuple[str, Result]]:
-    """Plays every job (in `workers` processes when > 1); results in job order."""
+    """Plays every job (Ray tasks on `workers` local CPUs when > 1, or on the Ray cluster at
+    `address`; policy.parallel.ordered_map); results in job order."""
     from rich.progress import Progress
+
+    from policy.parallel import ordered_map
 
     results: list[tuple[str, Result]] = []
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("games", total=len(jobs))
-        if workers <= 1:
-            for job in jobs:
-                results.append(_run(job))
-                bar.advance(task)
-        else:
-            with mp.get_context("spawn").Pool(workers) as pool:
-                for r in pool.imap(_run, jobs, chunksize=1):
-                    results.append(r)
-                    bar.advance(task)
+        for r in ordered_map(_run, jobs, workers=workers, address=address):
+            results.append(r)
+            bar.advance(task)
     return results
 
 
@@ -226,11 +233,12 @@ def evaluate(
     seed_start: int = EVAL_SEED_START,
     workers: int = 1,
     progress: bool = True,
+    address: str | None = None,
 ) -> tuple[list[tuple[str, Result]], list[dict[str, Any]]]:
     """(per-game results, summary rows) for `count` seeded games per (policy, level, speed)."""
     eps = list(episodes(levels, speeds, count, seed_start))
     jobs = [(name, ep, cfg) for name in policies for ep in eps]
-    results = run_jobs(jobs, workers, progress)
+    results = run_jobs(jobs, workers, progress, address)
     return results, summarize(results)
 
 
@@ -239,11 +247,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--levels", default="0-20", help="e.g. 0-20 or 0,10,20 (default 0-20)")
     ap.add_argument("--speeds", default="low,med,hi", help="low,med,hi (default all)")
     ap.add_argument("--episodes", type=int, default=10, help="games per level and speed")
-    ap.add_argument("--policies", default=",".join(POLICIES), help="random,greedy,teacher,onnx")
+    ap.add_argument(
+        "--policies",
+        default=",".join(DEFAULT_POLICIES),
+        help="among random,greedy,teacher,onnx,search (default: all but search)",
+    )
     ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
     ap.add_argument("--out", default="out/eval", help="folder for eval.json and eval.png")
     ap.add_argument("--seed-start", type=lambda s: int(s, 0), default=EVAL_SEED_START)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="local Ray CPUs")
+    ap.add_argument("--address", default=None, help="a running Ray cluster (default: local)")
     ap.add_argument("--max-frames", type=int, default=DEFAULT_MAX_FRAMES)
     ap.add_argument("--taps-only", action="store_true", help="plan with taps_only (not exact)")
     ap.add_argument("--no-progress", action="store_true")
@@ -259,16 +272,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         ap.error(str(e))
     cfg = Config(model=args.model, taps_only=args.taps_only, max_frames=args.max_frames)
-    results, rows = evaluate(
-        policies,
-        levels,
-        speeds,
-        args.episodes,
-        cfg,
-        seed_start=args.seed_start,
-        workers=args.workers,
-        progress=not args.no_progress,
-    )
+    try:
+        results, rows = evaluate(
+            policies,
+            levels,
+            speeds,
+            args.episodes,
+            cfg,
+            seed_start=args.seed_start,
+            workers=args.workers,
+            progress=not args.no_progress,
+            address=args.address,
+        )
+    except ImportError as e:
+        print(f"policy.eval: {e}", file=sys.stderr)
+        return 2
     print_table(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

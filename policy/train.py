@@ -12,15 +12,14 @@
    the teacher labels the states it visits, the data are pooled and the network trained again;
 4. export: policy.onnx, checked against torch on the training states.
 
-Labelling runs in worker processes (--workers) with a progress bar; training uses torch on
-the CPU. Datasets are .npz files under --out (see Dataset).
+Labelling runs as Ray tasks (--workers local CPUs, or --address of a Ray cluster) with a
+progress bar; training uses torch on the CPU. Datasets are .npz files under --out (see Dataset).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -241,23 +240,21 @@ class Bar:
             )
 
 
-def label(jobs: Sequence[LabelJob], workers: int, desc: str) -> tuple[Dataset, list[Result]]:
-    """Runs the labelling jobs (in `workers` processes, results in job order) with a progress
+def label(
+    jobs: Sequence[LabelJob], workers: int, desc: str, address: str | None = None
+) -> tuple[Dataset, list[Result]]:
+    """Runs the labelling jobs (Ray tasks on `workers` local CPUs when > 1, or on the Ray
+    cluster at `address`: policy.parallel.ordered_map; results in job order) with a progress
     bar."""
+    from policy.parallel import ordered_map
+
     parts: list[Dataset] = []
     results: list[Result] = []
     with Bar(desc, len(jobs)) as bar:
-        if workers <= 1:
-            for d, r in map(_label_game, jobs):
-                parts.append(d)
-                results.append(r)
-                bar.advance()
-        else:
-            with mp.get_context("spawn").Pool(workers) as pool:
-                for d, r in pool.imap(_label_game, jobs, chunksize=1):
-                    parts.append(d)
-                    results.append(r)
-                    bar.advance()
+        for d, r in ordered_map(_label_game, jobs, workers=workers, address=address):
+            parts.append(d)
+            results.append(r)
+            bar.advance()
     return Dataset.concat(parts), results
 
 
@@ -365,7 +362,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--beam", type=int, default=8)
     ap.add_argument("--taps-only", action="store_true", help="plan with taps_only (not exact)")
     ap.add_argument("--max-frames", type=int, default=40_000)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="local Ray CPUs")
+    ap.add_argument("--address", default=None, help="a running Ray cluster (default: local)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads")
     ap.add_argument("--data", nargs="*", default=[], help="extra .npz datasets to pool")
@@ -409,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = [Dataset.load(Path(p)) for p in args.data]
     t0 = time.time()
     if args.games > 0:
-        d, res = label(jobs(args.games, None, 0), args.workers, "teacher games")
+        d, res = label(jobs(args.games, None, 0), args.workers, "teacher games", args.address)
         d.save(out / "teacher.npz")
         parts.append(d)
         log["teacher"] = summary(res)
@@ -432,7 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.save(model.state_dict(), out / "policy.pt")
     export_onnx(model, model_out)
     for r in range(args.first_round, args.first_round + args.dagger_rounds):
-        d, res = label(jobs(args.dagger_games, str(model_out), r), args.workers, f"DAgger {r}")
+        d, res = label(
+            jobs(args.dagger_games, str(model_out), r), args.workers, f"DAgger {r}", args.address
+        )
         (out / f"dagger{r}_games.json").write_text(json.dumps([x.as_dict() for x in res]))
         d.save(out / f"dagger{r}.npz")
         data = Dataset.concat([data, d])

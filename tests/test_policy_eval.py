@@ -14,12 +14,19 @@ CFG = Config(model=None, taps_only=True, max_frames=2500)
 
 def test_evaluation_is_deterministic_for_its_seeds() -> None:
     a, rows_a = evaluate(["random", "greedy"], [20], [2], 2, CFG, progress=False)
-    b, rows_b = evaluate(["random", "greedy"], [20], [2], 2, CFG, workers=2, progress=False)
+    b, rows_b = evaluate(["random", "greedy"], [20], [2], 2, CFG, progress=False)
     assert a == b and rows_a == rows_b
     assert {r.seed for _, r in a} == {0x8000, 0x8002}
     # a different seed range plays different games
     c, _ = evaluate(["random"], [20], [2], 2, CFG, seed_start=0x9000, progress=False)
     assert [r for _, r in c] != [r for n, r in a if n == "random"]
+
+
+def test_ray_workers_play_the_same_games() -> None:
+    pytest.importorskip("ray")  # the train extra; CI installs it
+    a, rows_a = evaluate(["random", "greedy"], [20], [2], 2, CFG, progress=False)
+    b, rows_b = evaluate(["random", "greedy"], [20], [2], 2, CFG, workers=2, progress=False)
+    assert a == b and rows_a == rows_b
 
 
 def test_cli_writes_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,0 +1,180 @@
+"""Play-time search: the teacher's exact look-ahead one pill deeper, with the network's prior.
+
+    python -m policy.eval --policies search --levels 20 --speeds hi --episodes 200
+
+`SearchPlayer` at a spawn state:
+
+1. expands every reachable placement of the current pill (engine._core.expand: lock, clears,
+   cascades and the next throw by the engine itself) and scores the boards (teacher.leaf_values);
+2. ply 2, the visible next pill: the `beam` best children by one-ply value, plus the network's
+   `prior_k` most likely placements (policy/models/policy.onnx, when a prior is given), are
+   expanded again;
+3. ply 3, the pill after next, which the player cannot see: for the `beam3` best first-ply
+   children (by their 2-ply value) and their `width3` best grandchildren, every colour pair
+   the pill can have is tried (the 9 ordered pairs of colours, generateNextPill $8E9D draws
+   the two halves independently: the 6 unordered pairs weighted 1/9 and 2/9) and the best
+   placement for each is averaged. A first-ply child's value is its best grandchild's value;
+   the children searched to ply 3 are ranked by that, above the others.
+
+Values are the teacher's (frames, higher is better): minus the frames spent from the root
+spawn, minus the board's evaluation; a stage clear CLEAR - frames. So the search minimises
+the frames to clear directly over the pills it sees.
+
+Per decision cost (one core): about 1 + beam + beam3 * width3 * 6 expansions (0.2-0.5 ms
+each); docs/POLICY.md gives the measured p50/p99 against the pondering window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+from engine import _core
+from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Decision
+from policy.teacher import Weights, leaf_values
+
+F64 = npt.NDArray[np.float64]
+
+# The unknown pill after next: colour pairs (unordered) and their probability (9 ordered
+# pairs, equally likely).
+COLOUR_PAIRS: tuple[tuple[tuple[int, int], float], ...] = (
+    ((0, 0), 1 / 9),
+    ((1, 1), 1 / 9),
+    ((2, 2), 1 / 9),
+    ((0, 1), 2 / 9),
+    ((0, 2), 2 / 9),
+    ((1, 2), 2 / 9),
+)
+
+
+@dataclass
+class SearchPlayer:
+    """Exact 3-ply search (depth 3; depth 2 is the teacher's search with the prior's beam).
+
+    beam: first-ply children expanded with the next pill (by one-ply value). prior: an object
+    with `logits(board, extras, mask)` (policy.onnx_policy.PlacementPolicy) whose `prior_k` top
+    placements are added to that beam, or None. beam3, width3: first-ply children and, under
+    each, grandchildren expanded with every colour pair of the unseen third pill.
+    """
+
+    depth: int = 3
+    beam: int = 8
+    beam3: int = 3
+    width3: int = 2
+    prior: Any = None
+    prior_k: int = 3
+    weights: Weights = field(default_factory=Weights)
+    taps_only: bool = False
+    name: str = "search"
+
+    def __post_init__(self) -> None:
+        if self.depth not in (2, 3):
+            raise ValueError(f"depth must be 2 or 3, got {self.depth}")
+        if min(self.beam, self.beam3, self.width3) < 1 or self.prior_k < 0:
+            raise ValueError("beam, beam3, width3 must be >= 1 and prior_k >= 0")
+
+    def _expand(self, game: engine.Game) -> _core.Expansion:
+        return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
+
+    def _mobility(self, n: int) -> float:
+        w = self.weights
+        short = max(0.0, w.mobility_target - n)
+        return w.mobility * short * short
+
+    def _prior_picks(self, game: engine.Game, e: _core.Expansion) -> list[int]:
+        """Child positions of the prior's `prior_k` most likely placements."""
+        if self.prior is None or self.prior_k == 0:
+            return []
+        from policy.features import Observation, encode
+
+        board, extras = encode(Observation.from_game(game))
+        logits = self.prior.logits(board, extras, np.asarray(e.reachable)[None])[0]
+        pl = np.asarray(e.placements, dtype=np.int64)
+        order = np.argsort(-logits[pl], kind="stable")[: self.prior_k]
+        return [int(k) for k in order]
+
+    def _third_ply(self, g2: engine.Game, t0: float) -> float:
+        """Expected best value over the unseen third pill's colours at spawn state g2 (reached
+        t0 frames after the root)."""
+        total = 0.0
+        for (a, b), p in COLOUR_PAIRS:
+            g = g2.clone()
+            g.pill_colors[:] = (a, b)
+            e3 = self._expand(g)
+            if len(e3) == 0:
+                return leaf_values(
+                    np.asarray(g2.field)[None], [int(g2.virus_count)], [PLAYING], [t0], self.weights
+                )[0]
+            t3 = t0 + e3.lock_frames + e3.settle_frames
+            v = leaf_values(e3.fields, e3.viruses, e3.phases, t3, self.weights).max()
+            total += p * (v - self._mobility(len(e3)))
+        return total
+
+    def search(self, game: engine.Game) -> tuple[_core.Expansion, F64]:
+        """(expansion of `game`, value per child float64[P]); the best child is the choice.
+        Raises ValueError when `game` has no pill to plan."""
+        w = self.weights
+        e = self._expand(game)
+        if len(e) == 0:
+            raise ValueError(f"no placement to choose: plan status {e.status}")
+        t1 = (e.lock_frames + e.settle_frames).astype(np.float64)
+        v1 = leaf_values(e.fields, e.viruses, e.phases, t1, w)
+        alive = np.flatnonzero(e.phases == PLAYING)
+        order = list(alive[np.argsort(-v1[alive], kind="stable")][: self.beam])
+        for k in self._prior_picks(game, e):
+            if e.phases[k] == PLAYING and k not in order:
+                order.append(k)
+        values = v1.copy()
+        searched = e.phases != PLAYING
+        seconds: dict[int, tuple[_core.Expansion, F64, float]] = {}
+        for k in order:
+            e2 = self._expand(e.child(int(k)))
+            if len(e2) == 0:
+                continue
+            t2 = t1[k] + e2.lock_frames + e2.settle_frames
+            v2 = leaf_values(e2.fields, e2.viruses, e2.phases, t2, w)
+            mob = self._mobility(len(e2))
+            values[k] = v2.max() - mob
+            searched[k] = True
+            seconds[int(k)] = (e2, v2, mob)
+        if (~searched).any():
+            floor = values[searched].min() if searched.any() else 0.0
+            values[~searched] = np.minimum(values[~searched], floor) - 1.0
+        if self.depth == 2 or not seconds or (e.phases == STAGE_CLEAR).any():
+            return e, values  # a stage clear now is the best there is
+        # Ply 3 for the best first-ply children, ranked above every child not searched as deep.
+        top = sorted(seconds, key=lambda k: -values[k])[: self.beam3]
+        deep = {}
+        for k in top:
+            e2, v2, mob = seconds[k]
+            t2 = t1[k] + e2.lock_frames + e2.settle_frames
+            best = -np.inf
+            live2 = np.flatnonzero(e2.phases == PLAYING)
+            done2 = np.flatnonzero(e2.phases != PLAYING)
+            if done2.size:  # a stage clear (or a top-out) on the second pill is exact
+                best = float(v2[done2].max())
+            for j in live2[np.argsort(-v2[live2], kind="stable")][: self.width3]:
+                best = max(best, self._third_ply(e2.child(int(j)), float(t2[j])))
+            deep[k] = best - mob
+        floor3 = min(deep.values())
+        ceiling = (
+            max(values[k] for k in range(len(e)) if k not in deep) if len(deep) < len(e) else 0.0
+        )
+        # Children not searched to ply 3 keep their order, below the deep ones.
+        shift = floor3 - 1.0 - ceiling
+        for k in range(len(e)):
+            values[k] = deep[k] if k in deep else values[k] + min(0.0, shift)
+        return e, values
+
+    def act(self, game: engine.Game) -> Decision:
+        e, values = self.search(game)
+        idx = int(e.placements[int(np.argmax(values))])
+        # expand() locks placements without stepping masks; the one played uses the planner's.
+        return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
+
+
+__all__ = ["COLOUR_PAIRS", "SearchPlayer"]
