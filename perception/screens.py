@@ -7,10 +7,12 @@ truth (``ScreenPrototypes``) and reads a picture by nearest neighbour on a few f
 - the screen ``kind`` (``KINDS``: TITLE, OPTIONS, DEMO, LEVEL, STAGE_CLEAR, GAME_OVER, BLANK):
   a nearly uniform picture is BLANK (rendering off while a screen loads); otherwise the nearest
   prototype by the 8x8-block means of the whole picture (30 x 32 x 3) gives the family (title,
-  options, level screen); on a level screen the nearest prototype by the bottle's cells
-  (x 96-159, y 80-207) gives LEVEL, STAGE_CLEAR or GAME_OVER, and DEMO when the bottle is
-  within ``demo_radius`` of a frame of the attract demo (its board and pills are fixed data,
-  demo_field_pills; a level 10 game of the player's own never comes that close);
+  options, level screen); a level screen is DEMO when its bottle's cells (x 96-159,
+  y 80-207) are within ``demo_radius`` of a frame of the attract demo (its board and pills are
+  fixed data, demo_field_pills; a game of the player's own never comes that close),
+  STAGE_CLEAR or GAME_OVER when the bottle's rows 2-11 (y 96-175, where displayStageClear
+  [$B351] and the game over write their text boxes from $0400 / $0410) are within
+  ``box_radius`` of such a box (the nearest one names it), else LEVEL;
 - on OPTIONS, the ``level`` from the level number (two digits at VRAM $2157, lvlNbP1_VRAMaddr:
   x 184-199, y 80-87) and the ``speed`` from the speed cursor's row (speedCursor_XPos $58, $80,
   $A4 at y $87: x 80-207, y 128-159), each the label of the nearest prototype crop;
@@ -50,20 +52,25 @@ SCREENS_FILE = "screens.npz"
 
 # Crops in NES pixels (x0, y0, x1, y1), from the disassembly's positions (docs/MENUS.md).
 BOTTLE = (96, 80, 160, 208)  # fieldRow_PPUADDR_1P: tile columns 12-19, rows 10-25
+BOX_ROWS = (96, 96, 160, 176)  # the bottle's rows 2-11: the STAGE CLEAR / GAME OVER boxes
 LEVEL_DIGITS = (182, 78, 202, 90)  # lvlNbP1_VRAMaddr $2157 (column 23, row 10), 2 digits
 SPEED_ROW = (80, 128, 208, 160)  # speedCursor_XPos $58/$80/$A4 + 8, speedCursor_YPos $87
 TITLE_HEART = (64, 160, 80, 200)  # spr_cursor_heart_x $45, titleCursorYPos $A7 / $B7
 BLANK_STD = 6.0  # a picture whose pixels vary less than this (0-255) is rendering off
 
 
-def _blocks(pic: U8, box: tuple[int, int, int, int] | None = None, cell: int = 8) -> F32:
-    """Means of cell x cell blocks of the picture (or of a crop), scaled to 0..1: float32 [d]."""
+def _blocks(
+    pic: U8, box: tuple[int, int, int, int] | None = None, cell: int = 8, grey: bool = False
+) -> F32:
+    """Means of cell x cell blocks of the picture (or of a crop), scaled to 0..1 (``grey``: the
+    mean of R, G, B too): float32 [d]."""
     if box is not None:
         x0, y0, x1, y1 = box
         pic = pic[y0:y1, x0:x1]
     h, w = pic.shape[0] // cell, pic.shape[1] // cell
     a = pic[: h * cell, : w * cell].astype(np.float32).reshape(h, cell, w, cell, 3)
-    return (a.mean(axis=(1, 3)) / 255.0).ravel()
+    m = a.mean(axis=(1, 3, 4) if grey else (1, 3))
+    return (m / 255.0).ravel()
 
 
 def _crop(pic: U8, box: tuple[int, int, int, int]) -> F32:
@@ -97,15 +104,19 @@ class ScreenPrototypes:
     """Labelled features of pictures (see the module docstring). Arrays:
 
     whole: float32 [n, 2880] 8x8-block means of each picture; kind: int8 [n] (index in KINDS);
-    bottle: float32 [n, 384] the bottle's 8x8 cells (level-screen pictures; zeros otherwise);
-    digits: float32 [m, 240], digit_level: int8 [m]; speed_row: float32 [m, 4096],
+    demo_bottle: float32 [k, 384] the bottle's 8x8 cells of the demo's pictures;
+    box: float32 [b, 1280] the bottle's rows 2-11 (grey, 2x2 means) of STAGE_CLEAR and
+    GAME_OVER pictures, box_kind: int8 [b]; digits: float32 [m, 240], digit_level: int8 [m]; speed_row: float32 [m, 4096],
     row_speed: int8 [m] (options pictures); heart: float32 [t, 640], heart_players: int8 [t];
-    demo_radius: the bottle distance under which a level screen is the demo.
+    demo_radius, box_radius: the distances under which a level screen is the demo, a box
+    (half the 2nd percentile of the other level screens' distances to them).
     """
 
     whole: F32
     kind: npt.NDArray[np.int8]
-    bottle: F32
+    demo_bottle: F32
+    box: F32
+    box_kind: npt.NDArray[np.int8]
     digits: F32
     digit_level: npt.NDArray[np.int8]
     speed_row: F32
@@ -113,24 +124,30 @@ class ScreenPrototypes:
     heart: F32
     heart_players: npt.NDArray[np.int8]
     demo_radius: float
+    box_radius: float
     source: str = ""
 
     def save(self, path: str | Path) -> None:
         """Write an .npz file (the user's data directory for a ROM's prototypes)."""
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         arrays["demo_radius"] = np.float32(self.demo_radius)
+        arrays["box_radius"] = np.float32(self.box_radius)
         arrays["source"] = np.array(self.source)
         np.savez_compressed(path, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> ScreenPrototypes:
         """Read a file written by ``save``. Raises OSError or ValueError (not such a file)."""
-        with np.load(path, allow_pickle=False) as z:
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path}: not a screen prototype file (not an .npz archive)")
+        with z:
             try:
                 kw = {f.name: z[f.name] for f in dataclasses.fields(cls)}
             except KeyError as e:
                 raise ValueError(f"{path}: not a screen prototype file (no {e})") from None
         kw["demo_radius"] = float(kw["demo_radius"])
+        kw["box_radius"] = float(kw["box_radius"])
         kw["source"] = str(kw["source"])
         return cls(**kw)
 
@@ -141,7 +158,9 @@ class PrototypeBuilder:
     def __init__(self) -> None:
         self.whole: list[F32] = []
         self.kind: list[int] = []
-        self.bottle: list[F32] = []
+        self.bottle: list[F32] = []  # level screens only
+        self.bottle_kind: list[int] = []
+        self.box: list[F32] = []
         self.digits: list[F32] = []
         self.digit_level: list[int] = []
         self.speed_row: list[F32] = []
@@ -163,7 +182,10 @@ class PrototypeBuilder:
             return  # read by rule, no prototypes
         self.whole.append(_blocks(pic))
         self.kind.append(kind)
-        self.bottle.append(_blocks(pic, BOTTLE) if kind in LEVEL_SCREENS else _blocks(pic, BOTTLE) * 0)
+        if kind in LEVEL_SCREENS:
+            self.bottle.append(_blocks(pic, BOTTLE))
+            self.bottle_kind.append(kind)
+            self.box.append(_blocks(pic, BOX_ROWS, cell=2, grey=True))
         if kind == OPTIONS and level is not None and speed is not None:
             self.digits.append(_crop(pic, LEVEL_DIGITS))
             self.digit_level.append(level)
@@ -182,26 +204,38 @@ class PrototypeBuilder:
                 raise ValueError(f"no {KINDS[k]} pictures to build screen prototypes from")
         if not self.digits:
             raise ValueError("no options pictures with their level and speed")
-        bottle = np.stack(self.bottle)
-        demo = bottle[kind == DEMO]
-        radius = 0.0
-        if len(demo):
-            others = bottle[np.isin(kind, (LEVEL, STAGE_CLEAR, GAME_OVER))]
-            far = min(_nearest(demo, o)[1] for o in others[:: max(1, len(others) // 200)])
-            radius = 0.5 * far
+        bk = np.array(self.bottle_kind, np.int8)
+        bottle, box = np.stack(self.bottle), np.stack(self.box)
+        level = bk == LEVEL
+        boxed = np.isin(bk, (STAGE_CLEAR, GAME_OVER))
+        demo_radius = _radius(bottle[bk == DEMO], bottle[~(bk == DEMO)])
+        box_radius = _radius(box[boxed], box[level])
         return ScreenPrototypes(
             whole=np.stack(self.whole),
             kind=kind,
-            bottle=bottle,
+            demo_bottle=bottle[bk == DEMO],
+            box=box[boxed],
+            box_kind=bk[boxed],
             digits=np.stack(self.digits),
             digit_level=np.array(self.digit_level, np.int8),
             speed_row=np.stack(self.speed_row),
             row_speed=np.array(self.row_speed, np.int8),
             heart=np.stack(self.heart) if self.heart else np.zeros((0, 640), np.float32),
             heart_players=np.array(self.heart_players, np.int8),
-            demo_radius=radius,
+            demo_radius=demo_radius,
+            box_radius=box_radius,
             source=source,
         )
+
+
+def _radius(members: F32, others: F32) -> float:
+    """Half the 2nd percentile of the distances from ``others`` to their nearest member (0
+    when there are no members: nothing is ever that close)."""
+    if not len(members) or not len(others):
+        return 0.0
+    sub = others[:: max(1, len(others) // 400)]
+    d = [_nearest(members, o)[1] for o in sub]
+    return 0.5 * float(np.percentile(d, 2))
 
 
 class ScreenReader:
@@ -209,11 +243,6 @@ class ScreenReader:
 
     def __init__(self, prototypes: ScreenPrototypes) -> None:
         self.p = prototypes
-        k = prototypes.kind
-        self._level_rows = np.flatnonzero(np.isin(k, (LEVEL, STAGE_CLEAR, GAME_OVER)))
-        self._demo_rows = np.flatnonzero(k == DEMO)
-        self._level_bottle = prototypes.bottle[self._level_rows]
-        self._demo_bottle = prototypes.bottle[self._demo_rows]
 
     @classmethod
     def load(cls, path: str | Path) -> ScreenReader:
@@ -239,13 +268,15 @@ class ScreenReader:
                 h, _ = _nearest(self.p.heart, _crop(pic, TITLE_HEART))
                 players = int(self.p.heart_players[h])
             return ScreenReading("TITLE", players=players, distance=dist)
-        bottle = _blocks(pic, BOTTLE)
-        if len(self._demo_rows):
-            _, dd = _nearest(self._demo_bottle, bottle)
+        if len(self.p.demo_bottle):
+            _, dd = _nearest(self.p.demo_bottle, _blocks(pic, BOTTLE))
             if dd < self.p.demo_radius:
                 return ScreenReading("DEMO", distance=dd)
-        j, dl = _nearest(self._level_bottle, bottle)
-        return ScreenReading(KINDS[int(self.p.kind[self._level_rows[j]])], distance=dl)
+        if len(self.p.box):
+            j, db = _nearest(self.p.box, _blocks(pic, BOX_ROWS, cell=2, grey=True))
+            if db < self.p.box_radius:
+                return ScreenReading(KINDS[int(self.p.box_kind[j])], distance=db)
+        return ScreenReading("LEVEL", distance=dist)
 
     def read(self, captured: U8, profile: Any) -> ScreenReading:
         """Read a captured BGR frame of ``profile`` (calibration.Profile): mapped to NES pixels

@@ -90,6 +90,10 @@ class RomRun:
         """One video frame: (picture RGB uint8 [240, 256, 3], kind, truth of the picture)."""
         self.nes.controller = mask
         pic = np.array(self.nes.step(1), dtype=np.uint8)
+        if self.nes.has_crashed:
+            from engine import RomError
+
+            raise RomError("the emulated CPU hit an invalid opcode: not the game's program")
         kind, truth = self.truth  # the RAM the NMI of this frame drew from
         self.truth = self.read_truth()
         if is_blank(pic):
@@ -141,14 +145,22 @@ def rom_pictures(
     say("title")
     for k in range(150):
         yield from go(int(rng.choice([0, 0, 0, 0, UP, DOWN, SELECT])) if k % 4 == 0 else 0)
-    while run.ram(PLAYERS) != 1:
+    for _ in range(20):
+        if run.ram(PLAYERS) == 1:
+            break
         yield from go(UP)
         yield from go(0)
     say("options")
-    while run.ram(MODE) != 1:
+    for _ in range(50):
+        if run.ram(MODE) == 1:
+            break
         yield from go(START)
         for _ in range(4):
             yield from go(0)
+    else:
+        from engine import RomError
+
+        raise RomError(f"{Path(rom).name}: Start on its title does not reach the options screen")
     targets = [(lv, sp, sec) for lv in range(21) for sp in range(3) for sec in range(3)]
     order = rng.permutation(len(targets))[:combos]
     for n, t in enumerate(order):
