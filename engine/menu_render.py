@@ -150,22 +150,27 @@ def render_options(level: int, speed: int, music: int = 0, section: int = 0) -> 
         x = LEVEL_CURSOR_X0 + LEVEL_CURSOR_STEP * k + 3
         _fill(img, x, 96, x + 1, 100 if k % 5 else 102, ink(0))
     _fill(img, LEVEL_CURSOR_X0 + 3, 94, LEVEL_CURSOR_X0 + 4 + 80, 95, ink(0))
-    _fill(img, LEVEL_DIGITS_XY[0] - 4, LEVEL_DIGITS_XY[1] - 4, LEVEL_DIGITS_XY[0] + 20,
-          LEVEL_DIGITS_XY[1] + 12, BACKDROP_OPTIONS)
+    _fill(
+        img,
+        LEVEL_DIGITS_XY[0] - 4,
+        LEVEL_DIGITS_XY[1] - 4,
+        LEVEL_DIGITS_XY[0] + 20,
+        LEVEL_DIGITS_XY[1] + 12,
+        BACKDROP_OPTIONS,
+    )
     _text(img, LEVEL_DIGITS_XY[0], LEVEL_DIGITS_XY[1], f"{level:02d}", INK)
-    _sprite(img, LEVEL_CURSOR_X0 + LEVEL_CURSOR_STEP * level, LEVEL_CURSOR_Y,
-            _mask(_ARROW), RED)
+    _sprite(img, LEVEL_CURSOR_X0 + LEVEL_CURSOR_STEP * level, LEVEL_CURSOR_Y, _mask(_ARROW), RED)
     # Speed row.
     _fill(img, 24, 112, 232, 160, BLACK)
     _text(img, 32, 120, "SPEED", ink(1))
-    for x, word in zip(SPEED_CURSOR_X, ("LOW", "MED", "HI")):
+    for x, word in zip(SPEED_CURSOR_X, ("LOW", "MED", "HI"), strict=True):
         _text(img, x + 4, SPEED_CURSOR_Y + 5, word, ink(1))
     sx = SPEED_CURSOR_X[speed]
     _frame(img, sx, SPEED_CURSOR_Y + 1, sx + 32, SPEED_CURSOR_Y + 17, YELLOW)
     # Music row.
     _fill(img, 24, 168, 232, 216, BLACK)
     _text(img, 32, 172, "MUSIC TYPE", ink(2))
-    for x, word in zip(MUSIC_BOX_X, ("FEVER", "CHILL", "OFF")):
+    for x, word in zip(MUSIC_BOX_X, ("FEVER", "CHILL", "OFF"), strict=True):
         _text(img, x + 4, MUSIC_BOX_Y + 5, word, ink(2))
     mx = MUSIC_BOX_X[music]
     _frame(img, mx, MUSIC_BOX_Y + 1, mx + 48, MUSIC_BOX_Y + 17, YELLOW)

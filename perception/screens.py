@@ -106,8 +106,9 @@ class ScreenPrototypes:
     whole: float32 [n, 2880] 8x8-block means of each picture; kind: int8 [n] (index in KINDS);
     demo_bottle: float32 [k, 384] the bottle's 8x8 cells of the demo's pictures;
     box: float32 [b, 1280] the bottle's rows 2-11 (grey, 2x2 means) of STAGE_CLEAR and
-    GAME_OVER pictures, box_kind: int8 [b]; digits: float32 [m, 240], digit_level: int8 [m]; speed_row: float32 [m, 4096],
-    row_speed: int8 [m] (options pictures); heart: float32 [t, 640], heart_players: int8 [t];
+    GAME_OVER pictures, box_kind: int8 [b]; digits: float32 [m, 240], digit_level: int8 [m];
+    speed_row: float32 [m, 4096], row_speed: int8 [m] (options pictures); heart: float32
+    [t, 640], heart_players: int8 [t];
     demo_radius, box_radius: the distances under which a level screen is the demo, a box
     (half the 2nd percentile of the other level screens' distances to them).
     """
@@ -143,7 +144,7 @@ class ScreenPrototypes:
             raise ValueError(f"{path}: not a screen prototype file (not an .npz archive)")
         with z:
             try:
-                kw = {f.name: z[f.name] for f in dataclasses.fields(cls)}
+                kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
             except KeyError as e:
                 raise ValueError(f"{path}: not a screen prototype file (no {e})") from None
         kw["demo_radius"] = float(kw["demo_radius"])
@@ -359,7 +360,8 @@ def _flow_pictures(
             continue
         kind = LEVEL
         if box:
-            kind = STAGE_CLEAR if engine.FlowStage(flow.stage) == engine.FlowStage.STAGE_CLEAR else GAME_OVER
+            clear = engine.FlowStage(flow.stage) == engine.FlowStage.STAGE_CLEAR
+            kind = STAGE_CLEAR if clear else GAME_OVER
         yield engine.render_frame(before), kind, {}
 
 

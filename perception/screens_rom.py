@@ -205,7 +205,7 @@ def rom_pictures(
         if run.ram(DEMO_FLAG):
             break
         yield from go(0, keep=20)
-    for k in range(2400):
+    for _ in range(2400):
         yield from go(0, keep=demo_every)
     for _ in range(3):
         yield from go(START)

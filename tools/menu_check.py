@@ -28,7 +28,8 @@ import numpy as np
 import engine
 
 FC, MODE, SECTION, HELD = 0x43, 0x46, 0x65, 0xF7
-LEVEL, SPEED, HOR_VEL, PLAYERS, MUSIC, DEMO, RNG = 0x0316, 0x030B, 0x0313, 0x0727, 0x0731, 0x0741, 0x17
+LEVEL, SPEED, HOR_VEL, PLAYERS = 0x0316, 0x030B, 0x0313, 0x0727
+MUSIC, DEMO, RNG = 0x0731, 0x0741, 0x17
 
 B = engine.Button
 
@@ -143,8 +144,15 @@ def episode(
             mismatches += 1
             first = first or [f"frame {i}: engine started, the game did not"]
             break
-    return {"where": where, "frames": frames, "mismatch_frames": mismatches, "first": first,
-            "started": bool(m.started), "level": int(m.level), "speed": int(m.speed)}
+    return {
+        "where": where,
+        "frames": frames,
+        "mismatch_frames": mismatches,
+        "first": first,
+        "started": bool(m.started),
+        "level": int(m.level),
+        "speed": int(m.speed),
+    }
 
 
 def demo_check(game: Game, start: Any) -> dict[str, Any]:
@@ -214,8 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
     total = sum(r["frames"] for r in results)
     bad = sum(r["mismatch_frames"] for r in results)
-    summary = {"episodes": len(results), "frames": total, "mismatch_frames": bad,
-               "starts": sum(1 for r in results if r.get("started"))}
+    summary = {
+        "episodes": len(results),
+        "frames": total,
+        "mismatch_frames": bad,
+        "starts": sum(1 for r in results if r.get("started")),
+    }
     print(json.dumps(summary))
     if a.json:
         with open(a.json, "w") as f:

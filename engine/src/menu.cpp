@@ -116,8 +116,8 @@ void menu_at_title(Menu& m, int level, int speed, int music, uint16_t rng, uint8
   m.mode = kModeTitle;
 }
 
-void menu_at_options(Menu& m, int level, int speed, int music, uint16_t rng,
-                     uint8_t frame_counter, uint8_t held) {
+void menu_at_options(Menu& m, int level, int speed, int music, uint16_t rng, uint8_t frame_counter,
+                     uint8_t held) {
   init(m, level, speed, music, rng, frame_counter, held);
   m.stage = kMenuOptions;
   m.screen = kMenuScreenOptions;
