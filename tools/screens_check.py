@@ -142,9 +142,10 @@ def setup(run: RomRun, where: str, rng: np.random.Generator) -> None:
                 run.step(0)
         raise RuntimeError("setup: no options screen")
 
-    reset = 0xF0
-    for _ in range(6):
-        run.step(reset)
+    for _ in range(900):  # the soft reset: checkPauseReset runs in play, not in the intro
+        if run.ram(MODE) == 0 and not run.ram(DEMO_FLAG):
+            break
+        run.step(0xF0 if run.ram(MODE) != 1 else 0x40)  # B on the options screen
     for _ in range(30):
         run.step(0)
     if where == "title":

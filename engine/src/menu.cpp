@@ -20,9 +20,12 @@ constexpr uint8_t kModeTitle = 0, kModeOptions = 1, kModeToLevel = 2;
 // NMI 3 the options screen and the loop's first full pass.
 constexpr uint32_t kTitleFirstPass = 3;
 constexpr uint32_t kOptionsFirstPass = 3;
-// The demo's first frame of play (mode 4): Start ends the demo from there (checkPauseReset's
-// @checkStartBtn_demo runs where the mode routine returns to the main loop).
+// Where Start ends the demo (checkPauseReset's @checkStartBtn_demo, run where the mode routine
+// returns to the main loop): frames 4 and 6 of its load (toLevel / initData_level return, as
+// frames 3 and 5 of level_flow.h after the options Start) and every frame of its play (mode 4)
+// from frame 135; measured on the real game.
 constexpr uint32_t kDemoPlayFrame = 135;
+constexpr uint32_t kDemoLoadChecks[2] = {4, 6};
 
 void enter(Menu& m, uint8_t stage, uint8_t mode) {
   m.stage = stage;
@@ -134,6 +137,7 @@ void menu_step(Menu& m, uint8_t buttons) {
   m.held = buttons;
   switch (m.stage) {
     case kMenuTitleLoad:
+      m.demo = 0;  // toTitle clears flag_demo before its first NMI wait
       m.screen = m.stage_frame == 1 ? m.screen : kMenuScreenBlank;
       if (m.stage_frame >= kTitleFirstPass) {
         enter(m, kMenuTitle, kModeTitle);
@@ -170,13 +174,20 @@ void menu_step(Menu& m, uint8_t buttons) {
       m.screen = kMenuScreenOptions;
       options_pass(m);
       return;
-    case kMenuDemo:
+    case kMenuDemo: {
       m.screen = m.stage_frame < 3 ? kMenuScreenBlank : kMenuScreenDemo;
-      if ((m.stage_frame >= kDemoPlayFrame && m.pressed == kStartBtn) ||
-          m.stage_frame >= static_cast<uint32_t>(kDemoFrames)) {
+      const bool checks = m.stage_frame >= kDemoPlayFrame || m.stage_frame == kDemoLoadChecks[0] ||
+                          m.stage_frame == kDemoLoadChecks[1];
+      if (checks && m.pressed == kStartBtn) {
         enter(m, kMenuTitleLoad, kModeTitle);
+      } else if (m.stage_frame >= static_cast<uint32_t>(kDemoFrames)) {
+        // The demo's inputs ran out: getInputs_checkMode sets mode 0 in the NMI and toTitle
+        // runs (clearing flag_demo) in this same frame.
+        enter(m, kMenuTitleLoad, kModeTitle);
+        m.demo = 0;
       }
       return;
+    }
     default:
       return;
   }
