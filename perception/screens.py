@@ -6,7 +6,7 @@ truth (``ScreenPrototypes``) and reads a picture by nearest neighbour on a few f
 
 - the screen ``kind`` (``KINDS``: TITLE, OPTIONS, DEMO, LEVEL, STAGE_CLEAR, GAME_OVER, BLANK):
   a nearly uniform picture is BLANK (rendering off while a screen loads); otherwise the nearest
-  prototype by the 8x8-block means of the whole picture (30 x 32 x 3) gives the family (title,
+  prototype by the 16x16-block means of the whole picture (15 x 16 x 3) gives the family (title,
   options, level screen); a level screen is DEMO when its bottle's cells (x 96-159,
   y 80-207) are within ``demo_radius`` of a frame of the attract demo (its board and pills are
   fixed data, demo_field_pills; a game of the player's own never comes that close),
@@ -56,6 +56,8 @@ BOX_ROWS = (96, 96, 160, 176)  # the bottle's rows 2-11: the STAGE CLEAR / GAME 
 LEVEL_DIGITS = (182, 78, 202, 90)  # lvlNbP1_VRAMaddr $2157 (column 23, row 10), 2 digits
 SPEED_ROW = (80, 128, 208, 160)  # speedCursor_XPos $58/$80/$A4 + 8, speedCursor_YPos $87
 TITLE_HEART = (64, 160, 80, 200)  # spr_cursor_heart_x $45, titleCursorYPos $A7 / $B7
+BOX_CLEAR = 0.02  # a box prototype differs from every level picture by more than this
+WHOLE_CELL = 16  # block size of the whole-picture feature (15 x 16 x 3 = 720 values)
 BLANK_STD = 6.0  # a picture whose pixels vary less than this (0-255) is rendering off
 
 
@@ -103,14 +105,14 @@ class ScreenReading:
 class ScreenPrototypes:
     """Labelled features of pictures (see the module docstring). Arrays:
 
-    whole: float32 [n, 2880] 8x8-block means of each picture; kind: int8 [n] (index in KINDS);
+    whole: float32 [n, 720] 16x16-block means of each picture; kind: int8 [n] (index in KINDS);
     demo_bottle: float32 [k, 384] the bottle's 8x8 cells of the demo's pictures;
     box: float32 [b, 1280] the bottle's rows 2-11 (grey, 2x2 means) of STAGE_CLEAR and
     GAME_OVER pictures, box_kind: int8 [b]; digits: float32 [m, 240], digit_level: int8 [m];
     speed_row: float32 [m, 4096], row_speed: int8 [m] (options pictures); heart: float32
     [t, 640], heart_players: int8 [t];
     demo_radius, box_radius: the distances under which a level screen is the demo, a box
-    (half the 2nd percentile of the other level screens' distances to them).
+    (0.75 and 0.5 times the 2nd percentile of the other level screens' distances to them).
     """
 
     whole: F32
@@ -181,7 +183,7 @@ class PrototypeBuilder:
         """One picture uint8 [240, 256, 3] of ``kind`` (index in KINDS) with its truth."""
         if kind == BLANK:
             return  # read by rule, no prototypes
-        self.whole.append(_blocks(pic))
+        self.whole.append(_blocks(pic, cell=WHOLE_CELL))
         self.kind.append(kind)
         if kind in LEVEL_SCREENS:
             self.bottle.append(_blocks(pic, BOTTLE))
@@ -209,7 +211,12 @@ class PrototypeBuilder:
         bottle, box = np.stack(self.bottle), np.stack(self.box)
         level = bk == LEVEL
         boxed = np.isin(bk, (STAGE_CLEAR, GAME_OVER))
-        demo_radius = _radius(bottle[bk == DEMO], bottle[~(bk == DEMO)])
+        demo_radius = 1.5 * _radius(bottle[bk == DEMO], bottle[~(bk == DEMO)])
+        # A box picture as near a level picture as this is one the NMI had not drawn yet
+        # (the truth is RAM): not a box prototype.
+        for i in np.flatnonzero(boxed):
+            if _nearest(box[level], box[i])[1] < BOX_CLEAR:
+                boxed[i] = False
         box_radius = _radius(box[boxed], box[level])
         return ScreenPrototypes(
             whole=np.stack(self.whole),
@@ -255,7 +262,7 @@ class ScreenReader:
             raise ValueError("read_nes needs an NES picture: uint8 [240, 256, 3] RGB")
         if float(pic[::4, ::4].std()) < BLANK_STD:
             return ScreenReading("BLANK")
-        i, dist = _nearest(self.p.whole, _blocks(pic))
+        i, dist = _nearest(self.p.whole, _blocks(pic, cell=WHOLE_CELL))
         family = int(self.p.kind[i])
         if family == OPTIONS:
             j, _ = _nearest(self.p.digits, _crop(pic, LEVEL_DIGITS))

@@ -123,7 +123,7 @@ def rom_pictures(
     combos: int = 189,
     levels: tuple[tuple[int, int], ...] = ((0, 2), (9, 1), (17, 0)),
     every: int = 3,
-    demo_every: int = 6,
+    demo_every: int = 3,
 ) -> Iterator[tuple[U8, int, dict[str, int]]]:
     """(picture, kind, truth) along the script of the module docstring. ``combos``: options
     settings (level, speed, row) visited, of the 189; ``levels``: (level, speed) games started;

@@ -33,7 +33,7 @@ import numpy as np
 
 from calibration import CaptureModel, Profile
 from hil.menus import MenuDriver, MenuError
-from perception.screens import KINDS, OPTIONS, ScreenReader, rom_prototypes
+from perception.screens import KINDS, OPTIONS, ScreenPrototypes, ScreenReader, rom_prototypes
 from perception.screens_rom import (
     DEMO_FLAG,
     LEVEL_RAM,
@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profiles", default="mjpeg_720p_q70,hdmi_1080p_bilinear")
     p.add_argument("--starts", type=int, default=20)
     p.add_argument("--no-reader", action="store_true")
+    p.add_argument("--prototypes", help="a screens.npz built before (else built from --rom)")
     p.add_argument("--json")
     a = p.parse_args(argv)
     try:
@@ -242,8 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t = time.time()
     try:
-        protos = rom_prototypes(a.rom, seed=0)
-    except ValueError as e:  # engine.RomError
+        protos = (
+            ScreenPrototypes.load(a.prototypes) if a.prototypes else rom_prototypes(a.rom, seed=0)
+        )
+    except (ValueError, OSError) as e:  # engine.RomError
         print(f"--rom: {e}", file=sys.stderr)
         return 2
     reader = ScreenReader(protos)
