@@ -327,6 +327,31 @@ def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]
             yield engine.render_frame(demo), DEMO, {}
 
 
+def _greedy_placement(game: Any) -> int:
+    """A placement that plays a level to its stage clear with the engine alone (perception
+    imports no policy): the children ``engine._core.expand`` resolves exactly (clears and
+    cascades included) scored one ply by the engine's board counts (``engine._core.board_terms``)
+    with the teacher's default weights in frames (docs/POLICY.md: 40 a virus, 39 a half still
+    needed, 20 a piece, 15 a hole, 40 a buried half, 5 a row of bump, the danger near the
+    spawn); a stage clear first, a top-out last. Returns the placement index."""
+    import engine
+    import engine._core as core
+
+    ex = core.expand(game)
+    rows = np.zeros(16)
+    rows[:4] = (400.0, 140.0, 45.0, 12.0)
+    danger = np.outer(rows, (0.45, 0.6, 0.85, 1.0, 1.0, 0.85, 0.6, 0.45)).reshape(-1)
+    t = core.board_terms(np.ascontiguousarray(ex.fields), 1.0, 2.0, danger)
+    # columns: halves, bury, piece, holes, bump, access, vsame, on_virus, hsame, danger
+    value = -(
+        ex.lock_frames + ex.settle_frames + 40.0 * ex.viruses + 39.0 * t[:, 0] + 40.0 * t[:, 1]
+        + 20.0 * t[:, 2] + 15.0 * t[:, 3] + 5.0 * t[:, 4] + t[:, 9]
+    )  # fmt: skip
+    value = np.where(ex.phases == int(engine.Phase.STAGE_CLEAR), 1e9, value)
+    value = np.where(ex.phases == int(engine.Phase.TOP_OUT), -1e9, value)
+    return int(ex.placements[int(np.argmax(value))])
+
+
 def _flow_pictures(
     flow: Any, rng: np.random.Generator, policy: bool
 ) -> Iterator[tuple[U8, int, dict[str, int]]]:
@@ -335,23 +360,18 @@ def _flow_pictures(
     import engine
 
     queue: list[int] = []
-    chooser = None
-    if policy:
-        from hil.heuristic import HeuristicPolicy
-
-        chooser = HeuristicPolicy()
     k = boxed = 0
     while not flow.terminal and k < 30_000 and boxed < 12:
         g = flow.game
         stage = engine.FlowStage(flow.stage)
-        if chooser is not None and stage == engine.FlowStage.PLAY and not queue:
-            if g.phase == engine.Phase.PLAYING and g.next_action == 0:
+        if policy and stage == engine.FlowStage.PLAY and not queue:
+            if g.phase == engine.Phase.PLAYING and g.next_action == 3:  # the spawn state
                 p = engine.plan(g)
                 if p.reachable.any():
-                    queue = [int(m) for m in p.masks(chooser.choose(g, p.reachable))]
+                    queue = [int(m) for m in p.masks(_greedy_placement(g))]
         if queue:
             mask = queue.pop(0)
-        elif chooser is None:
+        elif not policy:
             mask = int(rng.choice([0, 0, 0, 1, 2, 0x80, 4, 4]))
         else:
             mask = 0
