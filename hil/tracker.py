@@ -261,6 +261,9 @@ def predicted_observation(game: engine.Game) -> Observation:
     return observation_from_facts(engine.screen_facts(game), source="prediction")
 
 
+_SEND_PILL_FINISHED = 3  # nextAction action_sendPillFinished
+
+
 def falling(game: engine.Game) -> bool:
     """A pill is falling in this state (nextAction = action_pillFalling, playing)."""
     return int(game.next_action) == 0 and int(game.phase) == Phase.PLAYING
@@ -749,7 +752,10 @@ class Tracker:
             if got is None:
                 continue
             game, spawns = got
-            known = spawns in lv.next_by_spawn
+            # In action_sendPillFinished the preview already shows the reserve's next pill
+            # (generateNextPill $8E9D), unknown here: the spawn counted one frame later learns
+            # it. (On the real game this cost one unmatched capture at every spawn.)
+            known = spawns in lv.next_by_spawn and int(game.next_action) != _SEND_PILL_FINISHED
             out.append((g, predicted_observation(game), spawns, known))
         return out
 
