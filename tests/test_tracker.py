@@ -209,6 +209,13 @@ def test_mismatches_names_what_differs_and_respects_confidence():
     # A picture cannot tell rotation 2 from 0 with the halves swapped: the same pill.
     swapped = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 2, (2, 1)), (0, 0))
     assert mismatches(a, swapped, cfg) == []
+    # A virus read as its colour's clearing tile is not a mismatch (no clear of viruses
+    # alone); read as another colour's, or as empty, it is.
+    for code, differs in ((0xB1, False), (0xB0, True), (0xFF, True)):
+        misread = field.copy()
+        misread[15, 0] = code
+        d = Observation(ScreenKind.LEVEL, misread, PillSeen(3, 15, 0, (1, 2)), (0, 0))
+        assert (mismatches(a, d, cfg) == ["board"]) == differs, hex(code)
 
 
 def test_perception_observations_are_converted():
@@ -489,3 +496,19 @@ def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():
     assert names(events).count("spawn") >= 3
     assert "desync" not in names(events)
     assert results and None not in results[1:]
+
+
+def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
+    from hil.tracker import _write_board
+
+    game = engine.Game(5, 1, 0x4321)
+    field = np.asarray(game.field).reshape(16, 8).copy()
+    r, c = map(int, np.argwhere((field & 0xF0) == 0xD0)[0])
+    seen = field.copy()
+    seen[r, c] = 0xB0 | (field[r, c] & 0x0F)  # the reader's misread of the real picture
+    empty = np.argwhere(field == 0xFF)[0]
+    seen[tuple(empty)] = 0x80  # a cell the shadow missed is still written
+    _write_board(game, Observation(ScreenKind.LEVEL, seen), 0.97)
+    after = np.asarray(game.field).reshape(16, 8)
+    assert after[r, c] == field[r, c]
+    assert after[tuple(empty)] == 0x80
