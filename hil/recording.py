@@ -409,8 +409,12 @@ def _truth_json(truth: dict[str, Any]) -> dict[str, Any]:
                 "bottle": [bytes(np.asarray(r, np.uint8)).hex() for r in v.bottle],
                 "falling": None
                 if v.falling is None
-                else [int(v.falling.x), int(v.falling.y), int(v.falling.rotation),
-                      [int(c) for c in v.falling.colors]],
+                else [
+                    int(v.falling.x),
+                    int(v.falling.y),
+                    int(v.falling.rotation),
+                    [int(c) for c in v.falling.colors],
+                ],
                 "next": None if v.next is None else [int(c) for c in v.next.colors],
                 "virus_frame": int(v.virus_frame),
             }
