@@ -716,7 +716,9 @@ class Tracker:
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
                 rows, cols = np.indices((ROWS, COLS))
-                lv.votes[rows, cols, obs.field] += np.asarray(obs.confidence, np.float32)
+                lv.votes[rows, cols, _as_virus(obs.field)] += np.asarray(
+                    obs.confidence, np.float32
+                )
                 lv.voted += 1
             if lv.votes is not None and (
                 lv.voted >= self.cfg.board_frames or obs.falling is not None
@@ -1056,8 +1058,15 @@ def virus_target(level: int) -> int:
     return (min(level, 20) + 1) * 4
 
 
+def _as_virus(cells: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """A level's starting board holds viruses only: a clearing code ($Bc) read there is the
+    reader's take on a virus of colour c (see mismatches)."""
+    cells = np.asarray(cells)
+    return np.where((cells & 0xF0) == 0xB0, (cells & 0x0F) | 0xD0, cells).astype(np.uint8)
+
+
 def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
-    return bool(np.array_equal(obs.field, board))
+    return bool(np.array_equal(_as_virus(obs.field), board))
 
 
 def _virus_read_cleared(

@@ -512,3 +512,26 @@ def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
     after = np.asarray(game.field).reshape(16, 8)
     assert after[r, c] == field[r, c]
     assert after[tuple(empty)] == 0x80
+
+
+def test_a_virus_read_as_its_clearing_tile_at_the_level_start_stays_a_virus():
+    con = Console(level=3, speed=1, seed=0x1234, start=23, fc_phase=91, frames=240)
+    board = np.asarray(con.play()[con.base].field).reshape(16, 8)
+    r, c = map(int, np.argwhere((board & 0xF0) == 0xD0)[-1])
+
+    def seen(obs):  # the reader takes that virus for its clearing tile on every picture
+        if obs.field[r, c] == board[r, c]:
+            field = obs.field.copy()
+            field[r, c] = 0xB0 | (board[r, c] & 0x0F)
+            obs = replace(obs, field=field)
+        return obs
+
+    tracker = make_tracker()
+    tracker.begin_level(3, 1, con.start)
+    events = drive(tracker, con, seen=seen)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1 and starts[0].frame == con.base
+    assert starts[0].data["misses"] == 0 and not starts[0].data["ambiguous"]
+    assert "desync" not in names(events)
+    got = tracker.state_at(0)
+    assert got is not None and np.asarray(got[0].field).reshape(16, 8)[r, c] == board[r, c]
