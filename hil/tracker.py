@@ -716,9 +716,7 @@ class Tracker:
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
                 rows, cols = np.indices((ROWS, COLS))
-                lv.votes[rows, cols, _as_virus(obs.field)] += np.asarray(
-                    obs.confidence, np.float32
-                )
+                lv.votes[rows, cols, _as_virus(obs.field)] += np.asarray(obs.confidence, np.float32)
                 lv.voted += 1
             if lv.votes is not None and (
                 lv.voted >= self.cfg.board_frames or obs.falling is not None
