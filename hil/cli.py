@@ -422,6 +422,7 @@ def _run_emu(args: argparse.Namespace) -> int:
         view_kind = "none" if args.fast else "window"
     view, close_view = make_view(view_kind)
     settings = RunSettings(levels=levels, fast=True, max_frames=args.frames)
+    recorder = _recorder(args, _load_profile(args.profile, "hil run"), reader, policy)
     try:
         summary = run_emu(
             settings,
@@ -435,12 +436,15 @@ def _run_emu(args: argparse.Namespace) -> int:
             view=view,
             game=args.emu_game,
             model=args.model,
+            on_frame=recorder,
         )
     except (RomError, EmuError, ValueError, FileNotFoundError) as e:
         print(f"hil run: {e}", file=sys.stderr)
         return 2
     finally:
         close_view()
+        if recorder is not None:
+            recorder.close()
     summary.pop("capture", None)
     print(
         f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "

@@ -41,6 +41,28 @@ def test_run_emu_drives_the_test_rom_through_the_runtime(rom, capsys, tmp_path):
     assert summary["emu"]["lag_frames"] > 0  # the ROM's NMI-off frames passed as no latch
 
 
+def test_run_emu_records_the_capture_with_the_emulators_truth(rom, capsys, tmp_path):
+    rec = tmp_path / "rec"
+    rc = main(
+        ["run", "--emu", str(rom), "--emu-game", "testrom", "--fast", "--view", "none",
+         "--frames", "120", "--reader", "oracle", "--policy", "heuristic",
+         "--record", str(rec), "--record-codec", "mjpeg"]
+    )  # fmt: skip
+    capsys.readouterr()
+    assert rc == 1
+    from hil.recording import Recording
+
+    recording = Recording(rec)
+    lines = list(recording.truth)
+    assert len(lines) == len(recording) > 0
+    truth = [line["truth"] for line in lines]
+    # Each frame's console frame and video frame from the emulator (the test ROM's screens
+    # are none the engine draws: no facts).
+    frames = [t["video_frame"] for t in truth]
+    assert frames == sorted(frames) and len(set(frames)) > len(frames) // 2
+    assert all("console_frame" in t and t["ram_mismatches"] == 0 for t in truth)
+
+
 @pytest.mark.parametrize("kind", ["missing", "not_ines", "truncated", "not_drmario"])
 def test_run_emu_refuses_a_bad_rom_with_one_line_and_exit_2(kind, rom, tmp_path, capsys):
     path = tmp_path / "game.nes"

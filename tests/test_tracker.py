@@ -210,6 +210,13 @@ def test_mismatches_names_what_differs_and_respects_confidence():
     # A picture cannot tell rotation 2 from 0 with the halves swapped: the same pill.
     swapped = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 2, (2, 1)), (0, 0))
     assert mismatches(a, swapped, cfg) == []
+    # A virus read as its colour's clearing tile is not a mismatch (no clear of viruses
+    # alone); read as another colour's, or as empty, it is.
+    for code, differs in ((0xB1, False), (0xB0, True), (0xFF, True)):
+        misread = field.copy()
+        misread[15, 0] = code
+        d = Observation(ScreenKind.LEVEL, misread, PillSeen(3, 15, 0, (1, 2)), (0, 0))
+        assert (mismatches(a, d, cfg) == ["board"]) == differs, hex(code)
 
 
 def test_perception_observations_are_converted():
@@ -470,3 +477,62 @@ def test_the_lock_frame_sprite_over_the_same_tiles_is_not_a_pill_mismatch():
     empty = np.full((16, 8), 0xFF, np.uint8)
     falling = Observation(ScreenKind.LEVEL, empty, falling=pill)
     assert mismatches(falling, Observation(ScreenKind.LEVEL, empty), MatchConfig()) == ["pill"]
+
+
+def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():
+    # generateNextPill shows the reserve's next pill 2 frames before the spawn the tracker
+    # counts; the tracker does not know the reserve, so those frames' preview is not compared
+    # (on the real game each spawn cost one unmatched capture: two with a repeated capture).
+    con = Console(level=5, speed=1, seed=0x4321, start=15, frames=700)
+    tracker = make_tracker()
+    tracker.begin_level(5, 1, con.start)
+    results = []
+
+    def seen(obs):
+        if tracker.state == LevelState.TRACKING:
+            results.append(tracker.frame_match)  # the previous capture's match
+        return obs
+
+    events = drive(tracker, con, seen=seen)
+    assert names(events).count("spawn") >= 3
+    assert "desync" not in names(events)
+    assert results and None not in results[1:]
+
+
+def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
+    from hil.tracker import _write_board
+
+    game = engine.Game(5, 1, 0x4321)
+    field = np.asarray(game.field).reshape(16, 8).copy()
+    r, c = map(int, np.argwhere((field & 0xF0) == 0xD0)[0])
+    seen = field.copy()
+    seen[r, c] = 0xB0 | (field[r, c] & 0x0F)  # the reader's misread of the real picture
+    empty = np.argwhere(field == 0xFF)[0]
+    seen[tuple(empty)] = 0x80  # a cell the shadow missed is still written
+    _write_board(game, Observation(ScreenKind.LEVEL, seen), 0.97)
+    after = np.asarray(game.field).reshape(16, 8)
+    assert after[r, c] == field[r, c]
+    assert after[tuple(empty)] == 0x80
+
+
+def test_a_virus_read_as_its_clearing_tile_at_the_level_start_stays_a_virus():
+    con = Console(level=3, speed=1, seed=0x1234, start=23, fc_phase=91, frames=240)
+    board = np.asarray(con.play()[con.base].field).reshape(16, 8)
+    r, c = map(int, np.argwhere((board & 0xF0) == 0xD0)[-1])
+
+    def seen(obs):  # the reader takes that virus for its clearing tile on every picture
+        if obs.field[r, c] == board[r, c]:
+            field = obs.field.copy()
+            field[r, c] = 0xB0 | (board[r, c] & 0x0F)
+            obs = replace(obs, field=field)
+        return obs
+
+    tracker = make_tracker()
+    tracker.begin_level(3, 1, con.start)
+    events = drive(tracker, con, seen=seen)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1 and starts[0].frame == con.base
+    assert starts[0].data["misses"] == 0 and not starts[0].data["ambiguous"]
+    assert "desync" not in names(events)
+    got = tracker.state_at(0)
+    assert got is not None and np.asarray(got[0].field).reshape(16, 8)[r, c] == board[r, c]

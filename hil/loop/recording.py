@@ -382,6 +382,34 @@ class Recording:
             cap.release()
 
 
+def _truth_json(truth: dict[str, Any]) -> dict[str, Any]:
+    """A capture's ground truth (the emulator's RAM-checked shadow) as JSON: ScreenFacts
+    become their kind, bottle rows (hex), falling pill and next pill."""
+    out: dict[str, Any] = {}
+    for k, v in truth.items():
+        if k == "facts":
+            if v is None:
+                out[k] = None
+                continue
+            out[k] = {
+                "kind": int(v.kind),
+                "bottle": [bytes(np.asarray(r, np.uint8)).hex() for r in v.bottle],
+                "falling": None
+                if v.falling is None
+                else [
+                    int(v.falling.x),
+                    int(v.falling.y),
+                    int(v.falling.rotation),
+                    [int(c) for c in v.falling.colors],
+                ],
+                "next": None if v.next is None else [int(c) for c in v.next.colors],
+                "virus_frame": int(v.virus_frame),
+            }
+        elif isinstance(v, (int, float, str, bool)) or v is None:
+            out[k] = v
+    return out
+
+
 class RunRecorder:
     """``hil run --record DIR``: an on_frame hook for hil.loop.runtime.Runtime writing each captured
     frame with what the run made of it (sidecar: ``console_frame`` matched, ``observation``,
@@ -429,6 +457,9 @@ class RunRecorder:
             if 0 <= rt.level_index < len(rt.s.levels):
                 lp = rt.s.levels[rt.level_index]
                 line["level"] = [lp.level, lp.speed]
+            truth = getattr(frame, "truth", None)
+            if truth is not None:
+                line["truth"] = _truth_json(truth)
             if rt.last_placement is not None and rt.last_placement is not self._placement:
                 self._placement = rt.last_placement
                 line["decision"] = dict(rt.last_placement)

@@ -117,6 +117,11 @@ def mismatches(
             for r, c in _pill_cells(pill):
                 if 0 <= r < ROWS and 0 <= c < COLS:
                     sure[r, c] = False
+    # A virus read as its colour's clearing tile is not compared: no clear is made of viruses
+    # alone (a match needs a pill half), and the ROM-fitted reader takes some red viruses on
+    # the real game's picture for $B1, confidently, for hundreds of frames (a board desync
+    # whose re-sync erased the virus from the shadow).
+    sure &= ~_virus_read_cleared(pred.field, obs.field)
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
@@ -156,6 +161,9 @@ def mismatches(
 def predicted_observation(game: engine.Game) -> Observation:
     """What a perfect reader would read off render_frame(game)."""
     return observation_from_facts(engine.screen_facts(game), source="prediction")
+
+
+_SEND_PILL_FINISHED = 3  # nextAction action_sendPillFinished
 
 
 def falling(game: engine.Game) -> bool:
@@ -595,7 +603,7 @@ class Tracker:
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
                 rows, cols = np.indices((ROWS, COLS))
-                lv.votes[rows, cols, obs.field] += np.asarray(obs.confidence, np.float32)
+                lv.votes[rows, cols, _as_virus(obs.field)] += np.asarray(obs.confidence, np.float32)
                 lv.voted += 1
             if lv.votes is not None and (
                 lv.voted >= self.cfg.board_frames or obs.falling is not None
@@ -636,7 +644,10 @@ class Tracker:
             if got is None:
                 continue
             game, spawns = got
-            known = spawns in lv.next_by_spawn
+            # In action_sendPillFinished the preview already shows the reserve's next pill
+            # (generateNextPill $8E9D), unknown here: the spawn counted one frame later learns
+            # it. (On the real game this cost one unmatched capture at every spawn.)
+            known = spawns in lv.next_by_spawn and int(game.next_action) != _SEND_PILL_FINISHED
             out.append((g, predicted_observation(game), spawns, known))
         return out
 
@@ -932,16 +943,32 @@ def virus_target(level: int) -> int:
     return (min(level, 20) + 1) * 4
 
 
+def _as_virus(cells: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """A level's starting board holds viruses only: a clearing code ($Bc) read there is the
+    reader's take on a virus of colour c (see mismatches)."""
+    cells = np.asarray(cells)
+    return np.where((cells & 0xF0) == 0xB0, (cells & 0x0F) | 0xD0, cells).astype(np.uint8)
+
+
 def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
-    return bool(np.array_equal(obs.field, board))
+    return bool(np.array_equal(_as_virus(obs.field), board))
+
+
+def _virus_read_cleared(
+    expected: npt.NDArray[np.uint8], seen: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.bool_]:
+    """Cells where a virus ($Dc) is expected and its colour's clearing code ($Bc) is seen."""
+    expected = np.asarray(expected)
+    return ((expected & 0xF0) == 0xD0) & (np.asarray(seen) == ((expected & 0x0F) | 0xB0))
 
 
 def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> None:
     """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
-    as tile $Fx)."""
+    as tile $Fx); a virus seen as its clearing tile stays a virus (see mismatches)."""
     sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
+    sure &= ~_virus_read_cleared(field.reshape(-1), seen)
     shown = np.asarray(game.shown)
     field[sure] = seen[sure]
     tiles = seen.copy()
