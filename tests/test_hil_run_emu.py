@@ -50,7 +50,7 @@ def test_run_emu_records_the_capture_with_the_emulators_truth(rom, capsys, tmp_p
     )  # fmt: skip
     capsys.readouterr()
     assert rc == 1
-    from hil.recording import Recording
+    from hil.loop.recording import Recording
 
     recording = Recording(rec)
     lines = list(recording.truth)

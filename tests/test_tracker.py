@@ -500,7 +500,7 @@ def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():
 
 
 def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
-    from hil.tracker import _write_board
+    from hil.loop.tracker import _write_board
 
     game = engine.Game(5, 1, 0x4321)
     field = np.asarray(game.field).reshape(16, 8).copy()
