@@ -11,6 +11,7 @@ from engine._core import (
     Batch,
     Game,
     LevelFlow,
+    Menu,
     Plan,
     cutscene_before,
     generate_level,
@@ -18,7 +19,16 @@ from engine._core import (
     plan,
     rng_step,
 )
-from engine.constants import Button, Cell, FlowScreen, FlowStage, Phase, Speed
+from engine.constants import (
+    Button,
+    Cell,
+    FlowScreen,
+    FlowStage,
+    MenuScreen,
+    MenuStage,
+    Phase,
+    Speed,
+)
 from engine.ines import RomError
 from engine.render import (
     NES_PALETTE,
@@ -43,6 +53,9 @@ __all__ = [
     "FlowStage",
     "Game",
     "LevelFlow",
+    "Menu",
+    "MenuScreen",
+    "MenuStage",
     "NextPill",
     "Phase",
     "Plan",

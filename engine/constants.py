@@ -72,6 +72,26 @@ class FlowScreen(IntEnum):
     )
 
 
+class MenuStage(IntEnum):
+    """Where engine.Menu is (engine/src/menu.h, docs/MENUS.md)."""
+
+    TITLE_LOAD = 0  # toTitle $982A loading the title screen
+    TITLE = 1  # @title_mainLoop
+    OPTIONS_LOAD = 2  # toDemo_orOptions $9961 loading the options screen
+    OPTIONS = 3  # @options_mainLoop
+    DEMO = 4  # the attract demo (its play not modelled)
+    START = 5  # Start read on the options screen (terminal: engine.LevelFlow from here)
+
+
+class MenuScreen(IntEnum):
+    """What the picture of a Menu frame shows."""
+
+    TITLE = 0
+    OPTIONS = 1
+    BLANK = 2  # rendering off while a screen loads
+    DEMO = 3  # the demo's level screen
+
+
 class Speed(IntEnum):
     LOW = 0
     MED = 1

@@ -2,7 +2,7 @@
 
 The shipped board model (perception/models/board.onnx) learnt the project's clean-room
 drawings; a real console draws the game's own tiles, which it reads badly (docs/PERCEPTION.md,
-"A model for your ROM"). This command fits the model to the ROM's graphics:
+"A model for your ROM"). This command fits the model (and the screen reader) to the ROM's graphics:
 
 1. reads the ROM (engine.ines: its CHR, palettes, level nametable and metasprites; read at run
    time, never copied or stored);
@@ -13,7 +13,10 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
    every shipped profile, ``--random-chains`` random chains and the rig's own profile
    (perception.evaluate), and prints the numbers against the goals;
-4. stores the model and its report in the user's data directory, keyed by the ROM's CRC-32
+4. runs the ROM in cynes through its title, options screen, demo, stage clear and game over
+   and keeps pictures of them with the truth from RAM as the screen reader's prototypes
+   (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game);
+5. stores the model and its report in the user's data directory, keyed by the ROM's CRC-32
    (perception.store), and, with ``--profile rig.json``, records the ROM's CRC in the profile
    so that ``hil run`` / ``hil replay`` / ``hil calibrate latency`` pick the model up.
 
@@ -201,6 +204,15 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         "history": result["history"],
     }
     paths = write_report(evaluation, meta, out_dir / "board.report.json")
+    say("hil prepare: screen prototypes (title, options, demo, game over) from the ROM in cynes")
+    from perception.screens import SCREENS_FILE, rom_prototypes
+
+    screens: str | None = str(out_dir / SCREENS_FILE)
+    try:
+        rom_prototypes(args.rom, progress=None if args.quiet else say).save(out_dir / SCREENS_FILE)
+    except ValueError as e:  # engine.RomError: a file whose program is not the game's
+        say(f"hil prepare: no screen prototypes ({e}); the menus must be driven by hand")
+        screens = None
     wrote_profile = None
     if profile is not None and args.profile and Path(args.profile).is_file():
         profile.replace(rom_crc32=crc).save(args.profile)
@@ -208,6 +220,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "rom_crc32": crc,
         "model": str(model_path),
+        "screens": screens,
         "report": [str(p) for p in paths],
         "profile_updated": wrote_profile,
         "total_s": meta["total_s"],

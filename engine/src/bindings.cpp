@@ -22,6 +22,7 @@ namespace pa = drm::py_args;
 
 void register_level_flow(py::module_& m);
 void register_level_gen(py::module_& m);
+void register_menu(py::module_& m);
 void register_planner(py::module_& m);
 void register_render(py::module_& m);
 void register_search(py::module_& m);
@@ -313,6 +314,7 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
   }
 
   register_level_flow(m);
+  register_menu(m);
   register_level_gen(m);
   register_planner(m);
   register_render(m);

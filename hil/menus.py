@@ -1,0 +1,350 @@
+"""Starting a level with the controller, checked on the picture (issue 16): the menu driver.
+
+``MenuDriver(newest, send, read).start(level, speed)`` takes the game from the title screen,
+the options screen, the attract demo, a stage clear or a game over to the options screen, sets
+the level (0..20) and the speed (0 LOW, 1 MED, 2 HI) there with the game's own buttons, reads
+both back from the picture, and presses Start; it raises MenuError rather than start a level the
+screen does not show. It needs no RAM, so the same code drives the real console (the rig's
+capture and the Pico on port 1), the emulator and the simulated console. What it presses, from
+the disassembly (docs/MENUS.md):
+
+- title (toTitle [$982A]): Up if the heart is on 2 players, then Start;
+- attract demo: Start (checkPauseReset @checkStartBtn_demo: back to the title);
+- game over (playerLoses_endScreen [$959A]): Start (the options screen);
+- stage clear, or a level in play when ``reset_ok``: A+B+Select+Start held (checkPauseReset's
+  soft reset: the title). A stage clear's plain Start would chain to level + 1, not to the
+  options screen;
+- options (toDemo_orOptions [$9961]): the highlighted row is not read from the picture but
+  made known: it is the level row when the screen has just loaded, else two Up taps put it
+  there (no wraparound). On the level row one tap (a one-frame press, updateLvlCursor [$9ADF])
+  moves the level one step; Down, then taps on the speed row (updateSpeedCursor [$9B37]). When
+  two successive pictures show the wanted level and speed, Start.
+
+The console interface is two callables, so any console can be plugged in:
+
+- ``newest() -> (frame, picture) | None``: the newest picture and the console frame it shows
+  (None when there is none newer yet; a blocking source may wait first);
+- ``send(masks) -> first``: puts ``masks`` (ints, one per console frame) on the controller for
+  the next console frames it can still fill; returns the console frame of the first;
+- ``read(picture) -> perception.screens.ScreenReading``: the screen reader (e.g.
+  ``lambda p: reader.read(p, profile)`` for a capture, ``reader.read_nes`` for NES pictures).
+
+A decision waits for a picture of frame ``last press + settle_frames`` or later (the game acts on
+a press in its frame, the next NMI draws it). ``SimMenuConsole`` is the simulated console's
+menus (engine.Menu, engine.LevelFlow, clean-room pictures) behind the same two callables.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import engine
+from engine.constants import Button, FlowStage, MenuScreen, MenuStage
+from perception.screens import ScreenReading
+
+RESET = int(Button.A | Button.B | Button.SELECT | Button.START)  # btns_reset
+UP, DOWN, LEFT, RIGHT = int(Button.UP), int(Button.DOWN), int(Button.LEFT), int(Button.RIGHT)
+START = int(Button.START)
+SPEEDS = ("LOW", "MED", "HI")
+
+
+class MenuError(RuntimeError):
+    """The driver could not start the asked level (one line for the user)."""
+
+
+@dataclass
+class StartResult:
+    """A level started. ``level``, ``speed``: as read on the options screen before Start.
+    ``start_frame``: the console frame whose controller read held Start. ``screens``: the
+    screens met on the way (kind names in order, repeats folded). ``presses``: masks sent that
+    were not 0. ``frames``: console frames from the first picture read to the Start frame."""
+
+    level: int
+    speed: int
+    start_frame: int
+    screens: list[str] = field(default_factory=list)
+    presses: int = 0
+    frames: int = 0
+
+
+class MenuDriver:
+    """See the module docstring. ``settle_frames``: frames after a press before a picture
+    counts (>= 2). ``max_frames``: console frames a ``start`` may take before MenuError
+    (the demo alone can take 5,708). ``level_wait``: frames a level screen may show (the end
+    of a level drawing its box) before the driver resets (``reset_ok``) or gives up."""
+
+    def __init__(
+        self,
+        newest: Callable[[], tuple[int, Any] | None],
+        send: Callable[[Sequence[int]], int],
+        read: Callable[[Any], ScreenReading],
+        *,
+        settle_frames: int = 3,
+        max_frames: int = 9000,
+        level_wait: int = 400,
+    ) -> None:
+        if settle_frames < 2:
+            raise ValueError(f"settle_frames must be >= 2, got {settle_frames}")
+        self.newest = newest
+        self.send = send
+        self.read = read
+        self.settle = settle_frames
+        self.max_frames = max_frames
+        self.level_wait = level_wait
+        self._ready = -1  # no decision on a picture of an earlier frame
+        self._frame = -1  # the newest frame seen
+        self._first = -1
+        self._presses = 0
+        self._screens: list[str] = []
+
+    def _send(self, masks: Sequence[int]) -> int:
+        first = int(self.send([int(m) for m in masks]))
+        self._presses += sum(1 for m in masks if m)
+        self._ready = first + len(masks) - 1 + self.settle
+        return first
+
+    def _tap(self, mask: int, times: int = 1) -> None:
+        self._send([mask, 0] * times)
+
+    def _look(self) -> ScreenReading:
+        """The reading of the first picture of a frame >= the ready frame."""
+        polls = 0
+        while True:
+            got = self.newest()
+            if got is None:
+                polls += 1
+                if polls > 100_000:
+                    raise MenuError("the capture gave no new picture")
+                continue
+            frame, picture = got
+            self._frame = int(frame)
+            if self._first < 0:
+                self._first = self._frame
+            if self._frame - self._first > self.max_frames:
+                raise MenuError(
+                    f"no level started within {self.max_frames} console frames "
+                    f"(screens seen: {' > '.join(self._screens[-8:])})"
+                )
+            if self._frame < self._ready:
+                continue
+            r = self.read(picture)
+            if not self._screens or self._screens[-1] != r.kind:
+                self._screens.append(r.kind)
+            return r
+
+    def start(self, level: int, speed: int, *, reset_ok: bool = False) -> StartResult:
+        """Menus to ``level`` (0..20) at ``speed`` (0..2) and Start (module docstring).
+
+        ``reset_ok``: a level in play may be left by the soft reset (else MenuError). Raises
+        ValueError for a target out of range, MenuError when the screen does not come to show
+        the target (the level is then not started) or ``max_frames`` pass."""
+        if not 0 <= level <= 20:
+            raise ValueError(f"level must be 0..20 on the options screen, got {level}")
+        if speed not in (0, 1, 2):
+            raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
+        self._first, self._presses, self._screens = -1, 0, []
+        section: int | None = None  # the highlighted row when known
+        prev = ""
+        confirmed = 0
+        level_since = -1
+        tries = 0
+        while True:
+            r = self._look()
+            kind = r.kind
+            if kind != "LEVEL":
+                level_since = -1
+            if kind != "OPTIONS":
+                confirmed = 0
+            if kind == "BLANK":
+                self._ready = self._frame + 1
+            elif kind == "TITLE":
+                section = None
+                self._tap(UP if r.players == 2 else START)
+            elif kind in ("DEMO", "GAME_OVER"):
+                section = None
+                self._tap(START)
+            elif kind == "STAGE_CLEAR":
+                section = None
+                self._send([RESET] * 4 + [0])
+            elif kind == "LEVEL":
+                if level_since < 0:
+                    level_since = self._frame
+                if self._frame - level_since > self.level_wait:
+                    if not reset_ok:
+                        raise MenuError(
+                            "a level is in play: finish it or allow the soft reset "
+                            "(A+B+Select+Start) to reach the options screen"
+                        )
+                    self._send([RESET] * 4 + [0])
+                    level_since = -1
+                else:
+                    self._ready = self._frame + 1
+            elif kind == "OPTIONS":
+                if section is None:
+                    # Just loaded (from the title or a game over): the level row
+                    # (toDemo_orOptions sets optionSectionHighlight = 0); else unknown.
+                    if prev in ("BLANK", "TITLE", "GAME_OVER"):
+                        section = 0
+                    else:
+                        self._tap(UP, 2)
+                        section = 0
+                        prev = kind
+                        continue
+                assert r.level is not None and r.speed is not None
+                if r.level != level:
+                    confirmed = 0
+                    tries += 1
+                    if section != 0:
+                        self._tap(UP, section)
+                        section = 0
+                    else:
+                        self._tap(RIGHT if r.level < level else LEFT, abs(level - r.level))
+                elif r.speed != speed:
+                    confirmed = 0
+                    tries += 1
+                    if section != 1:
+                        self._tap(DOWN if section == 0 else UP)
+                        section = 1
+                    else:
+                        self._tap(RIGHT if r.speed < speed else LEFT, abs(speed - r.speed))
+                else:
+                    confirmed += 1
+                    if confirmed >= 2:
+                        return self._press_start(level, speed)
+                    self._ready = self._frame + 1
+                if tries > 12:
+                    raise MenuError(
+                        f"the options screen shows level {r.level} {SPEEDS[r.speed]} after "
+                        f"{tries} corrections, not level {level} {SPEEDS[speed]}: not starting"
+                    )
+            prev = kind
+
+    def _press_start(self, level: int, speed: int) -> StartResult:
+        first = self._send([START, 0])
+        r = self._look()
+        if r.kind == "OPTIONS":
+            raise MenuError("Start on the options screen did not start a level")
+        return StartResult(
+            level=level,
+            speed=speed,
+            start_frame=first,
+            screens=list(self._screens),
+            presses=self._presses,
+            frames=first - self._first,
+        )
+
+
+class SimMenuConsole:
+    """The simulated console's screens for the menu driver: engine.Menu (title, options,
+    demo) and engine.LevelFlow (a level after Start, its stage clear and game over), drawn with
+    the clean-room pictures (engine.menu_render, engine.render_frame), optionally through a
+    capture profile. Lockstep: ``newest()`` runs one console frame and returns the picture
+    shown ``lag`` frames ago; ``send(masks)`` schedules from ``lead`` frames ahead (as the
+    firmware's queue: the armed frame cannot change). ``screen``: "title" or "options" to
+    begin on. ``seed``: the RNG on the title. Raises ValueError for bad arguments."""
+
+    def __init__(
+        self,
+        screen: str = "title",
+        *,
+        level: int = 0,
+        speed: int = 1,
+        profile: Any = None,
+        lag: int = 2,
+        lead: int = 2,
+        seed: int = 0x8988,
+        frame_counter: int = 0,
+        capture_seed: int = 0,
+    ) -> None:
+        if lag < 0 or lead < 1:
+            raise ValueError("lag must be >= 0 and lead >= 1")
+        self.menu: engine.Menu | None = engine.Menu(
+            screen, level=level, speed=speed, rng=seed, frame_counter=frame_counter
+        )
+        self.flow: engine.LevelFlow | None = None
+        self.frame = -1  # the last console frame run
+        self.lag, self.lead = lag, lead
+        self.masks: dict[int, int] = {}
+        self.starts: list[tuple[int, int, int]] = []  # (frame, level, speed) of each Start
+        self.model = None
+        if profile is not None:
+            from calibration import CaptureModel
+
+            self.model = CaptureModel(profile, seed=capture_seed)
+        self._shown: deque[tuple[int, np.ndarray]] = deque()
+
+    def send(self, masks: Sequence[int]) -> int:
+        first = max(self.frame + self.lead, max(self.masks, default=-1) + 1)
+        for i, m in enumerate(masks):
+            self.masks[first + i] = int(m)
+        return first
+
+    def _picture(self) -> np.ndarray:
+        from engine.menu_render import render_blank, render_menu_state
+
+        if self.flow is not None:
+            screen = engine.FlowScreen(self.flow.screen)
+            if screen in (engine.FlowScreen.LEVEL, engine.FlowScreen.LOADING):
+                return engine.render_frame(self.flow.game)
+            if screen == engine.FlowScreen.OPTIONS:
+                from engine.menu_render import render_options
+
+                return render_options(int(self.flow.level), int(self.flow.speed))
+            return render_blank()
+        assert self.menu is not None
+        return render_menu_state(self.menu)
+
+    def step(self) -> None:
+        """One console frame with the scheduled mask."""
+        self.frame += 1
+        mask = self.masks.pop(self.frame, 0)
+        if self.flow is not None:
+            self.flow.step(mask)
+            stage = FlowStage(self.flow.stage)
+            if stage == FlowStage.OPTIONS:  # a game over's Start: the options screen loads
+                f = self.flow
+                self.menu = engine.Menu(
+                    "options", level=min(int(f.level), 20), speed=int(f.speed), rng=int(f.rng)
+                )
+                self.flow = None
+            elif stage == FlowStage.SOFT_RESET:
+                f = self.flow
+                self.menu = engine.Menu(
+                    "title", level=min(int(f.level), 20), speed=int(f.speed), rng=int(f.rng)
+                )
+                self.flow = None
+        else:
+            m = self.menu
+            assert m is not None
+            m.step(mask)
+            if m.stage == MenuStage.START:
+                self.starts.append((self.frame, int(m.level), int(m.speed)))
+                self.flow = engine.LevelFlow(
+                    int(m.level), int(m.speed), int(m.rng), int(m.frame_counter), held=mask
+                )
+                self.menu = None
+        self._shown.append((self.frame, self._picture()))
+        while len(self._shown) > self.lag + 1:
+            self._shown.popleft()
+
+    def newest(self) -> tuple[int, np.ndarray]:
+        """Runs one console frame; the picture of frame ``frame - lag`` (through the profile
+        when one was given: captured BGR, else NES RGB)."""
+        self.step()
+        frame, pic = self._shown[0]
+        if self.model is not None:
+            pic = self.model(pic)
+        return frame, pic
+
+    @property
+    def screen(self) -> str:
+        """What the console shows now (for tests): a MenuScreen or FlowStage name."""
+        if self.flow is not None:
+            return FlowStage(self.flow.stage).name
+        assert self.menu is not None
+        return MenuScreen(self.menu.screen).name

@@ -1,0 +1,418 @@
+"""The screens before play, read from the picture: which screen, and on the options screen the
+selected level and speed (issue 17: "the reader also knows the screens before play").
+
+A prototype reader, no training: a ``ScreenReader`` holds pictures of each screen with their
+truth (``ScreenPrototypes``) and reads a picture by nearest neighbour on a few features:
+
+- the screen ``kind`` (``KINDS``: TITLE, OPTIONS, DEMO, LEVEL, STAGE_CLEAR, GAME_OVER, BLANK):
+  a nearly uniform picture is BLANK (rendering off while a screen loads); otherwise the nearest
+  prototype by the 16x16-block means of the whole picture (15 x 16 x 3) gives the family (title,
+  options, level screen); a level screen is DEMO when its bottle's cells (x 96-159,
+  y 80-207) are within ``demo_radius`` of a frame of the attract demo (its board and pills are
+  fixed data, demo_field_pills; a game of the player's own never comes that close),
+  STAGE_CLEAR or GAME_OVER when the bottle's rows 2-11 (y 96-175, where displayStageClear
+  [$B351] and the game over write their text boxes from $0400 / $0410) are within
+  ``box_radius`` of such a box (the nearest one names it), else LEVEL;
+- on OPTIONS, the ``level`` from the level number (two digits at VRAM $2157, lvlNbP1_VRAMaddr:
+  x 184-199, y 80-87) and the ``speed`` from the speed cursor's row (speedCursor_XPos $58, $80,
+  $A4 at y $87: x 80-207, y 128-159), each the label of the nearest prototype crop;
+- on TITLE, ``players`` (1 or 2) from the heart cursor (x $45, y $A7 / $B7).
+
+LEVEL covers the level screen from its load to the end of play (the intro's viruses, the wait,
+play); the UNet (perception.reader) reads the level screen's contents. A picture is read in NES
+pixels: ``read_nes(rgb)`` for uint8 [240, 256, 3], ``read(captured, profile)`` maps a capture
+through the profile's geometry and colour first (calibration.to_nes).
+
+Prototypes come from the same graphics as the pictures read:
+
+- ``clean_room_prototypes()``: the project's clean-room pictures (engine.menu_render, the
+  engine's level screens): the simulated console and CI;
+- ``rom_prototypes(rom)``: the user's own ROM run in cynes at prepare time (``hil prepare``),
+  its truth from the game's RAM; stored in the user's data directory beside the board model
+  (``screens.npz``, keyed by the ROM's CRC; never in the repository).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+U8 = npt.NDArray[np.uint8]
+F32 = npt.NDArray[np.float32]
+
+KINDS = ("TITLE", "OPTIONS", "DEMO", "LEVEL", "STAGE_CLEAR", "GAME_OVER", "BLANK")
+TITLE, OPTIONS, DEMO, LEVEL, STAGE_CLEAR, GAME_OVER, BLANK = range(7)
+LEVEL_SCREENS = (DEMO, LEVEL, STAGE_CLEAR, GAME_OVER)
+SCREENS_FILE = "screens.npz"
+
+# Crops in NES pixels (x0, y0, x1, y1), from the disassembly's positions (docs/MENUS.md).
+BOTTLE = (96, 80, 160, 208)  # fieldRow_PPUADDR_1P: tile columns 12-19, rows 10-25
+BOX_ROWS = (96, 96, 160, 176)  # the bottle's rows 2-11: the STAGE CLEAR / GAME OVER boxes
+LEVEL_DIGITS = (182, 78, 202, 90)  # lvlNbP1_VRAMaddr $2157 (column 23, row 10), 2 digits
+SPEED_ROW = (80, 128, 208, 160)  # speedCursor_XPos $58/$80/$A4 + 8, speedCursor_YPos $87
+TITLE_HEART = (64, 160, 80, 200)  # spr_cursor_heart_x $45, titleCursorYPos $A7 / $B7
+BOX_CLEAR = 0.02  # a box prototype differs from every level picture by more than this
+WHOLE_CELL = 16  # block size of the whole-picture feature (15 x 16 x 3 = 720 values)
+BLANK_STD = 6.0  # a picture whose pixels vary less than this (0-255) is rendering off
+
+
+def _blocks(
+    pic: U8, box: tuple[int, int, int, int] | None = None, cell: int = 8, grey: bool = False
+) -> F32:
+    """Means of cell x cell blocks of the picture (or of a crop), scaled to 0..1 (``grey``: the
+    mean of R, G, B too): float32 [d]."""
+    if box is not None:
+        x0, y0, x1, y1 = box
+        pic = pic[y0:y1, x0:x1]
+    h, w = pic.shape[0] // cell, pic.shape[1] // cell
+    a = pic[: h * cell, : w * cell].astype(np.float32).reshape(h, cell, w, cell, 3)
+    m = a.mean(axis=(1, 3, 4) if grey else (1, 3))
+    return (m / 255.0).ravel()
+
+
+def _crop(pic: U8, box: tuple[int, int, int, int]) -> F32:
+    """A crop at full resolution, grey (the mean of R, G, B), scaled to 0..1: float32 [d]."""
+    x0, y0, x1, y1 = box
+    return (pic[y0:y1, x0:x1].astype(np.float32).mean(axis=2) / 255.0).ravel()
+
+
+def _nearest(feats: F32, x: F32) -> tuple[int, float]:
+    """Index of the nearest row of feats [n, d] to x [d] and its RMS distance."""
+    d = ((feats - x[None, :]) ** 2).mean(axis=1)
+    i = int(np.argmin(d))
+    return i, float(np.sqrt(d[i]))
+
+
+@dataclasses.dataclass(frozen=True)
+class ScreenReading:
+    """What a picture shows. ``kind``: one of KINDS. ``level`` (0..20) and ``speed`` (0 LOW,
+    1 MED, 2 HI): on OPTIONS, else None. ``players`` (1, 2): on TITLE, else None. ``distance``:
+    RMS distance (0..1) of the picture to the nearest prototype of its family (how sure)."""
+
+    kind: str
+    level: int | None = None
+    speed: int | None = None
+    players: int | None = None
+    distance: float = 0.0
+
+
+@dataclasses.dataclass
+class ScreenPrototypes:
+    """Labelled features of pictures (see the module docstring). Arrays:
+
+    whole: float32 [n, 720] 16x16-block means of each picture; kind: int8 [n] (index in KINDS);
+    demo_bottle: float32 [k, 384] the bottle's 8x8 cells of the demo's pictures;
+    box: float32 [b, 1280] the bottle's rows 2-11 (grey, 2x2 means) of STAGE_CLEAR and
+    GAME_OVER pictures, box_kind: int8 [b]; digits: float32 [m, 240], digit_level: int8 [m];
+    speed_row: float32 [m, 4096], row_speed: int8 [m] (options pictures); heart: float32
+    [t, 640], heart_players: int8 [t];
+    demo_radius, box_radius: the distances under which a level screen is the demo, a box
+    (0.75 and 0.5 times the 2nd percentile of the other level screens' distances to them).
+    """
+
+    whole: F32
+    kind: npt.NDArray[np.int8]
+    demo_bottle: F32
+    box: F32
+    box_kind: npt.NDArray[np.int8]
+    digits: F32
+    digit_level: npt.NDArray[np.int8]
+    speed_row: F32
+    row_speed: npt.NDArray[np.int8]
+    heart: F32
+    heart_players: npt.NDArray[np.int8]
+    demo_radius: float
+    box_radius: float
+    source: str = ""
+
+    def save(self, path: str | Path) -> None:
+        """Write an .npz file (the user's data directory for a ROM's prototypes)."""
+        arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        arrays["demo_radius"] = np.float32(self.demo_radius)
+        arrays["box_radius"] = np.float32(self.box_radius)
+        arrays["source"] = np.array(self.source)
+        np.savez_compressed(path, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ScreenPrototypes:
+        """Read a file written by ``save``. Raises OSError or ValueError (not such a file)."""
+        z = np.load(path, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path}: not a screen prototype file (not an .npz archive)")
+        with z:
+            try:
+                kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
+            except KeyError as e:
+                raise ValueError(f"{path}: not a screen prototype file (no {e})") from None
+        kw["demo_radius"] = float(kw["demo_radius"])
+        kw["box_radius"] = float(kw["box_radius"])
+        kw["source"] = str(kw["source"])
+        return cls(**kw)
+
+
+class PrototypeBuilder:
+    """Collects labelled pictures into ScreenPrototypes."""
+
+    def __init__(self) -> None:
+        self.whole: list[F32] = []
+        self.kind: list[int] = []
+        self.bottle: list[F32] = []  # level screens only
+        self.bottle_kind: list[int] = []
+        self.box: list[F32] = []
+        self.digits: list[F32] = []
+        self.digit_level: list[int] = []
+        self.speed_row: list[F32] = []
+        self.row_speed: list[int] = []
+        self.heart: list[F32] = []
+        self.heart_players: list[int] = []
+
+    def add(
+        self,
+        pic: U8,
+        kind: int,
+        *,
+        level: int | None = None,
+        speed: int | None = None,
+        players: int | None = None,
+    ) -> None:
+        """One picture uint8 [240, 256, 3] of ``kind`` (index in KINDS) with its truth."""
+        if kind == BLANK:
+            return  # read by rule, no prototypes
+        self.whole.append(_blocks(pic, cell=WHOLE_CELL))
+        self.kind.append(kind)
+        if kind in LEVEL_SCREENS:
+            self.bottle.append(_blocks(pic, BOTTLE))
+            self.bottle_kind.append(kind)
+            self.box.append(_blocks(pic, BOX_ROWS, cell=2, grey=True))
+        if kind == OPTIONS and level is not None and speed is not None:
+            self.digits.append(_crop(pic, LEVEL_DIGITS))
+            self.digit_level.append(level)
+            self.speed_row.append(_crop(pic, SPEED_ROW))
+            self.row_speed.append(speed)
+        if kind == TITLE and players is not None:
+            self.heart.append(_crop(pic, TITLE_HEART))
+            self.heart_players.append(players)
+
+    def build(self, source: str) -> ScreenPrototypes:
+        """The prototypes; ``demo_radius`` halfway between the demo's own frames and the
+        nearest other level screen. Raises ValueError when a family has no pictures."""
+        kind = np.array(self.kind, np.int8)
+        for k in (TITLE, OPTIONS, LEVEL):
+            if not (kind == k).any():
+                raise ValueError(f"no {KINDS[k]} pictures to build screen prototypes from")
+        if not self.digits:
+            raise ValueError("no options pictures with their level and speed")
+        bk = np.array(self.bottle_kind, np.int8)
+        bottle, box = np.stack(self.bottle), np.stack(self.box)
+        level = bk == LEVEL
+        boxed = np.isin(bk, (STAGE_CLEAR, GAME_OVER))
+        demo_radius = 1.5 * _radius(bottle[bk == DEMO], bottle[~(bk == DEMO)])
+        # A box picture as near a level picture as this is one the NMI had not drawn yet
+        # (the truth is RAM): not a box prototype.
+        for i in np.flatnonzero(boxed):
+            if _nearest(box[level], box[i])[1] < BOX_CLEAR:
+                boxed[i] = False
+        box_radius = _radius(box[boxed], box[level])
+        return ScreenPrototypes(
+            whole=np.stack(self.whole),
+            kind=kind,
+            demo_bottle=bottle[bk == DEMO],
+            box=box[boxed],
+            box_kind=bk[boxed],
+            digits=np.stack(self.digits),
+            digit_level=np.array(self.digit_level, np.int8),
+            speed_row=np.stack(self.speed_row),
+            row_speed=np.array(self.row_speed, np.int8),
+            heart=np.stack(self.heart) if self.heart else np.zeros((0, 640), np.float32),
+            heart_players=np.array(self.heart_players, np.int8),
+            demo_radius=demo_radius,
+            box_radius=box_radius,
+            source=source,
+        )
+
+
+def _radius(members: F32, others: F32) -> float:
+    """Half the 2nd percentile of the distances from ``others`` to their nearest member (0
+    when there are no members: nothing is ever that close)."""
+    if not len(members) or not len(others):
+        return 0.0
+    sub = others[:: max(1, len(others) // 400)]
+    d = [_nearest(members, o)[1] for o in sub]
+    return 0.5 * float(np.percentile(d, 2))
+
+
+class ScreenReader:
+    """Reads the screens before play (module docstring). ``prototypes``: ScreenPrototypes."""
+
+    def __init__(self, prototypes: ScreenPrototypes) -> None:
+        self.p = prototypes
+
+    @classmethod
+    def load(cls, path: str | Path) -> ScreenReader:
+        return cls(ScreenPrototypes.load(path))
+
+    def read_nes(self, pic: U8) -> ScreenReading:
+        """Read an NES picture: RGB uint8 [240, 256, 3]. Raises ValueError for another shape."""
+        if not isinstance(pic, np.ndarray) or pic.shape != (240, 256, 3) or pic.dtype != np.uint8:
+            raise ValueError("read_nes needs an NES picture: uint8 [240, 256, 3] RGB")
+        if float(pic[::4, ::4].std()) < BLANK_STD:
+            return ScreenReading("BLANK")
+        i, dist = _nearest(self.p.whole, _blocks(pic, cell=WHOLE_CELL))
+        family = int(self.p.kind[i])
+        if family == OPTIONS:
+            j, _ = _nearest(self.p.digits, _crop(pic, LEVEL_DIGITS))
+            s, _ = _nearest(self.p.speed_row, _crop(pic, SPEED_ROW))
+            return ScreenReading(
+                "OPTIONS", int(self.p.digit_level[j]), int(self.p.row_speed[s]), distance=dist
+            )
+        if family == TITLE:
+            players = None
+            if len(self.p.heart):
+                h, _ = _nearest(self.p.heart, _crop(pic, TITLE_HEART))
+                players = int(self.p.heart_players[h])
+            return ScreenReading("TITLE", players=players, distance=dist)
+        if len(self.p.demo_bottle):
+            _, dd = _nearest(self.p.demo_bottle, _blocks(pic, BOTTLE))
+            if dd < self.p.demo_radius:
+                return ScreenReading("DEMO", distance=dd)
+        if len(self.p.box):
+            j, db = _nearest(self.p.box, _blocks(pic, BOX_ROWS, cell=2, grey=True))
+            if db < self.p.box_radius:
+                return ScreenReading(KINDS[int(self.p.box_kind[j])], distance=db)
+        return ScreenReading("LEVEL", distance=dist)
+
+    def read(self, captured: U8, profile: Any) -> ScreenReading:
+        """Read a captured BGR frame of ``profile`` (calibration.Profile): mapped to NES pixels
+        by calibration.to_nes (geometry and colour), then ``read_nes``. Raises ValueError for a
+        frame of the wrong size."""
+        from calibration.forward import to_nes
+
+        return self.read_nes(to_nes(profile, captured))
+
+
+# ---- clean-room prototypes (simulated console, CI) -------------------------------------------
+
+
+def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """(picture, kind, truth) of the clean-room screens: the title (both cursor rows, both
+    shine phases), the options screen at every level, speed and highlighted row (music
+    varied), level screens of the engine's LevelFlow (intro, play with random input, a
+    game over), the demo (engine.Game.demo) and blank frames."""
+    import engine
+    from engine.menu_render import render_blank, render_options, render_title
+
+    rng = np.random.default_rng(seed)
+    for players in (1, 2):
+        for fc in (0, 16):
+            yield render_title(players, fc), TITLE, {"players": players}
+    for level in range(21):
+        for speed in range(3):
+            for section in range(3):
+                music = int(rng.integers(3))
+                pic = render_options(level, speed, music, section)
+                yield pic, OPTIONS, {"level": level, "speed": speed}
+    yield render_blank(), BLANK, {}
+    for level, speed, policy in ((0, 2, True), (3, 1, True), (9, 2, False), (16, 1, False)):
+        flow = engine.LevelFlow(level, speed, int(rng.integers(2, 0xFFFF)), frame_counter=3)
+        yield from _flow_pictures(flow, rng, policy)
+    demo = engine.Game.demo()
+    for k in range(1500):
+        demo.step(0)
+        if k % 25 == 0:
+            yield engine.render_frame(demo), DEMO, {}
+
+
+def _flow_pictures(
+    flow: Any, rng: np.random.Generator, policy: bool
+) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """Level screens of one LevelFlow: played by the heuristic policy to its stage clear
+    (``policy``) or with random input to its top-out; its box frames, then Start."""
+    import engine
+
+    queue: list[int] = []
+    chooser = None
+    if policy:
+        from hil.heuristic import HeuristicPolicy
+
+        chooser = HeuristicPolicy()
+    k = boxed = 0
+    while not flow.terminal and k < 30_000 and boxed < 12:
+        g = flow.game
+        stage = engine.FlowStage(flow.stage)
+        if chooser is not None and stage == engine.FlowStage.PLAY and not queue:
+            if g.phase == engine.Phase.PLAYING and g.next_action == 0:
+                p = engine.plan(g)
+                if p.reachable.any():
+                    queue = [int(m) for m in p.masks(chooser.choose(g, p.reachable))]
+        if queue:
+            mask = queue.pop(0)
+        elif chooser is None:
+            mask = int(rng.choice([0, 0, 0, 1, 2, 0x80, 4, 4]))
+        else:
+            mask = 0
+        before = flow.game
+        flow.step(mask)
+        k += 1
+        if flow.screen != engine.FlowScreen.LEVEL:
+            continue
+        box = _has_box(before.shown)
+        if box:
+            boxed += 1
+        if not box and k % 41:
+            continue
+        kind = LEVEL
+        if box:
+            clear = engine.FlowStage(flow.stage) == engine.FlowStage.STAGE_CLEAR
+            kind = STAGE_CLEAR if clear else GAME_OVER
+        yield engine.render_frame(before), kind, {}
+
+
+def _has_box(shown: npt.NDArray[np.uint8]) -> bool:
+    """A text box (STAGE CLEAR, GAME OVER) in the bottle's cells: letter tiles ($0A-$23) in
+    rows 1-9 (txtBox_stageClear from $0400, txtBox_gameOver from $0410)."""
+    top = np.asarray(shown)[8:80]
+    return bool(((top >= 0x0A) & (top <= 0x23)).sum() >= 5)
+
+
+def clean_room_prototypes(seed: int = 0) -> ScreenPrototypes:
+    """Prototypes of the project's clean-room screens (for the simulated console and CI)."""
+    b = PrototypeBuilder()
+    for pic, kind, truth in clean_room_pictures(seed):
+        b.add(pic, kind, **truth)
+    return b.build("clean-room")
+
+
+# ---- prototypes from the user's ROM (prepare time) ----------------------------------------------
+
+
+def add_all(b: PrototypeBuilder, items: Iterable[tuple[U8, int, dict[str, int]]]) -> int:
+    n = 0
+    for pic, kind, truth in items:
+        b.add(pic, kind, **truth)
+        n += 1
+    return n
+
+
+def rom_prototypes(
+    rom: str | Path, progress: Callable[[str], None] | None = None, seed: int = 0
+) -> ScreenPrototypes:
+    """Prototypes of the user's own ROM: run in cynes, labelled from the game's RAM
+    (perception.screens_rom). Raises engine.RomError for a file cynes cannot run."""
+    from perception.screens_rom import rom_pictures
+
+    b = PrototypeBuilder()
+    add_all(b, rom_pictures(rom, seed=seed, progress=progress))
+    return b.build(f"rom:{Path(rom).name}")
+
+
+def prepared_screens(crc: str) -> Path | None:
+    """The screen prototypes prepared for the ROM with this CRC-32, or None."""
+    from perception.store import prepared_dir
+
+    path = prepared_dir(crc) / SCREENS_FILE
+    return path if path.is_file() else None

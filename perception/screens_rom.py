@@ -1,0 +1,261 @@
+"""Pictures of the user's own ROM with their truth, for the screen reader (perception.screens).
+
+``rom_pictures(rom, seed)`` runs the ROM in cynes (the user's file, read at run time; nothing
+is stored but the features perception.screens keeps in the user's data directory) along a
+script of random menu and game input, and yields each picture with the screen the game's RAM
+says it shows: mode $46, flag_demo $0741, p1_level $0316, p1_speedSetting $030B, nbPlayers
+$0727, p1_field $0400 (a text box in its rows 1-9: STAGE CLEAR or GAME OVER) and p1_virusLeft
+$0324. A picture is what the NMI of its frame drew, so it shows the RAM as the previous frame
+left it; it is labelled with that (``truth_lag`` 1). The script: the title (its cursor moved),
+the options screen (every level, speed and highlighted row reached by the game's own buttons),
+back to the title with B, levels started from the options screen and played with random input,
+a stage clear (p1_virusLeft set to 0 in RAM during play: checkVirusLeft [$B269] then clears the
+field and shows its box as after a real clear), the next level chained by Start, a top-out and
+its GAME OVER box, Start back to the options screen, and the attract demo (the title left idle
+for 8 wraps of frameCounter) ended by Start. ``tools/screens_check.py`` measures the reader on
+the same kind of script with another seed, through capture profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from perception.screens import (
+    BLANK,
+    BLANK_STD,
+    DEMO,
+    GAME_OVER,
+    LEVEL,
+    OPTIONS,
+    STAGE_CLEAR,
+    TITLE,
+)
+
+U8 = npt.NDArray[np.uint8]
+
+FC, MODE, SECTION = 0x43, 0x46, 0x65
+LEVEL_RAM, SPEED_RAM, VIRUS_LEFT, FIELD = 0x0316, 0x030B, 0x0324, 0x0400
+PLAYERS, DEMO_FLAG = 0x0727, 0x0741
+RIGHT, LEFT, DOWN, UP, START, SELECT, B_BTN, A_BTN = 1, 2, 4, 8, 0x10, 0x20, 0x40, 0x80
+
+
+def field_has_box(field: npt.NDArray[np.uint8]) -> bool:
+    """Letter tiles ($0A-$23) in rows 1-9 of the field: the STAGE CLEAR or GAME OVER box."""
+    top = np.asarray(field)[8:80]
+    return bool(((top >= 0x0A) & (top <= 0x23)).sum() >= 5)
+
+
+def is_blank(pic: U8) -> bool:
+    """Rendering off: the picture nearly uniform (every 4th pixel checked)."""
+    return float(pic[::4, ::4].std()) < BLANK_STD
+
+
+class RomRun:
+    """The ROM in cynes, one video frame per ``step``, with the truth of each picture."""
+
+    def __init__(self, rom: str | Path) -> None:
+        import cynes
+
+        from engine import RomError
+
+        try:
+            self.nes = cynes.NES(str(rom))
+        except (RuntimeError, OSError) as e:
+            raise RomError(f"{Path(rom).name}: the emulator cannot load it ({e})") from None
+        self.truth = self.read_truth()
+
+    def ram(self, a: int) -> int:
+        return int(self.nes[a])
+
+    def read_truth(self) -> tuple[int, dict[str, int]]:
+        """(kind, truth) the RAM says the next picture shows (before the blank rule)."""
+        r = self.ram
+        mode, demo = r(MODE), r(DEMO_FLAG)
+        if demo:
+            return DEMO, {}
+        if mode == 0:
+            return TITLE, {"players": r(PLAYERS)}
+        if mode == 1:
+            return OPTIONS, {"level": r(LEVEL_RAM), "speed": r(SPEED_RAM)}
+        field = np.array([self.nes[FIELD + i] for i in range(8, 80)], np.uint8)
+        if field_has_box(np.concatenate([np.zeros(8, np.uint8), field])):
+            return (STAGE_CLEAR if r(VIRUS_LEFT) == 0 else GAME_OVER), {}
+        return LEVEL, {}
+
+    def step(self, mask: int) -> tuple[U8, int, dict[str, int]]:
+        """One video frame: (picture RGB uint8 [240, 256, 3], kind, truth of the picture)."""
+        self.nes.controller = mask
+        pic = np.array(self.nes.step(1), dtype=np.uint8)
+        if self.nes.has_crashed:
+            from engine import RomError
+
+            raise RomError("the emulated CPU hit an invalid opcode: not the game's program")
+        kind, truth = self.truth  # the RAM the NMI of this frame drew from
+        self.truth = self.read_truth()
+        if is_blank(pic):
+            kind, truth = BLANK, {}
+        return pic, kind, truth
+
+
+def menu_press(run: RomRun, level: int, speed: int, section: int) -> int:
+    """The button toward (level, speed, highlighted row) on the options screen (0: there)."""
+    r = run.ram
+    now = r(SECTION)
+    for sec, have, want in ((0, r(LEVEL_RAM), level), (1, r(SPEED_RAM), speed)):
+        if have != want:
+            if now != sec:
+                return DOWN if now < sec else UP
+            return RIGHT if have < want else LEFT
+    if now != section:
+        return DOWN if now < section else UP
+    return 0
+
+
+def rom_pictures(
+    rom: str | Path,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    *,
+    combos: int = 189,
+    levels: tuple[tuple[int, int], ...] = ((0, 2), (9, 1), (17, 0)),
+    every: int = 3,
+    demo_every: int = 3,
+) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """(picture, kind, truth) along the script of the module docstring. ``combos``: options
+    settings (level, speed, row) visited, of the 189; ``levels``: (level, speed) games started;
+    ``every``: keep one frame in this many outside the options screen (all pictures on it
+    whose setting just settled are kept); ``demo_every``: the same in the demo. Raises
+    engine.RomError when cynes cannot run the file."""
+    rng = np.random.default_rng(seed)
+    run = RomRun(rom)
+    say = progress or (lambda msg: None)
+    frame = 0
+
+    def go(mask: int, keep: int = every) -> Iterator[tuple[U8, int, dict[str, int]]]:
+        nonlocal frame
+        pic, kind, truth = run.step(mask)
+        frame += 1
+        if frame % keep == 0 or kind in (BLANK,):
+            yield pic, kind, truth
+
+    say("title")
+    for k in range(150):
+        yield from go(int(rng.choice([0, 0, 0, 0, UP, DOWN, SELECT])) if k % 4 == 0 else 0)
+    for _ in range(20):
+        if run.ram(PLAYERS) == 1:
+            break
+        yield from go(UP)
+        yield from go(0)
+    say("options")
+    for _ in range(50):
+        if run.ram(MODE) == 1:
+            break
+        yield from go(START)
+        for _ in range(4):
+            yield from go(0)
+    else:
+        from engine import RomError
+
+        raise RomError(f"{Path(rom).name}: Start on its title does not reach the options screen")
+    targets = [(lv, sp, sec) for lv in range(21) for sp in range(3) for sec in range(3)]
+    order = rng.permutation(len(targets))[:combos]
+    for n, t in enumerate(order):
+        level, speed, section = targets[int(t)]
+        for _ in range(400):
+            mask = menu_press(run, level, speed, section)
+            if mask == 0:
+                break
+            yield from go(mask, keep=1)
+            yield from go(0, keep=1)
+        for _ in range(3):
+            yield from go(0, keep=1)
+        if n % 40 == 39:
+            say(f"options {n + 1}/{len(order)}")
+    for _ in range(2):  # B back to the title and Start again
+        yield from go(B_BTN)
+        for _ in range(12):
+            yield from go(0)
+        yield from go(START)
+        for _ in range(8):
+            yield from go(0)
+    for level, speed in levels:
+        say(f"level {level} speed {speed}")
+        for part in (_clear, _top_out):
+            for _ in range(60):  # to the options screen (the title after a reset)
+                if run.ram(MODE) == 1 and not run.ram(DEMO_FLAG):
+                    break
+                yield from go(START if run.ram(MODE) == 0 else 0)
+                for _ in range(5):
+                    yield from go(0)
+            for _ in range(400):
+                mask = menu_press(run, level, speed, 0)
+                if mask == 0:
+                    break
+                yield from go(mask)
+                yield from go(0)
+            yield from go(START)
+            yield from part(run, go, rng)
+    say("demo")
+    yield from go(B_BTN)
+    for _ in range(3000):
+        if run.ram(DEMO_FLAG):
+            break
+        yield from go(0, keep=20)
+    for _ in range(2400):
+        yield from go(0, keep=demo_every)
+    for _ in range(3):
+        yield from go(START)
+        for _ in range(20):
+            yield from go(0)
+
+
+def _clear(
+    run: RomRun,
+    go: Callable[..., Iterator[tuple[U8, int, dict[str, int]]]],
+    rng: np.random.Generator,
+) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """A level started: the intro, random play, a stage clear (p1_virusLeft set to 0 in RAM),
+    its box, then the soft reset (A+B+Select+Start held) to the title."""
+    moves = [0, 0, 0, 0, LEFT, RIGHT, A_BTN, B_BTN]
+    for _ in range(300):
+        yield from go(int(rng.choice(moves)))
+        if run.ram(MODE) not in (2, 3, 4, 8):
+            break
+    for _ in range(600):
+        if run.ram(MODE) == 4:
+            break
+        yield from go(0)
+    if run.ram(MODE) == 4:
+        run.nes[VIRUS_LEFT] = 0  # checkVirusLeft [$B269] ends the level in this frame
+        for _ in range(160):
+            yield from go(0)
+    for _ in range(6):
+        yield from go(A_BTN | B_BTN | SELECT | START)
+    for _ in range(6):
+        yield from go(0)
+
+
+def _top_out(
+    run: RomRun,
+    go: Callable[..., Iterator[tuple[U8, int, dict[str, int]]]],
+    rng: np.random.Generator,
+) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """A level started and left to top out (Down held: faster), its GAME OVER box, Start to
+    the options screen."""
+    for _ in range(20000):
+        yield from go(int(rng.choice([0, DOWN, DOWN])))
+        if run.ram(MODE) == 7:
+            break
+    for _ in range(260):
+        yield from go(0)
+    for _ in range(40):
+        yield from go(START)
+        yield from go(0)
+        if run.ram(MODE) == 1:
+            break
+    for _ in range(6):
+        yield from go(0)
