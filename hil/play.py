@@ -43,6 +43,8 @@ class SimOptions:
     # A UF2 path: the controller is that firmware image in rp2040js (hil.link.vdevice.
     # EmulatedFirmware, lockstep only) instead of the C core on a pty.
     firmware: str | None = None
+    # The screen the console shows when the run begins ("title": as powered on; "options").
+    screen: str = "title"
 
 
 def run_sim(
@@ -86,6 +88,7 @@ def run_sim(
         max_frames=settings.max_frames + 600,
         faults=sim.faults,
         device=device,
+        screen=sim.screen,
     )
     log = EventLog(log_path)
     try:
@@ -100,11 +103,37 @@ def run_sim(
             view=view,
             say=say,
             on_frame=on_frame,
+            screens=sim_screens(profile),
         )
     finally:
         log.close()
         console.close()
     return summary, console
+
+
+def sim_screens(profile: Profile) -> Callable[[Any], Any]:
+    """The screen reader of the simulated console's captures: the clean-room prototypes
+    (perception.screens.clean_room_prototypes) read through ``profile``."""
+    from perception.screens import ScreenReader, clean_room_prototypes
+
+    reader = ScreenReader(clean_room_prototypes())
+    return lambda image: reader.read(image, profile)
+
+
+def rom_screens(profile: Profile) -> Callable[[Any], Any] | None:
+    """The screen reader of a real game's captures: the prototypes ``hil prepare`` built for
+    the profile's ROM (``profile.rom_crc32``; perception.screens.prepared_screens, beside the
+    board model in the data directory), read through ``profile``; None when none were
+    prepared."""
+    from perception.screens import ScreenReader, prepared_screens
+
+    if not profile.rom_crc32:
+        return None
+    path = prepared_screens(profile.rom_crc32)
+    if path is None:
+        return None
+    reader = ScreenReader.load(path)
+    return lambda image: reader.read(image, profile)
 
 
 def run_emu(

@@ -337,7 +337,7 @@ def _flow_pictures(
     queue: list[int] = []
     chooser = None
     if policy:
-        from hil.heuristic import HeuristicPolicy
+        from hil.loop.heuristic import HeuristicPolicy
 
         chooser = HeuristicPolicy()
     k = boxed = 0
