@@ -166,28 +166,38 @@ def run_emu(
 
     levels = settings.levels
     first = levels[0]
-    for a, b in zip(levels, levels[1:], strict=False):
-        if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
-            raise ValueError(
-                "--emu plays one game: the levels must follow the game's chain (level + 1, the "
-                "same speed); use --level L --speed S --max-levels N"
-            )
     prof = Profile.load(profile)
-    if reader == "onnx" and game == "drmario" and not prof.rom_crc32:
+    if game == "drmario" and not prof.rom_crc32:
         import dataclasses
 
         from perception.store import rom_crc32
 
-        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))  # this ROM's prepared model
+        # this ROM's prepared model and screens
+        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))
+    screens = rom_screens(prof) if game == "drmario" else None
+    if screens is None:
+        for a, b in zip(levels, levels[1:], strict=False):
+            if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
+                raise ValueError(
+                    "--emu without prepared screens plays one game: the levels must follow "
+                    "the game's chain (level + 1, the same speed); use --level L --speed S "
+                    "--max-levels N, or hil prepare --rom ROM"
+                )
+    if game == "drmario" and screens is None:
+        (say or (lambda m: print(m, file=sys.stderr)))(
+            "hil run: no screens prepared for this ROM (hil prepare --rom ROM): the options "
+            "screen is set by RAM, not from the picture"
+        )
     console = EmuRun(
         rom,
         first.level,
         first.speed,
         prof,
         capture_seed=capture_seed,
-        max_frames=settings.max_frames + 1200,
+        max_frames=settings.max_frames + 1200 + (9_000 if screens is not None else 0),
         emulator=emulator,
         game=game,
+        ram_menus=screens is None,
     )
     log = EventLog(log_path)
     try:
@@ -205,6 +215,7 @@ def run_emu(
             view=view,
             say=say,
             on_frame=on_frame,
+            screens=screens,
         )
     finally:
         log.close()
@@ -262,6 +273,13 @@ def run_rig(
     )
     if model_line is not None:
         print(model_line, file=sys.stderr)
+    screens = rom_screens(profile)
+    if screens is None:
+        print(
+            "hil run: no screens prepared for the profile's ROM (hil prepare --rom ROM): set "
+            "the options screen to the first level yourself; Start is pressed for you",
+            file=sys.stderr,
+        )
     try:
         return play(
             settings,
@@ -272,6 +290,7 @@ def run_rig(
             log=log,
             view=view,
             on_frame=on_frame,
+            screens=screens,
         )
     finally:
         console.close()

@@ -823,7 +823,12 @@ class Runtime:
                     raise MenuError("the controller link was lost while setting the options screen")
             return first
 
-        driver = MenuDriver(newest, send, read, max_frames=self.s.start_menu_frames)
+        # After a finished level, a level screen that stays is the game's chained level: left by
+        # the soft reset soon (a stage clear read late has taken the reset's Start as its own).
+        wait = 400 if previous is None else 90
+        driver = MenuDriver(
+            newest, send, read, max_frames=self.s.start_menu_frames, level_wait=wait
+        )
         try:
             res = driver.start(level, speed, reset_ok=previous is not None)
         except (MenuError, ValueError) as e:
