@@ -182,12 +182,18 @@ class SimConsole:
         self.frame = 0  # next console frame to latch
         self.flow: engine.LevelFlow | None = None  # the game in progress (None: the menus)
         first = self.levels[0]
-        self.menu: engine.Menu | None = engine.Menu(
-            screen,
-            level=min(first.level, 20),
-            speed=first.speed,
-            rng=first.seed,
-            frame_counter=self.fc_phase,
+        # The title as powered on (the game's own level and speed defaults), or the options
+        # screen set to the first level (what a caller without a screen reader needs).
+        self.menu: engine.Menu | None = (
+            engine.Menu("title", rng=first.seed, frame_counter=self.fc_phase)
+            if screen == "title"
+            else engine.Menu(
+                "options",
+                level=min(first.level, 20),
+                speed=first.speed,
+                rng=first.seed,
+                frame_counter=self.fc_phase,
+            )
         )
         self._menu_shown: dict[int, tuple[int, ...]] = {}  # console frame -> menu picture key
         self.late_rng = np.random.default_rng([console_seed, 11])

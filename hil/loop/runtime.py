@@ -298,6 +298,7 @@ class Stats:
     come from them; memory does not grow with the run's length)."""
 
     frames: int = 0
+    menu_frames: int = 0  # captured frames the menu driver read (not handled by the loop)
     read_ms: Series = field(default_factory=Series)
     handle_ms: Series = field(default_factory=Series)
     spawn_to_wire_ms: Series = field(default_factory=Series)
@@ -813,7 +814,7 @@ class Runtime:
             frame = self.source.newest(self.s.frame_timeout_s)
             if frame is None or not self.clock.ready:
                 return None
-            self.stats.frames += 1
+            self.stats.menu_frames += 1
             return self._shown_frame(frame), frame.image
 
         def send(masks: Sequence[int]) -> int:
@@ -990,6 +991,7 @@ class Runtime:
             if st.first_frame is None or st.last_frame is None
             else st.last_frame - st.first_frame + 1,
             "captured_frames": st.frames,
+            "menu_frames": st.menu_frames,
             "decisions": st.decisions,
             "missed_decisions": st.missed_decisions,
             "desyncs": tr.desyncs,
