@@ -30,6 +30,7 @@ This module imports neither torch nor training code (tests check it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -804,7 +805,23 @@ class Runtime:
         from hil.menus import MenuDriver, MenuError
 
         assert self.screens is not None
-        read = self.screens
+        screens = self.screens
+        seen: list[str] = []
+
+        def read(image: Any) -> Any:
+            # The attract demo runs only from the title (toTitle's waitFrames): a level screen
+            # read as the demo (a level's intro, its bottle nearly empty like the demo's) when
+            # no title came before it is the level (its Start would pause it).
+            r = screens(image)
+            if r.kind == "DEMO":
+                before = [k for k in seen if k != "BLANK"]
+                if not (
+                    (before and before[-1] in ("TITLE", "DEMO"))
+                    or (not before and previous is None)
+                ):
+                    r = dataclasses.replace(r, kind="LEVEL")
+            seen.append(r.kind)
+            return r
 
         def newest() -> tuple[int, Any] | None:
             self._poll()
