@@ -55,6 +55,8 @@ from hil.loop.schedule import Schedule
 from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
 
 U8 = npt.NDArray[np.uint8]
+# Readings of a blank picture in a row after which the menu start presses Start (a cutscene).
+BLANK_START_READS = 240
 
 
 # ---- the pluggable pieces ---------------------------------------------------------------------
@@ -807,12 +809,20 @@ class Runtime:
         assert self.screens is not None
         screens = self.screens
         seen: list[str] = []
+        blank = [0]
 
         def read(image: Any) -> Any:
             # The attract demo runs only from the title (toTitle's waitFrames): a level screen
             # read as the demo (a level's intro, its bottle nearly empty like the demo's) when
             # no title came before it is the level (its Start would pause it).
             r = screens(image)
+            # A screen that stays blank (or unknown to the reader: the cutscene between
+            # levels, toNextLevel [$9E66], which the simulated console draws black) waits
+            # for Start: pressed once every BLANK_START_READS readings, as on a game over.
+            blank[0] = blank[0] + 1 if r.kind == "BLANK" else 0
+            if blank[0] >= BLANK_START_READS:
+                blank[0] = 0
+                r = dataclasses.replace(r, kind="GAME_OVER")
             if r.kind == "DEMO":
                 before = [k for k in seen if k != "BLANK"]
                 if not (
@@ -835,7 +845,8 @@ class Runtime:
             return self._shown_frame(frame), frame.image
 
         def send(masks: Sequence[int]) -> int:
-            first = self._first_free()
+            # Not time-critical: a frame of slack so a menu press is never late.
+            first = self._first_free(extra_ms=16.7)
             for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
                 if not self._schedule(first + k, masks[k : k + 60], "menu"):
                     raise MenuError("the controller link was lost while setting the options screen")
