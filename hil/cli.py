@@ -387,6 +387,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=1))
     if signals.signum is not None:
         return 128 + signals.signum
+    if summary.get("cannot_start"):
+        return 2  # the level asked for could not be started (said in one line)
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
 
 
@@ -453,6 +455,8 @@ def _run_emu(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(json.dumps(summary, indent=1))
+    if summary.get("cannot_start"):
+        return 2  # the level asked for could not be started (said in one line)
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
 
 

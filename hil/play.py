@@ -43,6 +43,8 @@ class SimOptions:
     # A UF2 path: the controller is that firmware image in rp2040js (hil.link.vdevice.
     # EmulatedFirmware, lockstep only) instead of the C core on a pty.
     firmware: str | None = None
+    # The screen the console shows when the run begins ("title": as powered on; "options").
+    screen: str = "title"
 
 
 def run_sim(
@@ -86,6 +88,7 @@ def run_sim(
         max_frames=settings.max_frames + 600,
         faults=sim.faults,
         device=device,
+        screen=sim.screen,
     )
     log = EventLog(log_path)
     try:
@@ -100,11 +103,37 @@ def run_sim(
             view=view,
             say=say,
             on_frame=on_frame,
+            screens=sim_screens(profile),
         )
     finally:
         log.close()
         console.close()
     return summary, console
+
+
+def sim_screens(profile: Profile) -> Callable[[Any], Any]:
+    """The screen reader of the simulated console's captures: the clean-room prototypes
+    (perception.screens.clean_room_prototypes) read through ``profile``."""
+    from perception.screens import ScreenReader, clean_room_prototypes
+
+    reader = ScreenReader(clean_room_prototypes())
+    return lambda image: reader.read(image, profile)
+
+
+def rom_screens(profile: Profile) -> Callable[[Any], Any] | None:
+    """The screen reader of a real game's captures: the prototypes ``hil prepare`` built for
+    the profile's ROM (``profile.rom_crc32``; perception.screens.prepared_screens, beside the
+    board model in the data directory), read through ``profile``; None when none were
+    prepared."""
+    from perception.screens import ScreenReader, prepared_screens
+
+    if not profile.rom_crc32:
+        return None
+    path = prepared_screens(profile.rom_crc32)
+    if path is None:
+        return None
+    reader = ScreenReader.load(path)
+    return lambda image: reader.read(image, profile)
 
 
 def run_emu(
@@ -137,28 +166,38 @@ def run_emu(
 
     levels = settings.levels
     first = levels[0]
-    for a, b in zip(levels, levels[1:], strict=False):
-        if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
-            raise ValueError(
-                "--emu plays one game: the levels must follow the game's chain (level + 1, the "
-                "same speed); use --level L --speed S --max-levels N"
-            )
     prof = Profile.load(profile)
-    if reader == "onnx" and game == "drmario" and not prof.rom_crc32:
+    if game == "drmario" and not prof.rom_crc32:
         import dataclasses
 
         from perception.store import rom_crc32
 
-        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))  # this ROM's prepared model
+        # this ROM's prepared model and screens
+        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))
+    screens = rom_screens(prof) if game == "drmario" else None
+    if screens is None:
+        for a, b in zip(levels, levels[1:], strict=False):
+            if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
+                raise ValueError(
+                    "--emu without prepared screens plays one game: the levels must follow "
+                    "the game's chain (level + 1, the same speed); use --level L --speed S "
+                    "--max-levels N, or hil prepare --rom ROM"
+                )
+    if game == "drmario" and screens is None:
+        (say or (lambda m: print(m, file=sys.stderr)))(
+            "hil run: no screens prepared for this ROM (hil prepare --rom ROM): the options "
+            "screen is set by RAM, not from the picture"
+        )
     console = EmuRun(
         rom,
         first.level,
         first.speed,
         prof,
         capture_seed=capture_seed,
-        max_frames=settings.max_frames + 1200,
+        max_frames=settings.max_frames + 1200 + (9_000 if screens is not None else 0),
         emulator=emulator,
         game=game,
+        ram_menus=screens is None,
     )
     log = EventLog(log_path)
     try:
@@ -176,6 +215,7 @@ def run_emu(
             view=view,
             say=say,
             on_frame=on_frame,
+            screens=screens,
         )
     finally:
         log.close()
@@ -233,6 +273,13 @@ def run_rig(
     )
     if model_line is not None:
         print(model_line, file=sys.stderr)
+    screens = rom_screens(profile)
+    if screens is None:
+        print(
+            "hil run: no screens prepared for the profile's ROM (hil prepare --rom ROM): set "
+            "the options screen to the first level yourself; Start is pressed for you",
+            file=sys.stderr,
+        )
     try:
         return play(
             settings,
@@ -243,6 +290,7 @@ def run_rig(
             log=log,
             view=view,
             on_frame=on_frame,
+            screens=screens,
         )
     finally:
         console.close()

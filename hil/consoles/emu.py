@@ -594,6 +594,7 @@ class EmuRun:
         verify_crc: bool = True,
         emulator: Callable[[str], Emulator] | None = None,
         game: str = "drmario",
+        ram_menus: bool = True,
     ) -> None:
         if not 0 <= level <= MAX_MENU_LEVEL:
             raise ValueError(
@@ -624,6 +625,10 @@ class EmuRun:
         self.latency_frames = profile.timing.latency_frames
         self.jitter_ms = profile.timing.jitter_ms
         self.menu: MenuResult | None = None
+        # True: :meth:`start` sets the options screen by RAM (navigate_menus, a known RNG
+        # seed: tools and tests); False: the game runs from power-on and the runtime's menu
+        # driver starts each level from the pictures (hil run --emu).
+        self.ram_menus = ram_menus
 
     # ---- the Console interface -------------------------------------------------------------
 
@@ -653,8 +658,12 @@ class EmuRun:
         return res
 
     def start(self) -> None:
-        """Drives the menus to the first level (:meth:`prepare`); the clock's 0 is then."""
-        self.menu = self.prepare()
+        """Drives the menus to the first level (:meth:`prepare`) when ``ram_menus``, else
+        leaves the game at power-on for the runtime's menu driver; the clock's 0 is then."""
+        if self.ram_menus:
+            self.menu = self.prepare()
+        else:
+            self.base_video = self.emu.video_frame
         self._started_ns = time.monotonic_ns()
 
     def start_level(

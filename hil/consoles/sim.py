@@ -12,20 +12,26 @@ the firmware's latch groups, from 0):
    frame's step (render_frame draws what the console shows after its next NMI), then the game
    steps once with the byte the console read.
 
-The game's level flow is the engine's (engine.LevelFlow, docs/LEVEL_FLOW.md): before a game the
-console shows its options screen (drawn black: the engine does not draw menus); a Start press
-(rising edge) latched in frame ``s`` there starts the next of ``levels`` (level, speed, RNG seed)
-as the game does: toLevel and initData_level, the intro drawing one virus a frame from frame
+The game's menus are the engine's (engine.Menu, docs/MENUS.md): the console begins on the
+options screen set to the first level (``screen="options"``) or on the title (``"title"``), drawn
+with the clean-room pictures (engine.menu_render) and answering the pad as the game does (the
+level and speed rows, the title's Start, B back to the title, the attract demo). Start on the
+options screen (engine.Menu's START) begins the level and speed the options screen is set to
+(engine.LevelFlow, docs/LEVEL_FLOW.md); its RNG seed is the next of ``levels``' seeds (the sim's
+stand-in for the RNG state the menus leave, so that ``--seed`` picks the boards), as the game
+does: toLevel and initData_level, the intro drawing one virus a frame from frame
 ``s + 7``, the engine's State 0 shown in frame ``s + 1 + state0_frame``, the first pill after the
 real delay. A stage clear waits for Start (pressed or held, from 97 frames after the last virus)
 and chains to level + 1 at the same speed with the score carried; a top-out goes to the game over
-screen, whose Start returns to the options screen. :meth:`SimConsole.reset` is the console's
-RESET button (back to the options screen, for a run whose next level is not the game's next).
-The screens the engine does not draw (options, a screen loading, cutscenes) are black; the game
-screens are ``render_frame`` of the flow's state. The game's frameCounter runs with the console:
-it is ``(g + fc_phase) & 0xFF`` after frame g's NMI, ``fc_phase`` a hidden per-console constant
-drawn from the seed (the tracker must find it). ``late_init`` (per console, from the seed: about
-1 start in 10, as measured on the real game) makes initData_level overrun its frame.
+screen, whose Start returns to the options screen (engine.Menu again); the soft reset
+(A+B+Select+Start) goes to the title. :meth:`SimConsole.reset` stands in for RESET and the
+menus for callers without a screen reader (back to the options screen set to the next level).
+The screens the engine does not draw (a screen loading in a level's flow, cutscenes) are black;
+the game screens are ``render_frame`` of the flow's state. The game's frameCounter runs with
+the console: it is ``(g + fc_phase) & 0xFF`` after frame g's NMI, ``fc_phase`` a hidden
+per-console constant drawn from the seed (the tracker must find it). ``late_init`` (per
+console, from the seed: about 1 start in 10, as measured on the real game) makes
+initData_level overrun its frame.
 
 The capture chain is calibration's: ``TimingModel`` says which console frame each captured
 frame shows and when the host receives it (latency, jitter, rate conversion, drops, repeats),
@@ -41,6 +47,7 @@ runtime asks for the next captured frame, then the console runs up to that frame
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -52,7 +59,7 @@ import numpy as np
 
 import engine
 from calibration import CaptureModel, Profile, TimingModel
-from engine.constants import Button, FlowScreen, FlowStage
+from engine.constants import FlowScreen, FlowStage, MenuScreen, MenuStage
 from hil.consoles.base import CaptureError, Frame, LevelEnd, StartPresses, start_with_pad
 from hil.link.vdevice import VirtualDevice
 
@@ -139,11 +146,14 @@ class SimConsole:
         render: Callable[[engine.Game], np.ndarray] | None = None,
         device: Any = None,
         pad: Callable[[engine.Game | None], int] | None = None,
+        screen: str = "options",
     ) -> None:
         if not levels:
             raise ValueError("the simulated console needs at least one level")
         if max_frames < 1:
             raise ValueError(f"max_frames must be at least 1, got {max_frames}")
+        if screen not in ("options", "title"):
+            raise ValueError(f"screen must be options or title, got {screen!r}")
         self.levels = list(levels)
         self.profile = profile
         self.realtime = realtime
@@ -170,7 +180,22 @@ class SimConsole:
         self.window_us = self.device.window_us()
 
         self.frame = 0  # next console frame to latch
-        self.flow: engine.LevelFlow | None = None  # the game in progress (None: options screen)
+        self.flow: engine.LevelFlow | None = None  # the game in progress (None: the menus)
+        first = self.levels[0]
+        # The title as powered on (the game's own level and speed defaults), or the options
+        # screen set to the first level (what a caller without a screen reader needs).
+        self.menu: engine.Menu | None = (
+            engine.Menu("title", rng=first.seed, frame_counter=self.fc_phase)
+            if screen == "title"
+            else engine.Menu(
+                "options",
+                level=min(first.level, 20),
+                speed=first.speed,
+                rng=first.seed,
+                frame_counter=self.fc_phase,
+            )
+        )
+        self._menu_shown: dict[int, tuple[int, ...]] = {}  # console frame -> menu picture key
         self.late_rng = np.random.default_rng([console_seed, 11])
         self.level_index = -1  # index into levels of the current (or last) game
         self.records: list[LevelRecord] = []
@@ -255,8 +280,11 @@ class SimConsole:
             if flow.screen == FlowScreen.LEVEL:
                 shown = before
             self._follow(flow, g, levels)
-        elif used & Button.START and not self._prev_mask & Button.START:
-            self._new_game(g, used)
+        else:
+            self._menu_step(g, used)
+        if self.flow is None and self.menu is not None:
+            self._menu_shown[g] = _menu_key(self.menu)
+        self._menu_shown.pop(g - 600, None)
         self._pictures[g] = shown
         self._pictures.pop(g - 600, None)
         self._prev_mask = used
@@ -285,18 +313,40 @@ class SimConsole:
         if flow.end_frame >= 0 and rec.result is None:
             rec.end_frame = g + 1
             rec.result = "STAGE_CLEAR" if flow.stage == FlowStage.STAGE_CLEAR else "TOP_OUT"
-        if flow.stage == FlowStage.SOFT_RESET:
-            self.flow = None  # the title, then the options screen (menus are not modelled)
+        if flow.stage in (FlowStage.SOFT_RESET, FlowStage.OPTIONS):
+            # The soft reset loads the title; a game over's Start the options screen.
+            self.menu = engine.Menu(
+                "title" if flow.stage == FlowStage.SOFT_RESET else "options",
+                level=min(int(flow.level), 20),
+                speed=int(flow.speed),
+                rng=int(flow.rng),
+                frame_counter=(g + 1 + self.fc_phase) & 0xFF,
+            )
+            self.flow = None
+
+    def _menu_step(self, g: int, mask: int) -> None:
+        """Console frame g on the menus (engine.Menu); its Start on the options screen begins
+        a level (:meth:`_new_game`)."""
+        if self.menu is None:  # an old flow that ended without a screen (not expected)
+            self.menu = engine.Menu("options", frame_counter=(g + self.fc_phase) & 0xFF)
+        m = self.menu
+        m.step(int(mask))
+        if m.stage == MenuStage.START:
+            self._new_game(g, mask, int(m.level), int(m.speed), int(m.rng))
 
     def _close_window(self, g: int) -> None:
         self.device.advance(self.device_us(self.latch_ns(g)) + self.window_us)
         self._pending_close = None
 
-    def _new_game(self, g: int, mask: int) -> None:
-        """Start latched in frame g on the options screen: the next of ``levels`` begins."""
-        if len(self.records) >= len(self.levels):
-            return  # all levels played: the options screen stays
-        spec = self.levels[len(self.records)]
+    def _new_game(self, g: int, mask: int, level: int, speed: int, rng: int) -> None:
+        """Start latched in frame g on the options screen set to ``level`` and ``speed``: that
+        level begins, with the next of ``levels``' seeds (else ``rng``, the menus' RNG)."""
+        seed = self.levels[len(self.records)].seed if len(self.records) < len(self.levels) else rng
+        try:
+            spec = SimLevel(level, speed, seed)
+        except ValueError:
+            spec = SimLevel(level, speed, self.levels[0].seed)
+        self.menu = None
         late = bool(self.late_rng.random() < LATE_INIT_RATE)
         self.flow = engine.LevelFlow(
             spec.level,
@@ -310,10 +360,19 @@ class SimConsole:
         self.level_index = len(self.records) - 1
 
     def reset(self) -> None:
-        """The console's RESET button: the game in progress is dropped and the options screen
-        comes back (the menus are not modelled: the next Start begins the next level)."""
+        """RESET and the menus in one, for callers without a screen reader: the game in
+        progress is dropped and the options screen comes back set to the next of ``levels``
+        (a run with a screen reader sets it with the pad, hil.menus.MenuDriver)."""
         with self._lock:
+            nxt = self.levels[min(len(self.records), len(self.levels) - 1)]
             self.flow = None
+            self.menu = engine.Menu(
+                "options",
+                level=min(nxt.level, 20),
+                speed=nxt.speed,
+                rng=nxt.seed,
+                frame_counter=(self.frame + self.fc_phase) & 0xFF,
+            )
 
     def start_level(
         self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
@@ -403,6 +462,12 @@ class SimConsole:
 
     # ---- pictures ------------------------------------------------------------------------------
 
+    def menu_picture(self, g: int) -> np.ndarray | None:
+        """The clean-room picture of the menu screen shown in console frame g (RGB uint8
+        [240, 256, 3]); None when frame g showed no menu."""
+        key = self._menu_shown.get(g)
+        return None if key is None else _render_menu_key(key)
+
     def picture_state(self, g: int) -> engine.Game | None:
         """The state shown in console frame g (None: a screen without a level). Raises
         KeyError when frame g is not latched yet or long gone."""
@@ -443,11 +508,7 @@ class SimCapture:
     def _picture(self, g: int) -> np.ndarray:
         if self._render_cache is not None and self._render_cache[0] == g:
             return self._render_cache[1]
-        state = self.console.picture_state(g)
-        if state is None:
-            img = np.zeros((240, 256, 3), np.uint8)
-        else:
-            img = self.console.render(state)
+        img = self._picture_uncached(g)
         self._render_cache = (g, img)
         return img
 
@@ -475,7 +536,10 @@ class SimCapture:
 
     def _picture_uncached(self, g: int) -> np.ndarray:
         state = self.console.picture_state(g)
-        return np.zeros((240, 256, 3), np.uint8) if state is None else self.console.render(state)
+        if state is not None:
+            return self.console.render(state)
+        menu = self.console.menu_picture(g)
+        return np.zeros((240, 256, 3), np.uint8) if menu is None else menu
 
     def newest(self, timeout_s: float) -> Frame | None:
         c = self.console
@@ -579,6 +643,30 @@ class _NoController:
 
     def close(self) -> None:
         pass
+
+
+def _menu_key(m: engine.Menu) -> tuple[int, ...]:
+    """What a menu frame's picture depends on (engine.menu_render.render_menu_state)."""
+    screen = int(m.screen)
+    if screen == int(MenuScreen.TITLE):
+        return (screen, int(m.players), int(m.frame_counter))
+    if screen == int(MenuScreen.OPTIONS):
+        return (screen, int(m.level), int(m.speed), int(m.music), int(m.section))
+    return (screen,)
+
+
+@functools.lru_cache(maxsize=64)
+def _render_menu_key(key: tuple[int, ...]) -> np.ndarray:
+    from engine.menu_render import render_blank, render_options, render_title
+
+    screen = key[0]
+    if screen == int(MenuScreen.TITLE):
+        return render_title(key[1], key[2])
+    if screen == int(MenuScreen.OPTIONS):
+        return render_options(*key[1:])
+    if screen == int(MenuScreen.DEMO):
+        return engine.render_frame(engine.Game.demo())
+    return render_blank()
 
 
 def frames_for_seconds(seconds: float, hz: float = NES_HZ) -> int:

@@ -30,6 +30,7 @@ This module imports neither torch nor training code (tests check it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -44,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
-from hil.consoles.base import CannotStart, CaptureError, Console, Frame
+from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEnd, chains_to
 from hil.link.link import Link, LinkError, LinkRefused
 from hil.loop.clock import FrameClock
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
@@ -54,6 +55,8 @@ from hil.loop.schedule import Schedule
 from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
 
 U8 = npt.NDArray[np.uint8]
+# Readings of a blank picture in a row after which the menu start presses Start (a cutscene).
+BLANK_START_READS = 240
 
 
 # ---- the pluggable pieces ---------------------------------------------------------------------
@@ -228,6 +231,7 @@ class RunSettings:
     jitter_ms: float = 0.0  # extra delivery delay sigma; the tracker allows 4 sigma + 1 ms
     max_frames: int = 200_000  # console frames before the run stops
     start_wait_frames: int = 30  # after a level ends, before pressing Start
+    start_menu_frames: int = 9_000  # console frames the menus may take to start a level
     feed_frames: int = 12  # "no buttons" kept scheduled this far ahead
     margin_ms: float = 3.0  # transport margin on top of the measured decision time
     stop_on_top_out: bool = False
@@ -297,6 +301,7 @@ class Stats:
     come from them; memory does not grow with the run's length)."""
 
     frames: int = 0
+    menu_frames: int = 0  # captured frames the menu driver read (not handled by the loop)
     read_ms: Series = field(default_factory=Series)
     handle_ms: Series = field(default_factory=Series)
     spawn_to_wire_ms: Series = field(default_factory=Series)
@@ -444,6 +449,7 @@ class Runtime:
         view: Callable[[dict[str, Any]], None] | None = None,
         say: Callable[[str], None] | None = None,
         on_frame: Callable[[Runtime, Frame], None] | None = None,
+        screens: Callable[[Any], Any] | None = None,
     ) -> None:
         if not settings.levels:
             raise ValueError("hil run needs at least one level to play")
@@ -458,6 +464,11 @@ class Runtime:
         self.view = view
         self.say = say or (lambda m: print(m, file=sys.stderr))
         self.on_frame = on_frame
+        # The screen reader (captured BGR -> perception.screens.ScreenReading): with one, a
+        # level that is not the game's own next one is started by hil.menus.MenuDriver from
+        # the pictures; without, by the console's start_level.
+        self.screens = screens
+        self.cannot_start: str | None = None
         period = 1e9 / 60.0988
         jitter_ns = (4.0 * settings.jitter_ms + 1.0) * 1e6
         # The pipeline's stages, each with its own state: the frame clock (firmware frames <->
@@ -754,11 +765,13 @@ class Runtime:
             return
         first = self._first_free()
         previous = self.levels.previous(self.tracker.end_frame)
+        if self.screens is not None and not chains_to(previous, nxt.level, nxt.speed):
+            self._menu_start(nxt.level, nxt.speed, previous)
+            return
         try:
             presses = self.console.start_level(nxt.level, nxt.speed, first, previous)
         except CannotStart as e:
-            self.say(str(e))
-            self.levels.done = True
+            self._cannot_start(str(e))
             return
         if presses.reset:
             self.log.write("console_reset")
@@ -772,6 +785,99 @@ class Runtime:
             self.log.write(
                 "start_pressed", frame=presses.start_frame, level=nxt.level, speed=nxt.speed
             )
+
+    def _cannot_start(self, message: str) -> None:
+        self.say(message)
+        self.log.write("cannot_start", message=message)
+        self.cannot_start = message
+        self.levels.done = True
+
+    def _shown_frame(self, frame: Frame) -> int:
+        """The console frame a captured frame shows, at the low end of the capture chain's
+        latency and jitter (a decision on it then never rests on a picture older than it
+        thinks)."""
+        cfg = self.tracker.cfg
+        return self.clock.frame_at(frame.time_ns - cfg.latency_ns - cfg.jitter_ns) - 1
+
+    def _menu_start(self, level: int, speed: int, previous: LevelEnd | None) -> None:
+        """Starts ``level`` at ``speed`` through the menus, closed-loop on the captured
+        pictures (hil.menus.MenuDriver: from the title, the options screen, the demo, a stage
+        clear or a game over; a finished level's screen by the soft reset). The run ends with
+        one line (``cannot_start``) when the screen does not come to show the level."""
+        from hil.menus import MenuDriver, MenuError
+
+        assert self.screens is not None
+        screens = self.screens
+        seen: list[str] = []
+        blank = [0]
+
+        def read(image: Any) -> Any:
+            # The attract demo runs only from the title (toTitle's waitFrames): a level screen
+            # read as the demo (a level's intro, its bottle nearly empty like the demo's) when
+            # no title came before it is the level (its Start would pause it).
+            r = screens(image)
+            # A screen that stays blank (or unknown to the reader: the cutscene between
+            # levels, toNextLevel [$9E66], which the simulated console draws black) waits
+            # for Start: pressed once every BLANK_START_READS readings, as on a game over.
+            blank[0] = blank[0] + 1 if r.kind == "BLANK" else 0
+            if blank[0] >= BLANK_START_READS:
+                blank[0] = 0
+                r = dataclasses.replace(r, kind="GAME_OVER")
+            if r.kind == "DEMO":
+                before = [k for k in seen if k != "BLANK"]
+                if not (
+                    (before and before[-1] in ("TITLE", "DEMO"))
+                    or (not before and previous is None)
+                ):
+                    r = dataclasses.replace(r, kind="LEVEL")
+            seen.append(r.kind)
+            return r
+
+        def newest() -> tuple[int, Any] | None:
+            self._poll()
+            self._feed()
+            if self.ctl.link is None:
+                raise MenuError("the controller link was lost while setting the options screen")
+            frame = self.source.newest(self.s.frame_timeout_s)
+            if frame is None or not self.clock.ready:
+                return None
+            self.stats.menu_frames += 1
+            return self._shown_frame(frame), frame.image
+
+        def send(masks: Sequence[int]) -> int:
+            # Not time-critical: a frame of slack so a menu press is never late.
+            first = self._first_free(extra_ms=16.7)
+            for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
+                if not self._schedule(first + k, masks[k : k + 60], "menu"):
+                    raise MenuError("the controller link was lost while setting the options screen")
+            return first
+
+        # After a finished level, a level screen that stays is the game's chained level: left by
+        # the soft reset soon (a stage clear read late has taken the reset's Start as its own).
+        wait = 400 if previous is None else 90
+        driver = MenuDriver(
+            newest, send, read, max_frames=self.s.start_menu_frames, level_wait=wait
+        )
+        try:
+            res = driver.start(level, speed, reset_ok=previous is not None)
+        except (MenuError, ValueError) as e:
+            self._cannot_start(f"cannot start level {level} speed {speed}: {e}")
+            return
+        except CaptureError as e:
+            self.log.write("capture_end", message=str(e))
+            self._cannot_start(f"cannot start level {level} speed {speed}: {e}")
+            return
+        self.levels.started()
+        self.tracker.begin_level(level, speed, res.start_frame)
+        self.log.write(
+            "start_pressed",
+            frame=res.start_frame,
+            level=level,
+            speed=speed,
+            menus=res.screens,
+            menu_presses=res.presses,
+            menu_frames=res.frames,
+        )
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -913,6 +1019,7 @@ class Runtime:
             if st.first_frame is None or st.last_frame is None
             else st.last_frame - st.first_frame + 1,
             "captured_frames": st.frames,
+            "menu_frames": st.menu_frames,
             "decisions": st.decisions,
             "missed_decisions": st.missed_decisions,
             "desyncs": tr.desyncs,
@@ -931,6 +1038,7 @@ class Runtime:
                 for k in sorted({*st.link_anomalies, *self.ctl.anomalies})
             },
             "interrupted": self.interrupted,
+            "cannot_start": self.cannot_start,
             "capture_timeouts": st.capture_losses,
             "latency_ms": {
                 "capture_to_observation": percentiles(st.read_ms),
@@ -970,6 +1078,7 @@ def play(
     view: Callable[[dict[str, Any]], None] | None = None,
     say: Callable[[str], None] | None = None,
     on_frame: Callable[[Runtime, Frame], None] | None = None,
+    screens: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     """``hil run`` on any console (hil.consoles.base.Console: the simulated one, the emulator,
     the rig): the capture chain's latency and jitter are the console's, the console starts, the
@@ -979,7 +1088,16 @@ def play(
     settings.latency_frames = console.latency_frames
     settings.jitter_ms = console.jitter_ms
     rt = Runtime(
-        settings, console, reader, policy, planner, log=log, view=view, say=say, on_frame=on_frame
+        settings,
+        console,
+        reader,
+        policy,
+        planner,
+        log=log,
+        view=view,
+        say=say,
+        on_frame=on_frame,
+        screens=screens,
     )
     console.start()
     summary = rt.run()
