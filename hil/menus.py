@@ -13,7 +13,12 @@ the disassembly (docs/MENUS.md):
 - game over (playerLoses_endScreen [$959A]): Start (the options screen);
 - stage clear, or a level in play when ``reset_ok``: A+B+Select+Start held (checkPauseReset's
   soft reset: the title). A stage clear's plain Start would chain to level + 1, not to the
-  options screen;
+  options screen. The stage clear has no reset check of its own: its Start loop (checkVirusLeft
+  [$B269], open from 97 frames after the last virus, the box from 64) takes the held Start as
+  the chain's, and the main loop's checkPauseReset [$979E] resets only if the four buttons are
+  still held 2 frames later (the real game: a hold of 3 frames from the loop's first frame
+  resets, 2 chain). So on a stage clear the driver holds them ``STAGE_CLEAR_RESET_HOLD`` (48)
+  frames, longer than from the box's first picture to the loop's opening plus 3;
 - options (toDemo_orOptions [$9961]): the highlighted row is not read from the picture but
   made known: it is the level row when the screen has just loaded, else two Up taps put it
   there (no wraparound). On the level row one tap (a one-frame press, updateLvlCursor [$9ADF])
@@ -48,6 +53,9 @@ from engine.constants import Button, FlowStage, MenuScreen, MenuStage
 from perception.screens import ScreenReading
 
 RESET = int(Button.A | Button.B | Button.SELECT | Button.START)  # btns_reset
+# Frames the soft reset is held on a stage clear: its Start loop opens 33 frames after the box
+# is drawn, and the reset needs the buttons held on the loop's first frame and 2 more (above).
+STAGE_CLEAR_RESET_HOLD = 48
 UP, DOWN, LEFT, RIGHT = int(Button.UP), int(Button.DOWN), int(Button.LEFT), int(Button.RIGHT)
 START = int(Button.START)
 SPEEDS = ("LOW", "MED", "HI")
@@ -170,7 +178,7 @@ class MenuDriver:
                 self._tap(START)
             elif kind == "STAGE_CLEAR":
                 section = None
-                self._send([RESET] * 4 + [0])
+                self._send([RESET] * STAGE_CLEAR_RESET_HOLD + [0])
             elif kind == "LEVEL":
                 if level_since < 0:
                     level_since = self._frame

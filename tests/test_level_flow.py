@@ -135,6 +135,35 @@ def test_stage_clear_chains_to_the_next_level_with_the_score():
     assert (flow.level, flow.speed, flow.score, flow.game.score) == (1, 1, score, score)
 
 
+@pytest.mark.parametrize(("hold", "resets"), [(2, False), (3, True), (48, True)])
+def test_the_soft_reset_on_a_stage_clear_needs_the_buttons_held_2_frames_past_its_start(
+    hold, resets
+):
+    """The stage clear's Start loop takes A+B+Select+Start as its Start (the chain), and only the
+    main loop's checkPauseReset [$979E], 2 frames later, sees the four still held and goes to the
+    title. The real game (cynes, level 3 MED): held 2 frames from the loop's first frame it
+    chains to the next level, 3 or more it resets; 4 frames begun 2 frames before the loop
+    opens chain too (hil.menus holds them 48 frames)."""
+    reset = int(engine.Button.A | engine.Button.B | engine.Button.SELECT) | START
+    flow = engine.LevelFlow(0, 1, 0x8988, frame_counter=11)
+    play_to_end(flow)
+    end = flow.end_frame
+    run_to(flow, lambda f: f.frame == end + 96)  # the loop reads the pad from frame end + 97
+    for _ in range(hold):
+        if flow.stage == FlowStage.SOFT_RESET:
+            break
+        flow.step(reset)
+    for _ in range(6):
+        if flow.stage == FlowStage.SOFT_RESET:
+            break
+        flow.step(0)
+    if resets:
+        assert flow.stage == FlowStage.SOFT_RESET and flow.mode == 0
+        assert flow.frame == end + 99  # the loop's first frame + 2
+    else:
+        assert flow.stage in (FlowStage.LOAD, FlowStage.VIRUSES) and flow.levels_started == 2
+
+
 def test_cutscene_before_levels_6_11_16_at_med_hi_and_the_ending_before_21():
     """cutscene_objectFlying_basedOnSpeedAndLvl [$A012] and toNextLevel's level-21 branch."""
     got = {(lv, sp) for lv in range(25) for sp in range(3) if engine.cutscene_before(lv, sp)}

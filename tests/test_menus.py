@@ -221,6 +221,76 @@ def test_driver_from_unknown_row_game_over_and_stage_clear(reader):
     assert c.starts[-1][1:] == (5, 0) and "TITLE" in res.screens
 
 
+def _console_copy(c: SimMenuConsole) -> SimMenuConsole:
+    import copy
+
+    flow = c.flow
+    c.flow = None
+    out = copy.deepcopy(c)
+    c.flow = flow
+    out.flow = None if flow is None else flow.clone()
+    return out
+
+
+@pytest.fixture(scope="module")
+def stage_clear_console(reader):
+    """A simulated console whose level 0 MED was just cleared (the heuristic policy plays)."""
+    from hil.loop.heuristic import HeuristicPolicy
+
+    c = SimMenuConsole("options", level=0, speed=1)
+    drive(c, reader, 0, 1)
+    policy, queue = HeuristicPolicy(), []
+    while c.flow is not None and c.flow.end_frame < 0:
+        g = c.flow.game
+        if (
+            c.flow.stage == engine.FlowStage.PLAY
+            and not queue
+            and g.phase == 1
+            and g.next_action == 0
+        ):
+            p = engine.plan(g)
+            queue = [int(m) for m in p.masks(policy.choose(g, p.reachable))]
+        c.masks[c.frame + 1] = queue.pop(0) if queue else 0
+        c.step()
+    assert c.flow is not None and c.flow.stage == engine.FlowStage.STAGE_CLEAR
+    return c
+
+
+@pytest.mark.parametrize("wait", [0, 66, 80, 93, 95, 97, 130])
+def test_driver_leaves_a_stage_clear_by_the_soft_reset_without_chaining(
+    reader, stage_clear_console, wait
+):
+    """Whenever the driver first looks (before the box, as it is drawn, around the Start loop's
+    opening 97 frames after the last virus, or later), its held A+B+Select+Start reaches the
+    title before level 1's intro begins (the loop takes the Start as the chain's; checkPauseReset
+    ends it 2 frames later; a 4-frame hold begun just before the loop opened let level 1's
+    intro run until the driver reset it again, ~300 frames later)."""
+    c = _console_copy(stage_clear_console)
+    for _ in range(wait):
+        c.masks[c.frame + 1] = 0
+        c.step()
+    chained = []
+    step, starts = c.step, len(c.starts)
+
+    def watched() -> None:
+        step()
+        if (
+            len(c.starts) == starts
+            and c.flow is not None
+            and c.flow.stage == engine.FlowStage.VIRUSES
+        ):
+            chained.append(c.frame)  # level 1's intro: the chain went past the reset check
+
+    c.step = watched  # type: ignore[method-assign]
+    res = drive(c, reader, 8, 2)
+    assert chained == [] and c.starts[-1][1:] == (8, 2)
+    assert res.screens[:2] == ["STAGE_CLEAR", "TITLE"] or res.screens[:3] == [
+        "LEVEL",
+        "STAGE_CLEAR",
+        "TITLE",
+    ]
+
+
 def test_driver_refuses_to_start_a_level_the_screen_does_not_show(reader):
     c = SimMenuConsole("options", level=3, speed=1)
 
