@@ -136,6 +136,35 @@ def rom_screens(profile: Profile) -> Callable[[Any], Any] | None:
     return lambda image: reader.read(image, profile)
 
 
+def _screens_from_rom(
+    rom: str | Path, profile: Profile, say: Callable[[str], None]
+) -> Callable[[Any], Any] | None:
+    """``--emu`` has the ROM, so a missing screens.npz is taken from it here, as ``hil
+    prepare`` does (perception.screens.rom_prototypes: the ROM in cynes, 1-2 minutes on this
+    machine), and stored by the ROM's CRC for later runs. None when the file is not the game
+    (its title does not reach the options screen; the run then sets the options by RAM, and
+    EmuRun refuses a ROM that is not Dr. Mario)."""
+    from engine import RomError
+    from perception.screens import SCREENS_FILE, rom_prototypes
+    from perception.store import prepared_dir
+
+    say(
+        "hil run: no screens prepared for this ROM yet: taking the title, options, stage-clear "
+        "and game-over pictures from it in the emulator (1-2 minutes, once; hil prepare does "
+        "the same)"
+    )
+    try:
+        protos = rom_prototypes(rom)
+    except (RomError, ValueError) as e:
+        say(f"hil run: no screen prototypes from this ROM ({e})")
+        return None
+    out = prepared_dir(profile.rom_crc32)
+    out.mkdir(parents=True, exist_ok=True)
+    protos.save(out / SCREENS_FILE)
+    say(f"hil run: screens stored in {out / SCREENS_FILE}")
+    return rom_screens(profile)
+
+
 def run_emu(
     settings: RunSettings,
     rom: str | Path,
@@ -175,6 +204,8 @@ def run_emu(
         # this ROM's prepared model and screens
         prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))
     screens = rom_screens(prof) if game == "drmario" else None
+    if game == "drmario" and screens is None:
+        screens = _screens_from_rom(rom, prof, say or (lambda m: print(m, file=sys.stderr)))
     if screens is None:
         for a, b in zip(levels, levels[1:], strict=False):
             if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
@@ -185,8 +216,8 @@ def run_emu(
                 )
     if game == "drmario" and screens is None:
         (say or (lambda m: print(m, file=sys.stderr)))(
-            "hil run: no screens prepared for this ROM (hil prepare --rom ROM): the options "
-            "screen is set by RAM, not from the picture"
+            "hil run: no screens for this ROM: the options screen is set by RAM, not from the "
+            "picture"
         )
     console = EmuRun(
         rom,

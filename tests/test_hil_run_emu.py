@@ -76,3 +76,40 @@ def test_run_emu_refuses_a_bad_rom_with_one_line_and_exit_2(kind, rom, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("hil run: ")
     assert "Traceback" not in err[0]
+
+
+def test_run_emu_takes_missing_screens_from_the_rom_once_and_stores_them(tmp_path, monkeypatch):
+    """Without screens prepared for the ROM, --emu takes them from the ROM itself (as hil
+    prepare does) and stores them by its CRC, so the levels start from the picture; a file
+    whose title never reaches the options screen leaves the RAM menus. The ROM run is
+    stood in for by the clean-room prototypes (CI has no Dr. Mario ROM)."""
+    import dataclasses
+
+    import perception.screens as screens
+    from calibration import Profile
+    from engine import RomError
+    from hil.play import _screens_from_rom
+
+    monkeypatch.setenv("DRMARIO_BRIDGE_DATA", str(tmp_path / "data"))
+    prof = dataclasses.replace(Profile.load("mjpeg_720p_q70"), rom_crc32="0BADF00D")
+    said: list[str] = []
+    calls: list[str] = []
+
+    def fake(rom, progress=None, seed=0):
+        calls.append(str(rom))
+        return screens.clean_room_prototypes()
+
+    monkeypatch.setattr(screens, "rom_prototypes", fake)
+    read = _screens_from_rom("game.nes", prof, said.append)
+    stored = tmp_path / "data" / "models" / "0BADF00D" / screens.SCREENS_FILE
+    assert calls == ["game.nes"] and stored.is_file() and read is not None
+    assert screens.prepared_screens("0BADF00D") == stored
+    assert any("taking the title" in s for s in said)
+
+    def refuses(rom, progress=None, seed=0):
+        raise RomError("game.nes: Start on its title does not reach the options screen")
+
+    monkeypatch.setattr(screens, "rom_prototypes", refuses)
+    other = dataclasses.replace(prof, rom_crc32="0DDBA110")
+    assert _screens_from_rom("game.nes", other, said.append) is None
+    assert "options screen" in said[-1]
