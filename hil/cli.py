@@ -301,6 +301,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         levels=[LevelPlan(lv, sp) for lv, sp in _levels(args)],
         fast=args.fast,
         max_frames=args.frames,
+        ponder=not args.no_ponder,
     )
     profile = _load_profile(args.profile, "hil run")
     # A bad --model fails here; which model reads is said once the devices are open, so that a
@@ -423,7 +424,9 @@ def _run_emu(args: argparse.Namespace) -> int:
     if view_kind == "auto":
         view_kind = "none" if args.fast else "window"
     view, close_view = make_view(view_kind)
-    settings = RunSettings(levels=levels, fast=True, max_frames=args.frames)
+    settings = RunSettings(
+        levels=levels, fast=True, max_frames=args.frames, ponder=not args.no_ponder
+    )
     recorder = _recorder(args, _load_profile(args.profile, "hil run"), reader, policy)
     try:
         summary = run_emu(
@@ -866,6 +869,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["taps", "exact"],
         default="exact",
         help="exact: engine.plan, every reachable placement (default); taps: taps_only",
+    )
+    run.add_argument(
+        "--no-ponder",
+        action="store_true",
+        help="decide each pill at its spawn, not during the previous pill's fall (docs/RUN.md "
+        "'Pondering')",
     )
     run.add_argument("--fault", action="append", default=[], help="sim: FRAME[:drop_input|garbage]")
     run.add_argument("--latency-frames", type=float, help="rig: capture latency (calibrated)")

@@ -50,6 +50,7 @@ from hil.link.link import Link, LinkError, LinkRefused
 from hil.loop.clock import FrameClock
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
 from hil.loop.observation import Observation, Reader
+from hil.loop.ponder import Ahead, PonderStats, ponder
 from hil.loop.recording import jsonable
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
@@ -234,6 +235,7 @@ class RunSettings:
     start_menu_frames: int = 9_000  # console frames the menus may take to start a level
     feed_frames: int = 12  # "no buttons" kept scheduled this far ahead
     margin_ms: float = 3.0  # transport margin on top of the measured decision time
+    ponder: bool = True  # decide pill N+1 during pill N's fall (hil.loop.ponder)
     stop_on_top_out: bool = False
     reconnect_timeout_s: float = 30.0
     frame_timeout_s: float = 2.0  # no captured frame for this long: the capture is lost
@@ -497,6 +499,9 @@ class Runtime:
             stop_on_top_out=settings.stop_on_top_out,
         )
         self.decision_ms_recent: deque[float] = deque(maxlen=5)
+        self.ahead: Ahead | None = None  # pill N+1 pondered during pill N's fall
+        self._ahead_level: object = None  # the tracker's level it was pondered in
+        self.ponder_stats = PonderStats()
         self.last_ping_frame = -(10**9)
         self.last_placement: dict[str, Any] | None = None
         self.last_obs: Observation | None = None
@@ -669,6 +674,10 @@ class Runtime:
         conf = tr.confirmed_state()
         if conf is None:
             return
+        if self.ahead is not None and self.ahead.pill == pill:
+            if self._take_ahead(pill, t_seen_ns):
+                return
+        self.ahead = None
         self.stats.decisions += 1
         extra = self._decision_margin_ms()
         if not self.s.fast:
@@ -714,6 +723,9 @@ class Runtime:
             if not sent:
                 return
             tr.decided(pill)
+            spawn = self._spawn_frame(pill)
+            if spawn is not None:
+                self.ponder_stats.margins.append(spawn - self.clock.frame_at(self.now()))
             lock_frame = g0 + len(full) - 1
             wire_ms = (t_wire - t_seen_ns) / 1e6
             self.stats.spawn_to_wire_ms.append(wire_ms)
@@ -742,10 +754,122 @@ class Runtime:
                 spawn_to_wire_ms=round(wire_ms, 3),
                 ack_ms=round((t_ack - t_wire) / 1e6, 3),
             )
+            self._ponder(pill, g0, game, full)
             return
         self.stats.missed_decisions += 1
         self.log.write("no_plan", pill=pill, reason="could not keep up with the console")
         tr.decided(pill)
+
+    # ---- pondering (hil.loop.ponder) ----------------------------------------------------------
+
+    def _spawn_frame(self, pill: int) -> int | None:
+        """The console frame pill ``pill`` could first be moved in, from the tracker's history."""
+        lv = self.tracker.lv
+        if lv is None or lv.base is None:
+            return None
+        es = [e for e, n in lv.spawns.items() if n == pill]
+        return None if not es else lv.base + min(es)
+
+    def _ponder(self, pill: int, g0: int, game: engine.Game, full: Any) -> None:
+        """Decides pill ``pill + 1`` now, during pill ``pill``'s fall, and sends what it can."""
+        self.ahead = None
+        if not self.s.ponder:
+            return
+        a = ponder(pill, g0, game, full, self.planner, self.policy.choose)
+        if a is None:
+            return
+        self.ahead, self._ahead_level = a, self.tracker.lv
+        self.ponder_stats.pondered += 1
+        self.ponder_stats.ms.append(a.ms)
+        self._send_ahead()
+
+    def _send_ahead(self) -> None:
+        """Schedules the pondered pill's common masks from its spawn, once they fit in the
+        firmware's queue and the spawn is still ahead of the first free frame."""
+        a, link, tr = self.ahead, self.ctl.link, self.tracker
+        if a is None or a.sent_frame is not None or a.late or not len(a.common) or link is None:
+            return
+        if tr.state != LevelState.TRACKING or tr.lv is not self._ahead_level:
+            return
+        first = self._first_free()
+        if a.spawn < first:
+            a.late = True
+            self.ponder_stats.late += 1
+            return
+        status = link.last_status_frame
+        cap = link.hello.queue_capacity if link.hello is not None else 0
+        if status is None or a.spawn + len(a.common) - 1 > status + cap - 8:
+            return  # not in the queue's reach yet: a later frame sends it
+        start = max(min(self.schedule.feed_end + 1, a.spawn), first)
+        masks = [0] * (a.spawn - start) + [int(m) for m in a.common]
+        if self._schedule(start, masks, "ponder"):
+            a.sent_frame = self.clock.frame_at(self.now())
+            self.ponder_stats.sent_early += 1
+            self.ponder_stats.whole += int(a.agreed)
+
+    def _take_ahead(self, pill: int, t_seen_ns: int) -> bool:
+        """Plays the pondered choice for ``pill`` if the tracker confirms its spawn state
+        (Ahead.take); False: decide at the spawn instead."""
+        a, tr = self.ahead, self.tracker
+        assert a is not None
+        self.ahead = None
+        lv = tr.lv
+        conf = tr.confirmed_state()
+        got = None
+        if lv is not None and lv is self._ahead_level and lv.base is not None and conf:
+            got = tr.state_at(a.spawn - lv.base)
+        taken = None
+        if got is not None and conf is not None:
+            state, spawns = got
+            first = max(self._first_free(self._decision_margin_ms()), conf[0], a.spawn)
+            pair = lv.next_by_spawn.get(pill) if lv is not None else None
+            taken = a.take(state, spawns, pair, self.schedule.mask_of, first)
+        if taken is None:
+            self.ponder_stats.replanned += 1
+            self.log.write("ponder_replan", pill=pill, reason=a.reason or "the level changed")
+            return False
+        idx, masks, start = taken
+        t0 = time.perf_counter_ns()
+        rest = [int(m) for m in masks[start:]]
+        send_from = a.spawn + start
+        if rest:
+            tail = max(0, self.schedule.feed_end - (send_from + len(rest) - 1))
+            if not self._schedule(send_from, [*rest, *([0] * tail)], "plan"):
+                return True  # the link is down: nothing more to do for this pill
+        now_frame = self.clock.frame_at(self.now())
+        first_sent = a.sent_frame if a.sent_frame is not None else now_frame
+        self.stats.decisions += 1
+        self.ponder_stats.taken += 1
+        self.ponder_stats.margins.append(a.spawn - first_sent)
+        tr.decided(pill)
+        wire_ms = (time.perf_counter_ns() - t_seen_ns) / 1e6
+        self.stats.spawn_to_wire_ms.append(wire_ms)
+        lock_frame = a.spawn + len(masks) - 1
+        self.last_placement = {
+            "pill": pill,
+            "placement": idx,
+            "rotation": idx // 128,
+            "row": (idx % 128) // 8,
+            "col": idx % 8,
+            "lock_frame": lock_frame,
+        }
+        self.log.write(
+            "plan",
+            pill=pill,
+            placement=idx,
+            first_frame=send_from,
+            prefix=start,
+            lock_frame=lock_frame,
+            pondered=True,
+            margin_frames=a.spawn - first_sent,
+            ponder_ms=round(a.ms, 3),
+            spawn_to_wire_ms=round(wire_ms, 3),
+            take_ms=round((time.perf_counter_ns() - t0) / 1e6, 3),
+        )
+        state = a.predicted.clone()
+        state.next_colors[:] = lv.next_by_spawn[pill] if lv is not None else (0, 0)
+        self._ponder(pill, a.spawn, state, masks)
+        return True
 
     def _missed(self, pill: int, first: int, prefix: int, reason: str) -> None:
         self.stats.missed_decisions += 1
@@ -950,6 +1074,7 @@ class Runtime:
             if conf is not None and _falling_at(conf[1]):
                 self._decide(self.tracker.lv.reported_spawn if self.tracker.lv else 0, t_got)
             self.tracker.replan = False
+        self._send_ahead()
         self._poll()
         self._level_flow()
         self._feed()
@@ -1049,6 +1174,7 @@ class Runtime:
                 "spawn_to_wire_without_planner_and_policy": percentiles(st.overhead_ms),
             },
             "capture_latency_frames": percentiles(st.capture_latency_frames),
+            "ponder": self.ponder_stats.summary(),
             "peak_rss_mb": peak_rss_mb(),
             "wall_s": round(time.perf_counter() - self.t_start, 3),
             "reader": getattr(self.reader, "name", "?"),

@@ -1,0 +1,203 @@
+"""Pondering in the live loop (issue 20): pill N+1 decided while pill N falls, its masks put on
+the wire before its spawn is seen.
+
+The tracker's shadow state is frame-exact, so right after decision N is scheduled the state at
+spawn N+1 follows from it: decision N's masks, then no buttons until the next pill can be
+moved (engine.Game, as policy/ponder.py ``predict``). One thing is not known then: the colours
+of pill N+2, which the preview shows only from action_sendPillFinished on, about when pill N+1
+spawns, and which the policy reads. So :func:`ponder` plans once from the predicted spawn
+(the reachable placements do not depend on them) and lets the policy choose for each of the 9
+ordered colour pairs of pill N+2. The frames from the spawn on on which all 9 choices press
+the same buttons (``common``; the whole plan when they agree, which they mostly do) are
+scheduled before the spawn; when the tracker reports spawn N+1 with N+2's colours read, the
+choice for those colours is taken (:meth:`Ahead.take`) if the tracker's state at the spawn is
+the predicted one, byte for byte, and the frames already played agree with it; its remaining
+masks are scheduled from the first free frame. Otherwise (a desync, a re-sync, colours not
+read, a frame that played otherwise) the runtime decides at the spawn as without pondering.
+
+Margin (the summary's ``ponder.margin_frames``): for each pill, the spawn frame minus the
+console frame on which the first of its masks went on the wire; positive: before the spawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+
+U8 = npt.NDArray[np.uint8]
+MAX_SETTLE_FRAMES = 400  # lock -> next spawn: clears, gravity and the throw take far fewer
+PAIRS = tuple((a, b) for a in range(3) for b in range(3))
+
+
+def falling_at(game: engine.Game) -> bool:
+    """The pill can be moved in the frame ``game`` is the state before (phase 1, action 0)."""
+    return int(game.next_action) == 0 and int(game.phase) == 1
+
+
+@dataclass
+class Ahead:
+    """Pill ``pill`` decided during the previous pill's fall.
+
+    spawn: console frame of its spawn (the first frame it can be moved). predicted: the
+    engine.Game before that frame (its next colours as the shadow had them). choices: per
+    ordered colour pair (0 yellow, 1 red, 2 blue) of the pill after it, (placement index,
+    masks uint8[n] from ``spawn`` to the lock). common: uint8[L], the masks all choices share
+    from ``spawn`` on. sent_frame: the console frame ``common`` was scheduled in (None: not
+    sent). ms: wall time of the pondering."""
+
+    pill: int
+    spawn: int
+    predicted: engine.Game
+    choices: dict[tuple[int, int], tuple[int, U8]]
+    common: U8
+    ms: float = 0.0
+    sent_frame: int | None = None
+    late: bool = False  # the spawn came within reach of the first free frame before sending
+    reason: str = ""  # why take() gave None
+
+    @property
+    def agreed(self) -> bool:
+        """All 9 choices are the same placement with the same masks."""
+        idx, masks = next(iter(self.choices.values()))
+        same = all(p == idx and len(m) == len(masks) for p, m in self.choices.values())
+        return same and len(self.common) == len(masks)
+
+    def take(
+        self,
+        state: engine.Game,
+        spawns: int,
+        pair: tuple[int, int] | None,
+        played: Callable[[int], int],
+        first_free: int,
+    ) -> tuple[int, U8, int] | None:
+        """The choice for the pill after, if the tracker's ``state`` before frame ``spawn``
+        (``spawns`` pills spawned by then) is the predicted one byte for byte but for the next
+        colours, ``pair`` is those colours as read (None: not read), and every frame from the
+        spawn to ``first_free`` - 1 played (``played(frame)``: its mask as scheduled or latched)
+        what the choice presses. Returns (placement, masks from spawn to the lock, the index
+        of the first mask still to send: ``len(masks)`` when all have played), or None (then
+        decide at the spawn; ``reason`` says why)."""
+        if pair is None:
+            self.reason = "the next colours were not read"
+            return None
+        if spawns != self.pill or not falling_at(state):
+            self.reason = "no spawn at the predicted frame"
+            return None
+        expect = self.predicted.clone()
+        expect.next_colors[:] = pair
+        if bytes(expect.state_bytes()) != bytes(state.state_bytes()):
+            self.reason = "the spawn state is not the predicted one"
+            return None
+        placement, masks = self.choices[pair]
+        # Frames before the first free one have played; all of them when the whole plan was
+        # sent before the spawn and the pill has locked since (nothing left to send).
+        start = min(max(0, first_free - self.spawn), len(masks))
+        for k in range(start):
+            if int(played(self.spawn + k)) != int(masks[k]):
+                self.reason = "a frame already played pressed otherwise"
+                return None
+        return placement, masks, start
+
+
+def ponder(
+    pill: int,
+    g0: int,
+    game: engine.Game,
+    full: Sequence[int] | U8,
+    planner: Callable[[engine.Game, U8], Any],
+    choose: Callable[[engine.Game, Any], int],
+) -> Ahead | None:
+    """Pill ``pill + 1`` decided from the state ``game`` before console frame ``g0`` and the
+    masks ``full`` (uint8, one per frame from ``g0``) that lock pill ``pill``: ``planner(state,
+    prefix)`` as the runtime's (engine.plan), ``choose(state, reachable)`` the policy's.
+    ``game`` is not changed. None when the pill does not lock on the last mask, the game ends
+    before another pill can move (stage clear, top-out), or nothing is reachable."""
+    import time
+
+    t0 = time.perf_counter()
+    pred = game.clone()
+    pred.run(np.asarray(full, np.uint8))
+    if not int(pred.lock_event):
+        return None
+    frame = g0 + len(full)
+    for _ in range(MAX_SETTLE_FRAMES):
+        if falling_at(pred):
+            break
+        pred.step(0)
+        frame += 1
+    else:
+        return None
+    plan = planner(pred, np.zeros(0, np.uint8))
+    if int(plan.status) != 0 or len(plan) == 0:
+        return None
+    choices: dict[tuple[int, int], tuple[int, U8]] = {}
+    by_placement: dict[int, U8] = {}
+    for pair in PAIRS:
+        h = pred.clone()
+        h.next_colors[:] = pair
+        idx = int(choose(h, plan.reachable))
+        if idx not in by_placement:
+            by_placement[idx] = np.asarray(plan.masks(idx), np.uint8)
+        choices[pair] = (idx, by_placement[idx])
+    masks = [m for _, m in choices.values()]
+    n = min(len(m) for m in masks)
+    common = 0
+    while common < n and all(m[common] == masks[0][common] for m in masks):
+        common += 1
+    return Ahead(
+        pill=pill + 1,
+        spawn=frame,
+        predicted=pred,
+        choices=choices,
+        common=masks[0][:common].copy(),
+        ms=(time.perf_counter() - t0) * 1e3,
+    )
+
+
+@dataclass
+class PonderStats:
+    """Counts for the summary: pills pondered (decisions ready before their spawn), sent early
+    (their common masks on the wire before the spawn; ``whole``: the whole plan), taken (the
+    pondered choice played), replanned (decided at the spawn instead), and the margin per
+    pill decided (frames; positive: the first mask went out before the spawn)."""
+
+    pondered: int = 0
+    sent_early: int = 0
+    whole: int = 0
+    taken: int = 0
+    replanned: int = 0
+    late: int = 0
+    margins: list[int] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        def pct(values: Sequence[float], q: float) -> float:
+            return float(np.percentile(np.asarray(values, float), q)) if values else float("nan")
+
+        m = self.margins
+        return {
+            "pondered": self.pondered,
+            "sent_before_spawn": self.sent_early,
+            "whole_plan_before_spawn": self.whole,
+            "taken": self.taken,
+            "decided_at_spawn_instead": self.replanned,
+            "too_late_to_send": self.late,
+            "margin_frames": None
+            if not m
+            else {
+                "n": len(m),
+                "min": int(min(m)),
+                "p1": round(pct(m, 1), 1),
+                "p50": round(pct(m, 50), 1),
+                "max": int(max(m)),
+            },
+            "ponder_ms": None
+            if not self.ms
+            else {"p50": round(pct(self.ms, 50), 2), "p99": round(pct(self.ms, 99), 2)},
+        }

@@ -1,0 +1,107 @@
+"""Pondering in the live loop (hil.loop.ponder): pill N+1 decided during pill N's fall from the
+shadow state, its masks sent before its spawn, and taken only when the tracker confirms the
+spawn state; `hil run --fast` with and without it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import engine
+from hil.cli import main
+from hil.loop.heuristic import HeuristicPolicy
+from hil.loop.ponder import PAIRS, falling_at, ponder
+from hil.loop.runtime import EnginePlanner
+
+
+def to_spawn(game: engine.Game) -> int:
+    n = 0
+    while not falling_at(game):
+        game.step(0)
+        n += 1
+    return n
+
+
+@pytest.fixture(scope="module")
+def decided():
+    """A level-10 HI game at its first spawn and the heuristic's masks for that pill."""
+    game = engine.Game(10, 2, 0x8988, frame_counter=7)
+    to_spawn(game)
+    planner, policy = EnginePlanner(), HeuristicPolicy()
+    plan = planner(game, np.zeros(0, np.uint8))
+    masks = np.asarray(plan.masks(policy.choose(game, plan.reachable)), np.uint8)
+    return game, masks, planner, policy
+
+
+def test_the_predicted_spawn_is_the_state_the_game_reaches(decided):
+    game, masks, planner, policy = decided
+    a = ponder(1, 1000, game, masks, planner, policy.choose)
+    assert a is not None and a.pill == 2
+    real = game.clone()
+    real.run(masks)
+    settle = to_spawn(real)
+    assert a.spawn == 1000 + len(masks) + settle
+    assert bytes(a.predicted.state_bytes()) == bytes(real.state_bytes())
+    assert set(a.choices) == set(PAIRS)
+    for idx, m in a.choices.values():  # each choice is the plan of its placement from the spawn
+        plan = planner(real, np.zeros(0, np.uint8))
+        assert np.array_equal(m, plan.masks(idx))
+        assert np.array_equal(m[: len(a.common)], a.common)
+    assert bytes(game.state_bytes()) != bytes(real.state_bytes())  # the input was not changed
+
+
+def test_take_plays_the_choice_only_when_the_spawn_state_is_confirmed(decided):
+    game, masks, planner, policy = decided
+    a = ponder(1, 0, game, masks, planner, policy.choose)
+    assert a is not None
+    real = game.clone()
+    real.run(masks)
+    to_spawn(real)
+    pair = (int(real.next_colors[0]), int(real.next_colors[1]))
+    idx, m = a.choices[pair]
+    played = {a.spawn + k: int(x) for k, x in enumerate(m)}
+    got = a.take(real, 2, pair, lambda f: played.get(f, 0), a.spawn + 3)
+    assert got is not None and got[0] == idx and got[2] == 3
+    # the whole plan went out before the spawn and has played: taken, nothing left to send
+    done = a.take(real, 2, pair, lambda f: played.get(f, 0), a.spawn + len(m) + 5)
+    assert done is not None and done[0] == idx and done[2] == len(m)
+    # not read, another spawn count, another board, a frame that pressed otherwise
+    assert a.take(real, 2, None, played.get, a.spawn) is None
+    assert a.take(real, 3, pair, played.get, a.spawn) is None
+    other = real.clone()
+    other.field[0] = 0xD1 if int(other.field[0]) != 0xD1 else 0xD2
+    assert a.take(other, 2, pair, played.get, a.spawn) is None
+    assert "predicted" in a.reason
+    if any(int(x) for x in m[:4]):
+        assert a.take(real, 2, pair, lambda f: 0, a.spawn + 4) is None
+        assert "pressed otherwise" in a.reason
+
+
+def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    rc = main(
+        ["run", "--fast", "--view", "none", "--levels", "3:2", "--reader", "oracle",
+         "--policy", "heuristic", "--log", str(tmp_path / "log.jsonl")]
+    )  # fmt: skip
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    out.write_text(json.dumps(summary))
+    p = summary["ponder"]
+    assert summary["levels_cleared"] == 1 and summary["desyncs"] == 0
+    assert summary["missed_decisions"] == 0 and summary["late_schedules"] == 0
+    assert p["pondered"] > 0 and p["taken"] > 0 and p["whole_plan_before_spawn"] > 0
+    assert p["taken"] + p["decided_at_spawn_instead"] <= p["pondered"]
+    assert p["margin_frames"]["max"] > 0  # some pills went on the wire before their spawn
+    assert p["margin_frames"]["n"] == summary["decisions"]
+
+
+def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys):
+    rc = main(
+        ["run", "--fast", "--view", "none", "--levels", "3:2", "--reader", "oracle",
+         "--policy", "heuristic", "--no-ponder"]
+    )  # fmt: skip
+    assert rc == 0
+    p = json.loads(capsys.readouterr().out)["ponder"]
+    assert p["pondered"] == 0 and p["margin_frames"]["max"] <= 0
