@@ -857,7 +857,8 @@ class Runtime:
             "plan",
             pill=pill,
             placement=idx,
-            first_frame=send_from,
+            first_frame=a.spawn,  # the plan's first frame (its masks went out ahead)
+            sent_from=send_from,  # the first frame sent now (the rest had gone or played)
             prefix=start,
             lock_frame=lock_frame,
             pondered=True,
