@@ -49,10 +49,11 @@ from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEn
 from hil.link.link import Link, LinkError, LinkRefused
 from hil.loop.clock import FrameClock
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
-from hil.loop.observation import Observation, Reader
+from hil.loop.observation import Reader
 from hil.loop.recording import jsonable
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
+from perception.observation import Observation
 
 U8 = npt.NDArray[np.uint8]
 # Readings of a blank picture in a row after which the menu start presses Start (a cutscene).
