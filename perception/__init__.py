@@ -6,8 +6,8 @@ the screen kind from captured frames; ``perception.train`` trains the shipped mo
 it. docs/PERCEPTION.md has the design and the numbers.
 """
 
-from perception.layout import ScreenKind
+from perception.layout import KindLabel
 from perception.observation import FallingPill, NextPill, Observation
 from perception.reader import DEFAULT_MODEL, BoardReader
 
-__all__ = ["DEFAULT_MODEL", "BoardReader", "FallingPill", "NextPill", "Observation", "ScreenKind"]
+__all__ = ["DEFAULT_MODEL", "BoardReader", "FallingPill", "KindLabel", "NextPill", "Observation"]

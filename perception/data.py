@@ -48,9 +48,10 @@ from perception.layout import (
     FIELD_COLS,
     FIELD_ROWS,
     SPRITE_ROWS,
-    ScreenKind,
+    KindLabel,
     cell_classes,
 )
+from perception.observation import label_of_kind
 from perception.preprocess import CropSampler, Placement
 
 MAX_GAME_FRAMES = 8000
@@ -65,7 +66,7 @@ class Labels:
 
     cells: int64 [16, 8] cell classes (bottle as shown). sprite: int64 [17, 8] falling-pill
     sprite classes (neck row, then the 16 field rows). next_colors: int64 [2] the next pill's
-    colours in the game's order (1st half, 2nd half), -1 when none is drawn. kind: ScreenKind.
+    colours in the game's order (1st half, 2nd half), -1 when none is drawn. kind: KindLabel.
     field_visible: False when the bottle is not drawn (pause, other screens): no cell loss.
     next_throw: the next pill's throw frame (``pillThrownFrame``; 0 at rest beside the doctor),
     for the evaluation's error breakdown. alike: uint32 [16, 8] bit masks of the cell classes
@@ -106,15 +107,7 @@ def labels_from_facts(facts: engine.ScreenFacts, phase: int, pill_sent: bool = T
     while the first pill is thrown: those pictures show the intro's board with the next pill
     on its arc and no falling pill, which a single frame cannot tell from the intro's wait
     (docs/PERCEPTION.md, "Screen kinds")."""
-    kind = {
-        engine.ScreenKind.LEVEL: ScreenKind.GAMEPLAY,
-        engine.ScreenKind.PAUSED: ScreenKind.PAUSED,
-        engine.ScreenKind.STAGE_CLEAR: ScreenKind.STAGE_CLEAR,
-        engine.ScreenKind.TOP_OUT: ScreenKind.GAME_OVER,
-        engine.ScreenKind.OTHER: ScreenKind.OTHER,
-    }[facts.kind]
-    if kind == ScreenKind.GAMEPLAY and (phase == Phase.INTRO or not pill_sent):
-        kind = ScreenKind.LEVEL_INTRO
+    kind = label_of_kind(facts.kind, intro=phase == Phase.INTRO or not pill_sent)
     sprite = np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64)
     if facts.falling is not None:
         for r, c, color in falling_cells(facts.falling):
@@ -432,7 +425,7 @@ def other_labels() -> Labels:
         cells=np.zeros((FIELD_ROWS, FIELD_COLS), np.int64),
         sprite=np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64),
         next_colors=np.full(2, -1, np.int64),
-        kind=int(ScreenKind.OTHER),
+        kind=int(KindLabel.OTHER),
         field_visible=False,
     )
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perception.layout import CLASS_TO_CODE, N_COLORS, ScreenKind
-from perception.observation import FallingPill, NextPill, Observation
+from perception.layout import CLASS_TO_CODE, N_COLORS, KindLabel
+from perception.observation import FallingPill, NextPill, Observation, kind_of_label
 
 EPS = 1e-7
 
@@ -82,8 +82,13 @@ def played(field: np.ndarray) -> bool:
     return bool(((kinds != 0xF) & (kinds != 0xD)).any())
 
 
-def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray) -> Observation:
-    """One frame's model outputs (no batch axis) -> Observation.
+def decode(
+    cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray, source: str = "onnx"
+) -> Observation:
+    """One frame's model outputs (no batch axis) -> Observation (``source`` names the reader).
+
+    The kind head's class (KindLabel) becomes the Observation's kind and intro
+    (perception.observation.kind_of_label): GAMEPLAY and LEVEL_INTRO are LEVEL.
 
     A cell under a falling-pill sprite is occluded: the picture shows the sprite, and only a
     line of the nametable above it. On the lock frame the locked pill is drawn there too and
@@ -94,20 +99,23 @@ def decode(cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndar
     k = int(kind.argmax())
     falling = decode_falling(sprite)
     k_conf = float(kind[k])
-    if k == ScreenKind.LEVEL_INTRO and (falling is not None or played(field)):
+    if k == KindLabel.LEVEL_INTRO and (falling is not None or played(field)):
         # LEVEL_INTRO lasts until the first falling pill is drawn (docs/PERCEPTION.md, "Screen
         # kinds"): a picture with one is play. The first pill falling over the intro's board
         # was read as the intro for up to 40 frames by a ROM model's kind head. The intro's
         # board holds viruses only (none of 389 held-out intro pictures showed anything else),
         # so a pill, a single or a clearing tile on the board is play too: a ROM model read
         # the throw of a later pill as the intro on 9 of 2400 random-chain pictures.
-        k = ScreenKind.GAMEPLAY
-        k_conf = float(kind[ScreenKind.GAMEPLAY] + kind[ScreenKind.LEVEL_INTRO])
+        k = KindLabel.GAMEPLAY
+        k_conf = float(kind[KindLabel.GAMEPLAY] + kind[KindLabel.LEVEL_INTRO])
+    screen, intro = kind_of_label(k)
     return Observation(
+        kind=screen,
         field=field,
-        confidence=conf,
         falling=falling,
         next=decode_next(nxt),
-        kind=ScreenKind(k),
+        confidence=conf,
+        intro=intro,
         kind_confidence=k_conf,
+        source=source,
     )

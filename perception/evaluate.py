@@ -20,7 +20,7 @@ Metrics per profile (the report prints them per profile and the worst over profi
 - ``falling_exact``: frames whose falling pill is read exactly (place, orientation and the
   colours as drawn; "none" when none is drawn) / frames where the bottle is drawn;
 - ``next_exact``: the same for the next pill (colours in the game's order, or none);
-- ``kind_accuracy``: ScreenKind right / all frames.
+- ``kind_accuracy``: KindLabel right / all frames.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 from calibration import Profile, builtin_profiles
 from calibration.forward import NoiseSource
 from perception.data import GameStream, Shown, capture_full
-from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, ScreenKind
+from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, KindLabel
 from perception.observation import Observation, canonical_pill
 from perception.reader import DEFAULT_MODEL, BoardReader
 
@@ -80,15 +80,15 @@ def score(shown: list[Shown], observations: list[Observation]) -> dict[str, Any]
     cells = cells_right = boards = boards_exact = visible = falling_ok = next_ok = kind_ok = 0
     strict_right = alike_cells = boards_strict = 0
     lock_frames = lock_ok = 0
-    confusion = np.zeros((len(ScreenKind), len(ScreenKind)), np.int64)
+    confusion = np.zeros((len(KindLabel), len(KindLabel)), np.int64)
     errors: list[dict[str, Any]] = []
     breakdown: dict[str, Counter[str]] = {
         k: Counter() for k in ("cells", "cell_codes", "boards", "falling", "next")
     }
     for s, obs in zip(shown, observations, strict=True):
         lab = s.labels
-        kind_ok += int(obs.kind == lab.kind)
-        confusion[lab.kind, int(obs.kind)] += 1
+        kind_ok += int(obs.kind_label == lab.kind)
+        confusion[lab.kind, int(obs.kind_label)] += 1
         if not lab.field_visible:
             continue
         visible += 1
@@ -99,7 +99,7 @@ def score(shown: list[Shown], observations: list[Observation]) -> dict[str, Any]
         cells_right += int(right.sum())
         strict_right += int(strict.sum())
         alike_cells += int((lab.alike != 0).sum())
-        if lab.kind == ScreenKind.GAMEPLAY:
+        if lab.kind == KindLabel.GAMEPLAY:
             boards += 1
             boards_exact += int(right.all())
             boards_strict += int(strict.all())
@@ -188,7 +188,7 @@ def _break_down(
         pair = f"{_code_name(int(truth_codes[r, c]))}>{_code_name(int(obs.field[r, c]))}"
         out["cell_codes"][pair] += 1
     wrong = ~right
-    if lab.kind == ScreenKind.GAMEPLAY and wrong.any():
+    if lab.kind == KindLabel.GAMEPLAY and wrong.any():
         only = bool(covered[wrong].all())
         out["boards"]["under sprite only" if only else "other"] += 1
     if truth != got:

@@ -84,8 +84,10 @@ def cell_classes(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-class ScreenKind(IntEnum):
-    """What a captured frame shows (Observation.kind)."""
+class KindLabel(IntEnum):
+    """The kind head's six classes (the model's output order, the training labels): what a
+    captured frame shows. Observation.kind is engine.ScreenKind with Observation.intro;
+    perception.observation.kind_of_label / label_of_kind map between the two."""
 
     GAMEPLAY = 0  # a level being played: the field, falling pill and next pill are read
     LEVEL_INTRO = 1  # the opening wait (levelIntro_delay) and the first throw: no falling pill yet
@@ -95,4 +97,4 @@ class ScreenKind(IntEnum):
     OTHER = 5  # not a level picture (menus, a blank or unrelated frame)
 
 
-N_KINDS = len(ScreenKind)
+N_KINDS = len(KindLabel)

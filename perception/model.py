@@ -21,7 +21,7 @@ Heads (outputs of the ONNX graph, all probabilities):
   its 1st and 2nd half (game order) - from the cell (1/8) features of the area of the throw
   arc (10 x 11 cells, reduced to 8 channels), flattened so the head knows where on the arc the
   pill is (its rotation depends on that);
-- ``kind`` float32 [N, 6]: softmax over perception.layout.ScreenKind, from the 1/16 features
+- ``kind`` float32 [N, 6]: softmax over perception.layout.KindLabel, from the 1/16 features
   pooled over the whole crop (mean and max).
 
 Training uses the logits (``forward(x, logits=True)``).

@@ -1,44 +1,71 @@
-"""Observation: what perception read from one captured frame (BoardReader's output).
+"""Observation: one captured frame read - the one type for it, made by perception's BoardReader
+(and by the readers that stand in for it: ``engine.screen_facts`` of a state, a recording's
+sidecar) and consumed as it is by the whole hil loop (runtime, tracker, replay, recording, view).
 
 Coordinates follow the game: field index = row * 8 + column, row 0 at the top (RAM
 $0400-$047F); a pill's ``y`` counts rows from the bottom like RAM $86 (15 = top row).
+
+Screen kinds: ``Observation.kind`` is ``engine.ScreenKind`` (LEVEL, PAUSED, STAGE_CLEAR, TOP_OUT,
+OTHER), the set ``engine.screen_facts`` gives and the tracker compares; ``Observation.intro``
+adds what a picture alone can tell within LEVEL: True while the level's opening shows (the intro
+wait and the first throw: no pill has fallen yet), False in play, None when the reader does not
+say (``engine.screen_facts`` does not). The perception model's kind head has six classes
+(:class:`perception.layout.KindLabel`: GAMEPLAY, LEVEL_INTRO, STAGE_CLEAR, GAME_OVER, PAUSED,
+OTHER); :func:`kind_of_label` and :func:`label_of_kind` map between the two: GAMEPLAY and
+LEVEL_INTRO are LEVEL (intro False / True), GAME_OVER is TOP_OUT, the rest keep their names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as dc_field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from perception.layout import ScreenKind
+import engine
+from engine import ScreenKind
+from perception.layout import FIELD_COLS, FIELD_ROWS, KindLabel
+
+U8 = npt.NDArray[np.uint8]
+F32 = npt.NDArray[np.float32]
+ROWS, COLS = FIELD_ROWS, FIELD_COLS
+
+_KIND_OF_LABEL = {
+    KindLabel.GAMEPLAY: (ScreenKind.LEVEL, False),
+    KindLabel.LEVEL_INTRO: (ScreenKind.LEVEL, True),
+    KindLabel.STAGE_CLEAR: (ScreenKind.STAGE_CLEAR, None),
+    KindLabel.GAME_OVER: (ScreenKind.TOP_OUT, None),
+    KindLabel.PAUSED: (ScreenKind.PAUSED, None),
+    KindLabel.OTHER: (ScreenKind.OTHER, None),
+}
 
 
-@dataclass(frozen=True)
-class FallingPill:
-    """The falling pill as its sprites are drawn.
+def kind_of_label(label: int) -> tuple[ScreenKind, bool | None]:
+    """The kind head's class (KindLabel) -> (Observation.kind, Observation.intro). Raises
+    ValueError for a number that is no KindLabel."""
+    return _KIND_OF_LABEL[KindLabel(label)]
 
-    x: column 0..7 of its left (horizontal) or bottom (vertical) half. y: row of that half
-    counted from the bottom, 0..15 (16 would be a horizontal pill drawn in the neck above the
-    field, which the game never does). rotation: 0 horizontal, 1 vertical. colors: (left,
-    right) or (bottom, top), 0 yellow 1 red 2 blue - the order the game's rotation 0 / 1 draws
-    its (1st, 2nd) half in. A picture cannot tell rotation 2 from 0 or 3 from 1 (the same two
-    halves, swapped), so a pill in rotation 2 reads as rotation 0 with its colours swapped.
-    confidence: the probability of this reading under the model (both halves, their colours).
-    """
 
-    x: int
-    y: int
-    rotation: int
-    colors: tuple[int, int]
-    confidence: float
+def label_of_kind(kind: ScreenKind, intro: bool | None = False) -> KindLabel:
+    """(engine.ScreenKind, intro) -> the kind head's class: LEVEL is LEVEL_INTRO when ``intro``
+    is true, else GAMEPLAY; TOP_OUT is GAME_OVER."""
+    kind = ScreenKind(kind)
+    if kind == ScreenKind.LEVEL:
+        return KindLabel.LEVEL_INTRO if intro else KindLabel.GAMEPLAY
+    if kind == ScreenKind.TOP_OUT:
+        return KindLabel.GAME_OVER
+    return KindLabel[kind.name]
 
-    @property
-    def cells(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """Field (row from the top, column) of the (1st, 2nd) half in ``colors`` order."""
-        row = 15 - self.y
-        if self.rotation == 0:
-            return (row, self.x), (row, self.x + 1)
-        return (row, self.x), (row - 1, self.x)
+
+def canonical_cells(codes: npt.ArrayLike) -> U8:
+    """Cell codes with a clearing cell in one spelling: the screen's tile $F0-$F2 (what
+    render_fieldRow $8331 writes for a $Bx cell) becomes $B0-$B2. uint8, same shape."""
+    c = np.array(codes, dtype=np.uint8, copy=True)
+    shown_clear = (c >= 0xF0) & (c <= 0xF2)
+    c[shown_clear] = c[shown_clear] - 0x40
+    return c
 
 
 def canonical_pill(x: int, y: int, rotation: int, colors: tuple[int, int]) -> tuple:
@@ -51,54 +78,174 @@ def canonical_pill(x: int, y: int, rotation: int, colors: tuple[int, int]) -> tu
 
 
 @dataclass(frozen=True)
+class FallingPill:
+    """The falling pill as its sprites are drawn.
+
+    x: column 0..7 of its left (horizontal) or bottom (vertical) half. y: row of that half
+    counted from the bottom, 0..15 (16 would be a horizontal pill drawn in the neck above the
+    field, which the game never does). rotation: 0..3 as RAM $A5 holds it; a picture cannot
+    tell rotation 2 from 0 or 3 from 1 (the same two halves, swapped), so a pixel reader gives
+    rotation 0 / 1 with the colours in drawn order (:meth:`drawn`), while ``engine.screen_facts``
+    gives the game's rotation. colors: the game's (1st half, 2nd half), 0 yellow 1 red 2 blue
+    (rotation 0 draws them left, right; 1 bottom, top). The sprites show the pill as the
+    previous frame's main loop left it (fallingPill_spriteUpdate $872F runs before the pill
+    moves). confidence: the probability of this reading under the model (both halves, their
+    colours), 1.0 for a reader that knows; not compared by ``==``.
+    """
+
+    x: int
+    y: int
+    rotation: int
+    colors: tuple[int, int]
+    confidence: float = dc_field(default=1.0, compare=False)
+
+    def drawn(self) -> FallingPill:
+        """The pill as a picture can tell it: (x, y, rotation % 2, colours in drawn order)."""
+        x, y, rotation, colors = canonical_pill(self.x, self.y, self.rotation, self.colors)
+        return FallingPill(x, y, rotation, colors, self.confidence)
+
+    @property
+    def cells(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Field (row from the top, column) of the cells the sprites cover, in drawn order
+        (left then right; bottom then top), the order of ``drawn().colors``; the row may be -1
+        (the neck) for a vertical pill at the top."""
+        row = 15 - self.y
+        if self.rotation % 2 == 0:
+            return (row, self.x), (row, self.x + 1)
+        return (row, self.x), (row - 1, self.x)
+
+
+@dataclass(frozen=True)
 class NextPill:
     """The next pill, at rest beside the doctor or flying along its throw arc.
 
     colors: (1st half, 2nd half) in the game's order (RAM nextPill colours), 0 yellow 1 red
     2 blue; in flight the pill turns, and the model reads the order from where on the arc it is.
-    confidence: the probability of this reading (drawn, and both colours).
+    confidence: the probability of this reading (drawn, and both colours), 1.0 for a reader that
+    knows; not compared by ``==``. throw_frame: 0 at rest, 1.. along the throw arc, None when
+    the reader does not tell (perception's model does not).
     """
 
     colors: tuple[int, int]
-    confidence: float
+    confidence: float = dc_field(default=1.0, compare=False)
+    throw_frame: int | None = None
+
+
+def _ones() -> F32:
+    return np.ones((ROWS, COLS), np.float32)
 
 
 @dataclass(frozen=True)
 class Observation:
-    """One captured frame read.
+    """One captured frame read (see the module docstring for the kinds).
 
+    kind: engine.ScreenKind; ``field`` means something only where :attr:`board_visible`.
     field: uint8 [16, 8] cell codes as ARCHITECTURE.md defines them (high nibble $4x top, $5x
         bottom, $6x left, $7x right, $8x single, $Bx clearing - the screen draws it as tile
-        $Fx -, $Dx virus, $FF empty; low nibble the colour), the bottle as the PICTURE shows it
-        (it lags the game state by up to 16 frames while rows are redrawn).
-    confidence: float32 [16, 8] the model's probability of each cell's code, times the
-        probability that no falling-pill sprite covers the cell (an occluded cell is a guess:
-        on the lock frame the locked pill is drawn under the sprite).
+        $Fx, canonical here as $B0-$B2 (:func:`canonical_cells`) -, $Dx virus, $FF empty; low
+        nibble the colour), the bottle as the PICTURE shows it (it lags the game state by up to
+        16 frames while rows are redrawn).
     falling: the falling pill's sprites, or None when none is drawn.
     next: the next pill, or None when none is drawn.
-    kind: what the frame shows (ScreenKind); ``field`` means something only for GAMEPLAY,
-        LEVEL_INTRO, STAGE_CLEAR and GAME_OVER (the bottle is drawn).
-    kind_confidence: the probability of ``kind``.
+    confidence: float32 [16, 8] the probability of each cell's code (default all 1.0: a
+        reader that knows), for perception times the probability that no falling-pill sprite
+        covers the cell (an occluded cell is a guess: on the lock frame the locked pill is
+        drawn under the sprite).
+    intro: within LEVEL, True for the level's opening (no pill has fallen yet), False in play;
+        None when the reader does not say.
+    kind_confidence: the probability of ``kind`` (and ``intro``), 1.0 for a reader that knows.
+    virus_frame: the small viruses' animation frame 0 / 1 (a label relative to the reader,
+        hil.loop.observation.VirusAnimation, for a pixel reader), None when unknown.
+    source: which reader made it ("onnx", "oracle", "prediction", a replay reader's name).
+
+    Raises ValueError when ``field`` is not uint8 [16, 8] or ``confidence`` not [16, 8].
     """
 
-    field: np.ndarray
-    confidence: np.ndarray
-    falling: FallingPill | None
-    next: NextPill | None
     kind: ScreenKind
-    kind_confidence: float
+    field: U8
+    falling: FallingPill | None = None
+    next: NextPill | None = None
+    confidence: F32 = dc_field(default_factory=_ones)
+    intro: bool | None = None
+    kind_confidence: float = 1.0
+    virus_frame: int | None = None
+    source: str = "unknown"
+
+    def __post_init__(self) -> None:
+        f = np.asarray(self.field)
+        if f.shape != (ROWS, COLS) or f.dtype != np.uint8:
+            raise ValueError(f"Observation.field must be uint8 [16, 8], got {f.dtype} {f.shape}")
+        c = np.asarray(self.confidence)
+        if c.shape != (ROWS, COLS):
+            raise ValueError(f"Observation.confidence must be [16, 8], got {c.shape}")
 
     @property
     def board_visible(self) -> bool:
         """True when the bottle is drawn (the field can be trusted as far as its confidence)."""
-        return self.kind in (
-            ScreenKind.GAMEPLAY,
-            ScreenKind.LEVEL_INTRO,
-            ScreenKind.STAGE_CLEAR,
-            ScreenKind.GAME_OVER,
-        )
+        return self.kind in (ScreenKind.LEVEL, ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT)
+
+    @property
+    def kind_label(self) -> KindLabel:
+        """The kind head's class this reading stands for (:func:`label_of_kind`)."""
+        return label_of_kind(self.kind, self.intro)
 
     @property
     def min_confidence(self) -> float:
         """The lowest cell confidence: a cheap flag for a frame worth a second look."""
-        return float(self.confidence.min())
+        return float(np.min(self.confidence))
+
+    @property
+    def virus_count(self) -> int:
+        """Viruses in the shown bottle."""
+        return int(((self.field & 0xF0) == 0xD0).sum())
+
+    @property
+    def next_colors(self) -> tuple[int, int] | None:
+        """The next pill's colours, None when none is drawn."""
+        return None if self.next is None else self.next.colors
+
+    @property
+    def next_throw_frame(self) -> int | None:
+        """The next pill's throw frame (0 at rest), None when not drawn or not told."""
+        return None if self.next is None else self.next.throw_frame
+
+    def to_json(self) -> dict[str, Any]:
+        """A compact JSON-ready summary (the event log, a recording's sidecar): kind (the
+        engine.ScreenKind name), field (16 hex rows), falling ([x, y, rotation, [c0, c1]] or
+        None), next ([c0, c1] or None), min_confidence (3 decimals)."""
+        f = self.falling
+        return {
+            "kind": self.kind.name,
+            "field": [bytes(row).hex() for row in np.asarray(self.field, np.uint8)],
+            "falling": None if f is None else [f.x, f.y, f.rotation, list(f.colors)],
+            "next": None if self.next is None else list(self.next.colors),
+            "min_confidence": round(self.min_confidence, 3),
+        }
+
+
+def observation_from_facts(facts: engine.ScreenFacts, source: str = "oracle") -> Observation:
+    """The Observation a perfect reader makes of ``render_frame`` of a state, from
+    ``engine.screen_facts`` of that state: the game's rotation, the throw frame and the virus
+    animation frame known, confidence 1.0, ``intro`` None (the facts do not tell)."""
+    falling = None
+    if facts.falling is not None:
+        f = facts.falling
+        falling = FallingPill(
+            int(f.x), int(f.y), int(f.rotation), (int(f.colors[0]), int(f.colors[1]))
+        )
+    nxt = facts.next
+    return Observation(
+        kind=ScreenKind(facts.kind),
+        field=canonical_cells(facts.bottle),
+        falling=falling,
+        next=None
+        if nxt is None
+        else NextPill((int(nxt.colors[0]), int(nxt.colors[1])), throw_frame=int(nxt.throw_frame)),
+        virus_frame=int(facts.virus_frame),
+        source=source,
+    )
+
+
+def blank_observation(kind: ScreenKind = ScreenKind.OTHER, source: str = "oracle") -> Observation:
+    """A screen that shows no level (an empty bottle, nothing drawn)."""
+    return Observation(kind=kind, field=np.full((ROWS, COLS), 0xFF, np.uint8), source=source)

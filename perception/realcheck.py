@@ -39,7 +39,7 @@ import numpy as np
 
 from calibration import Profile, builtin_profiles
 from calibration.forward import NoiseSource, forward
-from perception.layout import ScreenKind
+from perception.layout import KindLabel
 from perception.observation import Observation
 
 FIELD, SPRITES, MODE, FRAME_COUNTER = 0x0400, 0x0200, 0x46, 0x43
@@ -54,7 +54,7 @@ class Truth:
     field: np.ndarray | None  # uint8 [16, 8] cell codes
     falling: tuple | None  # (x, y, rotation 0/1, colours as drawn) or None (no pill drawn)
     next_colors: tuple[int, int] | None | str  # colours at rest, None (none drawn), "flight"
-    kind: ScreenKind
+    kind: KindLabel
 
 
 def falling_from_oam(oam: np.ndarray) -> tuple | None:
@@ -141,7 +141,7 @@ def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[t
             field=grid.copy() if settled else None,
             falling=falling,
             next_colors=next_from_oam(oam),
-            kind=ScreenKind.GAMEPLAY if sent else ScreenKind.LEVEL_INTRO,
+            kind=KindLabel.GAMEPLAY if sent else KindLabel.LEVEL_INTRO,
         )
         yield picture, prev, truth
         prev = picture
@@ -153,7 +153,7 @@ def score(truths: list[Truth], obs: list[Observation]) -> dict[str, Any]:
     cells = cells_ok = boards = boards_ok = falling = falling_ok = nxt = nxt_ok = 0
     kinds_ok = 0
     for t, o in zip(truths, obs, strict=True):
-        kinds_ok += int(o.kind == t.kind)
+        kinds_ok += int(o.kind_label == t.kind)
         read_fall = None
         if o.falling is not None:
             f = o.falling
@@ -164,7 +164,7 @@ def score(truths: list[Truth], obs: list[Observation]) -> dict[str, Any]:
             nxt += 1
             got = None if o.next is None else tuple(o.next.colors)
             nxt_ok += int(got == t.next_colors)
-        if t.field is not None and t.kind == ScreenKind.GAMEPLAY:
+        if t.field is not None and t.kind == KindLabel.GAMEPLAY:
             shown = np.where((t.field & 0xF0) == 0xB0, (t.field & 0x0F) | 0xF0, t.field)
             read = np.where((o.field & 0xF0) == 0xB0, (o.field & 0x0F) | 0xF0, o.field)
             right = read == shown

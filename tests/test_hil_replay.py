@@ -24,10 +24,9 @@ from hil.loop.replay import (
     CHOICE_BGR,
     DeepestPolicy,
     EventDetector,
+    FrameFacts,
     OnnxPlacementPolicy,
     PerceptionReader,
-    PillReading,
-    Reading,
     TruthReader,
     choose_policy,
     choose_reader,
@@ -41,6 +40,7 @@ from hil.loop.replay import (
     speed_ups_at_spawn,
 )
 from hil.sim_record import RandomPlayer, SimSettings, level_frames, sim_console
+from perception.observation import FallingPill, NextPill, Observation
 from policy.features import Observation as PolicyObservation
 from policy.onnx_policy import PlacementPolicy
 
@@ -219,8 +219,8 @@ def test_speed_ups_at_spawn_follow_the_engine():
     assert speed_ups_at_spawn(10_000) == 49
     with pytest.raises(ValueError, match="pills must be >= 0"):
         speed_ups_at_spawn(-1)
-    r = Reading(
-        "level", np.full((16, 8), 0xFF, np.uint8), PillReading(3, 15, 0, (1, 2)), None, 0, None, "t"
+    r = Observation(
+        engine.ScreenKind.LEVEL, np.full((16, 8), 0xFF, np.uint8), FallingPill(3, 15, 0, (1, 2))
     )
     assert int(game_from_reading(r, 10, 1, speed_ups=7).speed_ups) == 7
     with pytest.raises(ValueError, match="speed_ups must be 0..49"):
@@ -228,58 +228,62 @@ def test_speed_ups_at_spawn_follow_the_engine():
 
 
 def reading(field, pill=None, kind="level", virus_left=4):
-    return Reading(kind, field, pill, (0, 1), virus_left, None, "test")
+    """A hand-made frame as a replay reader gives it: (Observation, FrameFacts)."""
+    obs = Observation(engine.ScreenKind[kind.upper()], field, pill, NextPill((0, 1)), source="test")
+    return obs, FrameFacts(virus_left=virus_left)
 
 
 def test_event_rules_on_hand_made_readings():
     empty = np.full((16, 8), 0xFF, np.uint8)
     det = EventDetector()
-    pill = PillReading(x=3, y=15, rotation=0, colors=(1, 2))
-    assert [e.kind for e in det.update(0, reading(empty))] == []
-    assert [e.kind for e in det.update(1, reading(empty, pill))] == ["spawn"]
+    pill = FallingPill(x=3, y=15, rotation=0, colors=(1, 2))
+    assert [e.kind for e in det.update(0, *reading(empty))] == []
+    assert [e.kind for e in det.update(1, *reading(empty, pill))] == ["spawn"]
     locked = empty.copy()
     locked[15, 2], locked[15, 3] = 0x62, 0x71  # left half blue, right half red: rotation 2
-    events = det.update(2, reading(locked))
+    events = det.update(2, *reading(locked))
     assert [e.kind for e in events] == ["lock"]
     assert events[0].data["placement"] == placement_index(2, 15, 2)
     clearing = locked.copy()
     clearing[15, 2] = 0xB2
-    assert [e.kind for e in det.update(3, reading(clearing, virus_left=3))] == ["clear"]
-    assert [e.kind for e in det.update(4, reading(clearing, kind="stage_clear"))] == ["stage_clear"]
+    assert [e.kind for e in det.update(3, *reading(clearing, virus_left=3))] == ["clear"]
+    assert [e.kind for e in det.update(4, *reading(clearing, kind="stage_clear"))] == [
+        "stage_clear"
+    ]
     det = EventDetector()
-    det.update(0, reading(empty, pill))
-    assert [e.kind for e in det.update(1, reading(empty, kind="top_out"))] == ["top_out"]
+    det.update(0, *reading(empty, pill))
+    assert [e.kind for e in det.update(1, *reading(empty, kind="top_out"))] == ["top_out"]
 
 
 def test_lock_waits_for_the_row_by_row_redraw():
     empty = np.full((16, 8), 0xFF, np.uint8)
-    pill = PillReading(x=4, y=6, rotation=1, colors=(1, 2))  # vertical, bottom half in row 9
+    pill = FallingPill(x=4, y=6, rotation=1, colors=(1, 2))  # vertical, bottom half in row 9
     top, both = empty.copy(), empty.copy()
     top[8, 4] = both[8, 4] = 0x42
     both[9, 4] = 0x51
     det = EventDetector()
     kinds = [
-        [e.kind for e in det.update(i, reading(f, p))]
+        [e.kind for e in det.update(i, *reading(f, p))]
         for i, (f, p) in enumerate(
             [(empty, pill), (empty, None), (top, None), (both, None), (both, None)]
         )
     ]
     assert kinds == [["spawn"], [], [], ["lock"], []]
-    assert det.update(5, reading(both)) == []
+    assert det.update(5, *reading(both)) == []
     # Cells drawn while the pill's sprites still show: one lock, and the lingering sprites
     # are not a new pill; the next pill is.
     det = EventDetector()
-    det.update(0, reading(empty, pill))
-    events = det.update(1, reading(both, pill))
+    det.update(0, *reading(empty, pill))
+    events = det.update(1, *reading(both, pill))
     assert [e.kind for e in events] == ["lock"]
     assert events[0].data["placement"] == placement_index(1, 9, 4)
-    assert det.update(2, reading(both, pill)) == []
-    nxt = PillReading(x=3, y=15, rotation=0, colors=(1, 2))
-    assert [e.kind for e in det.update(3, reading(both, nxt))] == ["spawn"]
+    assert det.update(2, *reading(both, pill)) == []
+    nxt = FallingPill(x=3, y=15, rotation=0, colors=(1, 2))
+    assert [e.kind for e in det.update(3, *reading(both, nxt))] == ["spawn"]
     # Cells that never form the pill: after lock_wait frames, the last pose read.
     det = EventDetector(lock_wait=3)
-    det.update(0, reading(empty, pill))
-    late = [det.update(i, reading(top)) for i in range(1, 6)]
+    det.update(0, *reading(empty, pill))
+    late = [det.update(i, *reading(top)) for i in range(1, 6)]
     assert [len(e) for e in late] == [0, 0, 0, 1, 0]
     assert late[3][0].data["placement"] == placement_index(1, 9, 4)
 
@@ -312,25 +316,25 @@ def test_a_drawn_pill_turning_is_not_a_new_pill():
     colour order)."""
     empty = np.full((16, 8), 0xFF, np.uint8)
     det = EventDetector()
-    assert [e.kind for e in det.update(0, reading(empty, PillReading(3, 15, 0, (1, 2))))] == [
+    assert [e.kind for e in det.update(0, *reading(empty, FallingPill(3, 15, 0, (1, 2))))] == [
         "spawn"
     ]
-    assert det.update(1, reading(empty, PillReading(3, 14, 1, (1, 2)))) == []
-    assert det.update(2, reading(empty, PillReading(2, 13, 0, (2, 1)))) == []  # rotation 2
+    assert det.update(1, *reading(empty, FallingPill(3, 14, 1, (1, 2)))) == []
+    assert det.update(2, *reading(empty, FallingPill(2, 13, 0, (2, 1)))) == []  # rotation 2
     locked = empty.copy()
     locked[15, 2], locked[15, 3] = 0x62, 0x71
-    events = det.update(3, reading(locked))
+    events = det.update(3, *reading(locked))
     assert [e.kind for e in events] == ["lock"]
     assert events[0].data["placement"] == placement_index(2, 15, 2)
     assert events[0].data["colors"] == [1, 2]
     # Cells that never form the pill: the last pose read, rotation 2 recovered from the colours.
     det = EventDetector(lock_wait=1)
-    det.update(0, reading(empty, PillReading(3, 15, 0, (1, 2))))
-    det.update(1, reading(empty, PillReading(2, 0, 0, (2, 1))))
+    det.update(0, *reading(empty, FallingPill(3, 15, 0, (1, 2))))
+    det.update(1, *reading(empty, FallingPill(2, 0, 0, (2, 1))))
     odd = empty.copy()
     odd[15, 6] = 0x80
-    assert det.update(2, reading(odd)) == []
-    late = det.update(3, reading(odd))
+    assert det.update(2, *reading(odd)) == []
+    late = det.update(3, *reading(odd))
     assert late[0].data["placement"] == placement_index(2, 15, 2)
 
 

@@ -21,7 +21,7 @@ from perception.data import (
     falling_cells,
     labels_from_facts,
 )
-from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, ScreenKind, cell_classes
+from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, KindLabel, cell_classes
 from perception.preprocess import CropSampler, Placement
 
 
@@ -105,7 +105,7 @@ def test_training_games_pair_each_sampled_lock_frame_with_the_frame_before():
 def test_labels_kinds_intro_pause():
     g = engine.Game(5, 0, 0x1234)
     g.step(0)
-    assert labels_from_facts(engine.screen_facts(g), int(g.phase)).kind == ScreenKind.LEVEL_INTRO
+    assert labels_from_facts(engine.screen_facts(g), int(g.phase)).kind == KindLabel.LEVEL_INTRO
     while int(g.phase) != engine.Phase.PLAYING:
         g.step(0)
     for _ in range(40):
@@ -114,7 +114,7 @@ def test_labels_kinds_intro_pause():
     g.step(0)
     g.step(0)
     labels = labels_from_facts(engine.screen_facts(g), int(g.phase))
-    assert labels.kind == ScreenKind.PAUSED and not labels.field_visible
+    assert labels.kind == KindLabel.PAUSED and not labels.field_visible
 
 
 def test_crop_sampler_reads_the_nes_crop_exactly_through_an_ideal_chain():
@@ -198,8 +198,8 @@ def test_intro_lasts_until_the_first_falling_pill_is_drawn():
         g.step(0)
     facts = engine.screen_facts(g)
     assert facts.falling is None
-    assert labels_from_facts(facts, int(g.phase), pill_sent=False).kind == ScreenKind.LEVEL_INTRO
-    assert labels_from_facts(facts, int(g.phase), pill_sent=True).kind == ScreenKind.GAMEPLAY
+    assert labels_from_facts(facts, int(g.phase), pill_sent=False).kind == KindLabel.LEVEL_INTRO
+    assert labels_from_facts(facts, int(g.phase), pill_sent=True).kind == KindLabel.GAMEPLAY
     stream = GameStream(np.random.default_rng(4), "eval", engine.TileSet.clean_room(),
                         randomize_tiles=False, emit=1.0, hard=False)  # fmt: skip
     kinds, falling = [], []
@@ -208,8 +208,8 @@ def test_intro_lasts_until_the_first_falling_pill_is_drawn():
         falling.append(bool((shown.labels.sprite > 0).any()))
     first = falling.index(True)
     assert first > 100  # the intro wait and the throw
-    assert all(k == ScreenKind.LEVEL_INTRO for k in kinds[:first])
-    assert kinds[first] == ScreenKind.GAMEPLAY
+    assert all(k == KindLabel.LEVEL_INTRO for k in kinds[:first])
+    assert kinds[first] == KindLabel.GAMEPLAY
 
 
 def test_crop_sampler_reads_every_nes_line_of_combed_captures_below_two_lines_per_line():

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine import ScreenKind
 from perception.decode import decode, decode_cells, decode_falling, decode_next
 from perception.layout import (
     CELL_TYPES,
     CLASS_TO_CODE,
     N_CELL_CLASSES,
     N_KINDS,
-    ScreenKind,
+    KindLabel,
     cell_classes,
 )
 from perception.observation import FallingPill, canonical_pill
@@ -92,6 +93,8 @@ def test_canonical_pill_matches_what_rotation_2_and_3_draw():
     assert canonical_pill(3, 7, 2, (0, 1)) == canonical_pill(3, 7, 0, (1, 0))
     assert canonical_pill(3, 7, 3, (2, 1)) == (3, 7, 1, (1, 2))
     assert FallingPill(3, 7, 1, (1, 2), 1.0).cells == ((8, 3), (7, 3))
+    assert FallingPill(3, 7, 3, (2, 1)).drawn() == FallingPill(3, 7, 1, (1, 2))
+    assert FallingPill(3, 7, 2, (0, 1)).cells == ((8, 3), (8, 4))
 
 
 def test_decode_next_and_kind():
@@ -100,7 +103,7 @@ def test_decode_next_and_kind():
     assert pill is not None and pill.colors == (1, 2)
     assert decode_next(np.array([0.2, 1, 0, 0, 1, 0, 0], np.float32)) is None
     kind = np.zeros(N_KINDS, np.float32)
-    kind[ScreenKind.PAUSED] = 1.0
+    kind[KindLabel.PAUSED] = 1.0
     obs = decode(
         np.full((N_CELL_CLASSES, 16, 8), 1 / N_CELL_CLASSES, np.float32),
         sprite_probs({}),
@@ -108,6 +111,7 @@ def test_decode_next_and_kind():
         kind,
     )
     assert obs.kind == ScreenKind.PAUSED and not obs.board_visible and obs.falling is None
+    assert obs.intro is None and obs.kind_label == KindLabel.PAUSED and obs.source == "onnx"
 
 
 def test_cells_under_the_falling_pill_sprite_are_not_trusted():
@@ -125,28 +129,29 @@ def test_a_picture_with_a_falling_pill_is_never_the_intro():
     cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
     cells[0] = 1.0
     kind = np.full(N_KINDS, 0.02, np.float32)
-    kind[ScreenKind.LEVEL_INTRO] = 0.7
-    kind[ScreenKind.GAMEPLAY] = 0.2
+    kind[KindLabel.LEVEL_INTRO] = 0.7
+    kind[KindLabel.GAMEPLAY] = 0.2
     nxt = np.array([0.0, 1, 0, 0, 1, 0, 0], np.float32)
     obs = decode(cells, sprite_probs({(3, 3): 0, (3, 4): 1}), nxt, kind)
-    assert obs.falling is not None and obs.kind == ScreenKind.GAMEPLAY
+    assert obs.falling is not None and obs.kind_label == KindLabel.GAMEPLAY
+    assert obs.kind == ScreenKind.LEVEL and obs.intro is False
     assert obs.kind_confidence == pytest.approx(0.9)
     still = decode(cells, sprite_probs({}), nxt, kind)
-    assert still.falling is None and still.kind == ScreenKind.LEVEL_INTRO
+    assert still.falling is None and (still.kind, still.intro) == (ScreenKind.LEVEL, True)
 
 
 def test_a_board_with_anything_but_viruses_is_never_the_intro():
     # the intro's board holds viruses only: a pill half, a single or a clearing tile on it
     # (with no falling pill, e.g. a later pill on its throw arc) is play
     kind = np.full(N_KINDS, 0.02, np.float32)
-    kind[ScreenKind.LEVEL_INTRO] = 0.7
-    kind[ScreenKind.GAMEPLAY] = 0.2
+    kind[KindLabel.LEVEL_INTRO] = 0.7
+    kind[KindLabel.GAMEPLAY] = 0.2
     nxt = np.array([1.0, 1, 0, 0, 1, 0, 0], np.float32)
     virus = 1 + 3 * CELL_TYPES.index(0xD0) + 1  # a red virus
-    for shown, want in ((virus, ScreenKind.LEVEL_INTRO), (1 + 3 * CELL_TYPES.index(0x80), None)):
+    for shown, want in ((virus, KindLabel.LEVEL_INTRO), (1 + 3 * CELL_TYPES.index(0x80), None)):
         cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
         cells[0] = 1.0
         cells[0, 12, 2], cells[shown, 12, 2] = 0.0, 1.0
         obs = decode(cells, sprite_probs({}), nxt, kind)
         assert obs.falling is None
-        assert obs.kind == (want or ScreenKind.GAMEPLAY)
+        assert obs.kind_label == (want or KindLabel.GAMEPLAY)

@@ -8,8 +8,8 @@ import pytest
 
 import engine
 from calibration import CaptureModel, Profile
+from engine import ScreenKind
 from perception.evaluate import evaluate_profile
-from perception.layout import ScreenKind
 from perception.reader import DEFAULT_MODEL, BoardReader
 
 SMALL_CHECK = {  # profile: frames (the full report uses 600 per profile)
@@ -49,7 +49,7 @@ def test_read_and_read_batch_agree_and_shapes():
     (batch,) = reader.read_batch([frame])
     assert (one.field == batch.field).all() and one.kind == batch.kind
     assert one.field.dtype == np.uint8 and one.field.shape == (16, 8)
-    assert one.kind == ScreenKind.GAMEPLAY and one.board_visible
+    assert one.kind == ScreenKind.LEVEL and one.intro is False and one.board_visible
     truth = engine.screen_facts(game).bottle
     assert (one.field == truth).all()
     assert reader.read_batch([]) == []

@@ -13,8 +13,9 @@ import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
 from hil.loop.clock import FrameClock
-from hil.loop.observation import Observation, PillSeen, VirusAnimation, observation_from_facts
+from hil.loop.observation import VirusAnimation
 from hil.loop.tracker import LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
+from perception.observation import FallingPill, NextPill, Observation, observation_from_facts
 
 P = 1e9 / 60.0988  # ns per console frame
 WINDOW_US = 5000
@@ -34,6 +35,12 @@ COMPARED = (
     "status",
     "phase",
 )
+
+
+def untimed(obs: Observation) -> Observation:
+    """The observation as a reader that does not tell the next pill's throw frame reads it."""
+    nxt = obs.next
+    return obs if nxt is None else replace(obs, next=replace(nxt, throw_frame=None))
 
 
 def latch_ns(g: int) -> float:
@@ -195,52 +202,62 @@ def test_frame_clock_period_ignores_frames_without_a_latch():
 def test_mismatches_names_what_differs_and_respects_confidence():
     field = np.full((16, 8), 0xFF, np.uint8)
     field[15, 0] = 0xD1
-    a = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 0, (1, 2)), (0, 0))
+    a = Observation(ScreenKind.LEVEL, field, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
     other = field.copy()
     other[15, 1] = 0x80
-    b = Observation(ScreenKind.LEVEL, other, PillSeen(3, 14, 0, (1, 2)), (2, 0))
+    b = Observation(ScreenKind.LEVEL, other, FallingPill(3, 14, 0, (1, 2)), NextPill((2, 0)))
     cfg = MatchConfig()
     assert mismatches(a, b, cfg) == ["board", "pill", "next"]
     assert mismatches(a, b, cfg, next_known=False) == ["board", "pill"]
     low = np.ones((16, 8), np.float32)
     low[15, 1] = 0.2  # perception unsure of that cell: not compared
-    c = Observation(ScreenKind.LEVEL, other, PillSeen(3, 15, 0, (1, 2)), (0, 0), confidence=low)
+    c = Observation(
+        ScreenKind.LEVEL, other, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)), confidence=low
+    )
     assert mismatches(a, c, cfg) == []
     assert mismatches(a, Observation(ScreenKind.STAGE_CLEAR, field), cfg)[0] == "kind"
     # A picture cannot tell rotation 2 from 0 with the halves swapped: the same pill.
-    swapped = Observation(ScreenKind.LEVEL, field, PillSeen(3, 15, 2, (2, 1)), (0, 0))
+    swapped = Observation(ScreenKind.LEVEL, field, FallingPill(3, 15, 2, (2, 1)), NextPill((0, 0)))
     assert mismatches(a, swapped, cfg) == []
     # A virus read as its colour's clearing tile is not a mismatch (no clear of viruses
     # alone); read as another colour's, or as empty, it is.
     for code, differs in ((0xB1, False), (0xB0, True), (0xFF, True)):
         misread = field.copy()
         misread[15, 0] = code
-        d = Observation(ScreenKind.LEVEL, misread, PillSeen(3, 15, 0, (1, 2)), (0, 0))
+        d = Observation(ScreenKind.LEVEL, misread, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
         assert (mismatches(a, d, cfg) == ["board"]) == differs, hex(code)
 
 
-def test_perception_observations_are_converted():
-    from types import SimpleNamespace as NS
+def test_perception_kinds_are_the_trackers():
+    """perception's Observation is the tracker's: the kind head's six classes map onto
+    engine.ScreenKind (intro / play both LEVEL), and an intro picture matches the level."""
+    from perception.layout import KindLabel
+    from perception.observation import kind_of_label, label_of_kind
 
-    from hil.loop.observation import observation_from_perception
-
+    for label in KindLabel:
+        kind, intro = kind_of_label(label)
+        assert label_of_kind(kind, intro) == label
+    assert kind_of_label(KindLabel.GAMEPLAY) == (ScreenKind.LEVEL, False)
+    assert kind_of_label(KindLabel.LEVEL_INTRO) == (ScreenKind.LEVEL, True)
+    assert kind_of_label(KindLabel.GAME_OVER) == (ScreenKind.TOP_OUT, None)
+    with pytest.raises(ValueError):
+        kind_of_label(len(KindLabel))
     field = np.full((16, 8), 0xFF, np.uint8)
-    field[15, 2] = 0xF1  # a clearing red cell as drawn
-    p = NS(
-        kind=NS(name="LEVEL_INTRO"),
-        field=field,
-        confidence=np.full((16, 8), 0.9),
-        falling=NS(x=3, y=15, rotation=1, colors=(0, 2), confidence=0.99),
-        next=NS(colors=(1, 1), confidence=0.98),
+    field[15, 2] = 0xD1
+    pred = Observation(ScreenKind.LEVEL, field, next=NextPill((1, 1), throw_frame=0))
+    seen = Observation(
+        ScreenKind.LEVEL,
+        field,
+        next=NextPill((1, 1), confidence=0.98),
+        confidence=np.full((16, 8), 0.99, np.float32),
+        intro=True,
+        kind_confidence=0.9,
+        source="onnx",
     )
-    obs = observation_from_perception(p)
-    assert obs.kind == ScreenKind.LEVEL and obs.field[15, 2] == 0xB1
-    assert obs.falling == PillSeen(3, 15, 1, (0, 2)) and obs.next_colors == (1, 1)
-    assert obs.confidence.dtype == np.float32
-    over = NS(**{**vars(p), "kind": NS(name="GAME_OVER"), "falling": None, "next": None})
-    assert observation_from_perception(over).kind == ScreenKind.TOP_OUT
-    with pytest.raises(ValueError, match="unknown perception screen kind"):
-        observation_from_perception(NS(**{**vars(p), "kind": NS(name="MENU")}))
+    assert pred.intro is None and seen.next_throw_frame is None
+    assert mismatches(pred, seen, MatchConfig()) == []
+    # confidences are not part of a pill's identity
+    assert FallingPill(3, 15, 1, (0, 2), confidence=0.5) == FallingPill(3, 15, 1, (0, 2))
 
 
 # ---- alignment and tracking --------------------------------------------------------------
@@ -386,7 +403,7 @@ def test_relative_virus_labels_give_the_frame_counter_parity(flip):
 
     def relabel(obs):
         v = obs.virus_frame
-        return replace(obs, virus_frame=None if v is None else v ^ flip, next_throw_frame=None)
+        return replace(untimed(obs), virus_frame=None if v is None else v ^ flip)
 
     events = drive(tracker, con, seen=relabel)
     starts = [e for e in events if e.name == "level_start"]
@@ -402,7 +419,7 @@ def test_without_any_virus_animation_the_parity_is_a_guess():
     con = Console(level=4, speed=0, seed=0x2468, start=21, fc_phase=45, frames=280)
     tracker = make_tracker()
     tracker.begin_level(4, 0, con.start)
-    events = drive(tracker, con, seen=lambda o: replace(o, virus_frame=None, next_throw_frame=None))
+    events = drive(tracker, con, seen=lambda o: replace(untimed(o), virus_frame=None))
     starts = [e for e in events if e.name == "level_start"]
     assert len(starts) == 1 and starts[0].data["ambiguous"]
 
@@ -468,7 +485,7 @@ def test_the_lock_frame_sprite_over_the_same_tiles_is_not_a_pill_mismatch():
     sees only the tiles there agrees with the prediction. Elsewhere a missing pill is one."""
     field = np.full((16, 8), 0xFF, np.uint8)
     field[15, 2], field[15, 3] = 0x62, 0x70  # blue left half, yellow right half, bottom row
-    pill = PillSeen(2, 0, 2, (0, 2))  # rotation 2: 1st half (yellow) drawn on the right
+    pill = FallingPill(2, 0, 2, (0, 2))  # rotation 2: 1st half (yellow) drawn on the right
     pred = Observation(ScreenKind.LEVEL, field, falling=pill)
     assert mismatches(pred, Observation(ScreenKind.LEVEL, field), MatchConfig()) == []
     swapped = field.copy()

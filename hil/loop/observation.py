@@ -1,172 +1,34 @@
-"""What the runtime reads off one captured frame: the Observation, and the readers that make it
-(the live loop's and ``hil replay``'s alike: :func:`make_reader`).
+"""The readers the runtime uses (the live loop's and ``hil replay``'s alike: :func:`make_reader`):
+each turns one captured frame into perception's Observation (``perception.observation``: the one
+type for a frame read, consumed as it is by the tracker, the recording, the view and the replay;
+its kinds are engine.ScreenKind, see its module docstring).
 
-The perception room's BoardReader (ONNX) will produce these from pixels; until it lands the
-runtime's Observation is defined here, minimal and compatible with what perception reads
-(docs/RUN.md, "Perception interface"): the bottle as SHOWN, the falling pill's sprites, the
-next pill's colours, per-cell confidence and the screen kind. Optional facts a reader may not
-give (the next pill's throw frame, the small viruses' animation frame) are None when unknown.
-
-``OracleReader`` is the ground-truth stand-in for the simulated console only (``--reader
-oracle``): it returns ``engine.screen_facts`` of the console state the sim rendered, carried
-along the capture path as the Frame's ``truth``. It reads no pixels, so it can never stand for
-perception on a real capture.
+``OnnxReader`` is perception's BoardReader (ONNX) on the pixels, plus the virus animation label
+(:class:`VirusAnimation`). ``OracleReader`` is the ground-truth stand-in for the simulated
+console only (``--reader oracle``): it returns ``engine.screen_facts`` of the console state the
+sim rendered, carried along the capture path as the Frame's ``truth``. It reads no pixels, so it
+can never stand for perception on a real capture.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from dataclasses import field as dc_field
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-import engine
 from engine import ScreenKind
+from perception.observation import (
+    COLS,
+    ROWS,
+    Observation,
+    blank_observation,
+    observation_from_facts,
+)
 
 U8 = npt.NDArray[np.uint8]
 F32 = npt.NDArray[np.float32]
-ROWS, COLS = 16, 8
-
-
-def canonical_cells(codes: npt.ArrayLike) -> U8:
-    """Cell codes with a clearing cell in one spelling: the screen's tile $F0-$F2 (what
-    render_fieldRow $8331 writes for a $Bx cell) becomes $B0-$B2. uint8, same shape."""
-    c = np.array(codes, dtype=np.uint8, copy=True)
-    shown_clear = (c >= 0xF0) & (c <= 0xF2)
-    c[shown_clear] = c[shown_clear] - 0x40
-    return c
-
-
-@dataclass(frozen=True)
-class PillSeen:
-    """The falling pill as its sprites show it: ``x`` column 0..7, ``y`` row counted from the
-    bottom (15 = top), ``rotation`` 0..3, ``colors`` (1st half, 2nd half) 0 yellow 1 red 2
-    blue. The sprites show the pill as the previous frame's main loop left it
-    (fallingPill_spriteUpdate $872F runs before the pill moves)."""
-
-    x: int
-    y: int
-    rotation: int
-    colors: tuple[int, int]
-
-
-def canonical_pill(pill: PillSeen) -> PillSeen:
-    """The pill as a picture can tell it: rotation 2 draws what rotation 0 draws with the
-    halves swapped (3 likewise 1), so (x, y, rotation % 2, colours in drawn order)."""
-    c0, c1 = pill.colors
-    if pill.rotation >= 2:
-        c0, c1 = c1, c0
-    return PillSeen(pill.x, pill.y, pill.rotation % 2, (c0, c1))
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One captured frame read: see the module docstring.
-
-    kind: engine.ScreenKind. field: uint8 [16, 8] cell codes as shown, canonical (clearing
-    cells $B0-$B2), row 0 at the top. falling: the falling pill's sprites or None. next_colors:
-    the next pill's colours or None (not visible). next_throw_frame: 0 at rest, 1.. along the
-    throw arc, None when unknown. virus_frame: the small viruses' animation frame 0/1 or None.
-    confidence: float32 [16, 8] in 0..1 per field cell. source: which reader made it.
-    """
-
-    kind: ScreenKind
-    field: U8
-    falling: PillSeen | None = None
-    next_colors: tuple[int, int] | None = None
-    next_throw_frame: int | None = None
-    virus_frame: int | None = None
-    confidence: F32 = dc_field(default_factory=lambda: np.ones((ROWS, COLS), np.float32))
-    source: str = "unknown"
-
-    def __post_init__(self) -> None:
-        f = np.asarray(self.field)
-        if f.shape != (ROWS, COLS) or f.dtype != np.uint8:
-            raise ValueError(f"Observation.field must be uint8 [16, 8], got {f.dtype} {f.shape}")
-        c = np.asarray(self.confidence)
-        if c.shape != (ROWS, COLS):
-            raise ValueError(f"Observation.confidence must be [16, 8], got {c.shape}")
-
-    @property
-    def virus_count(self) -> int:
-        """Viruses in the shown bottle."""
-        return int(((self.field & 0xF0) == 0xD0).sum())
-
-    def to_json(self) -> dict[str, Any]:
-        """A compact JSON-ready summary (for the event log)."""
-        return {
-            "kind": self.kind.name,
-            "field": [bytes(row).hex() for row in np.asarray(self.field, np.uint8)],
-            "falling": None
-            if self.falling is None
-            else [self.falling.x, self.falling.y, self.falling.rotation, list(self.falling.colors)],
-            "next": None if self.next_colors is None else list(self.next_colors),
-            "min_confidence": round(float(np.min(self.confidence)), 3),
-        }
-
-
-def observation_from_facts(facts: engine.ScreenFacts, source: str = "oracle") -> Observation:
-    """The Observation a perfect reader makes of ``render_frame`` of a state, from
-    ``engine.screen_facts`` of that state."""
-    falling = None
-    if facts.falling is not None:
-        f = facts.falling
-        falling = PillSeen(
-            int(f.x), int(f.y), int(f.rotation), (int(f.colors[0]), int(f.colors[1]))
-        )
-    nxt = facts.next
-    return Observation(
-        kind=ScreenKind(facts.kind),
-        field=canonical_cells(facts.bottle),
-        falling=falling,
-        next_colors=None if nxt is None else (int(nxt.colors[0]), int(nxt.colors[1])),
-        next_throw_frame=None if nxt is None else int(nxt.throw_frame),
-        virus_frame=int(facts.virus_frame),
-        source=source,
-    )
-
-
-def blank_observation(kind: ScreenKind = ScreenKind.OTHER, source: str = "oracle") -> Observation:
-    """A screen that shows no level (an empty bottle, nothing drawn)."""
-    return Observation(kind=kind, field=np.full((ROWS, COLS), 0xFF, np.uint8), source=source)
-
-
-_PERCEPTION_KINDS = {
-    "GAMEPLAY": ScreenKind.LEVEL,
-    "LEVEL_INTRO": ScreenKind.LEVEL,
-    "STAGE_CLEAR": ScreenKind.STAGE_CLEAR,
-    "GAME_OVER": ScreenKind.TOP_OUT,
-    "PAUSED": ScreenKind.PAUSED,
-    "OTHER": ScreenKind.OTHER,
-}
-
-
-def observation_from_perception(p: Any) -> Observation:
-    """perception.observation.Observation (BoardReader.read) -> the runtime's Observation.
-
-    Its kinds map GAMEPLAY and LEVEL_INTRO to LEVEL, GAME_OVER to TOP_OUT; its falling pill is
-    already canonical (rotation 0/1, colours in drawn order); it reads neither the throw frame
-    nor the virus animation frame (None here). Raises ValueError for an unknown kind."""
-    name = getattr(p.kind, "name", str(p.kind))
-    if name not in _PERCEPTION_KINDS:
-        raise ValueError(f"unknown perception screen kind {name!r}")
-    f = p.falling
-    falling = (
-        None
-        if f is None
-        else PillSeen(int(f.x), int(f.y), int(f.rotation), (int(f.colors[0]), int(f.colors[1])))
-    )
-    nxt = p.next
-    return Observation(
-        kind=_PERCEPTION_KINDS[name],
-        field=canonical_cells(p.field),
-        falling=falling,
-        next_colors=None if nxt is None else (int(nxt.colors[0]), int(nxt.colors[1])),
-        confidence=np.asarray(p.confidence, dtype=np.float32),
-        source="onnx",
-    )
 
 
 class VirusAnimation:
@@ -270,8 +132,8 @@ class OracleReader:
 
 
 class OnnxReader:
-    """perception's BoardReader (ONNX) on the captured pixels, adapted to the Observation
-    (:func:`observation_from_perception`), plus the virus animation label (VirusAnimation) from
+    """perception's BoardReader (ONNX) on the captured pixels, its Observation as it is (source
+    "onnx"), plus the virus animation label (VirusAnimation, ``virus_frame``) from
     the bottle's pixels in the model's crop (2x2-pixel means of each cell) while
     ``virus_label`` is set. ``profile``: the capture chain's calibration.Profile; ``model``:
     its ONNX file, default ``perception.store.choose_model``: the model ``hil prepare`` made for
@@ -301,7 +163,7 @@ class OnnxReader:
 
         net = self.net
         crop = net.preprocess(frame.image)
-        obs = observation_from_perception(net.postprocess(net.infer(crop[None])))
+        obs = net.postprocess(net.infer(crop[None]))
         if obs.kind != ScreenKind.LEVEL or not self.virus_label:
             return obs
         y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X

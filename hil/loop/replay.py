@@ -16,13 +16,15 @@ would have chosen at each spawn, and writes (docs/EMU.md, "hil replay"):
 The pieces (each output line names what produced it):
 
 - reader (``--reader``): :class:`PerceptionReader` (the default ``auto``): perception's
-  BoardReader (perception/models/board.onnx, ONNX Runtime) for the capture's Profile, adapted
-  as the live loop reads (``hil.loop.observation.OnnxReader``). It needs the profile: the
+  BoardReader (perception/models/board.onnx, ONNX Runtime) for the capture's Profile, as the
+  live loop reads it (``hil.loop.observation.OnnxReader``). It needs the profile: the
   recording's, or ``--profile`` for a plain video (``hil calibrate --input VIDEO --out
   profile.json`` fits one). :class:`TruthReader` (``truth``) takes the reading from a
   recording's ground-truth sidecar instead (the picture's facts ``hil sim record`` wrote). When
   perception reads a recording that has a sidecar, every reading is also compared with the
-  truth (cells, falling pill, next pill, screen kind; counts in the summary).
+  truth (cells, falling pill, next pill, screen kind; counts in the summary). Every reader
+  gives perception's Observation (the type the live loop reads) and the source's
+  :class:`FrameFacts` (what a sidecar says beyond the picture).
 - policy (``--policy``): :class:`OnnxPlacementPolicy` (the default ``auto``): the policy
   room's network (policy/models/policy.onnx) choosing among the placements ``engine.plan``
   finds reachable from a game rebuilt from the reading at the spawn. :class:`DeepestPolicy`
@@ -37,7 +39,7 @@ import json
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -47,9 +49,17 @@ import numpy.typing as npt
 
 import engine
 from calibration import Profile
+from engine import ScreenKind
 from engine.constants import Phase
-from hil.loop.observation import OnnxReader, canonical_cells
+from hil.loop.observation import OnnxReader
 from hil.loop.recording import META_FILE, Frame, Recording, RecordingError
+from perception.observation import (
+    FallingPill,
+    NextPill,
+    Observation,
+    blank_observation,
+    canonical_cells,
+)
 
 U8 = npt.NDArray[np.uint8]
 EMPTY = 0xFF
@@ -71,76 +81,74 @@ class ReplayError(ValueError):
 
 
 @dataclass(frozen=True)
-class PillReading:
-    """A pill as read: x column 0..7, y row counted from the bottom (15 = top row), rotation
-    0..3 (RAM $A5), colours (1st half, 2nd half) 0 yellow, 1 red, 2 blue."""
+class FrameFacts:
+    """What a replay source says of a captured frame beyond its picture: no picture tells these,
+    so they are not part of the Observation (perception.observation, what every reader returns
+    for the picture itself). A recording's sidecar holds them; a plain video has none.
 
-    x: int
-    y: int
-    rotation: int
-    colors: tuple[int, int]
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a reader saw in one captured frame.
-
-    ``kind``: ``"level"`` (intro or play), ``"paused"``, ``"stage_clear"``, ``"top_out"`` or
-    ``"other"``. ``field``: uint8 [16, 8] NES cell codes (ARCHITECTURE.md) of the bottle as the
-    picture shows it, row 0 at the top, a clearing cell as $B0-$B2
-    (``hil.loop.observation.canonical_cells``). ``pill``: the falling pill or None. ``next_colors``:
-    the next pill's colours or None. ``virus_left``: the HUD's count (truth) or the viruses in
-    the bottle read (perception), None when unknown. ``console_frame``: the console frame the
-    picture shows, when the source knows it. ``source``: who read it. ``pill_state_frame``: the
-    engine frame count of the game state whose pill pose was read, when the source knows it
-    (the truth of simulated recordings). ``min_confidence``: the reader's lowest cell
-    confidence 0..1, None when it gives none.
+    ``console_frame``: the console frame the picture shows, when the source knows it.
+    ``virus_left``: the HUD's virus count (the truth sidecar) or the viruses in the bottle read
+    (the other readers), None when unknown. ``pill_state_frame``: the engine frame count of the
+    game state whose pill pose the picture shows, when the source knows it (the truth of
+    simulated recordings: it sets the frameCounter of the game rebuilt for a decision).
     """
 
-    kind: str
-    field: U8
-    pill: PillReading | None
-    next_colors: tuple[int, int] | None
-    virus_left: int | None
-    console_frame: int | None
-    source: str
+    console_frame: int | None = None
+    virus_left: int | None = None
     pill_state_frame: int | None = None
-    min_confidence: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "field": [bytes(row).hex() for row in self.field],
-            "pill": asdict(self.pill) if self.pill else None,
-            "next_colors": list(self.next_colors) if self.next_colors else None,
-            "virus_left": self.virus_left,
-            "console_frame": self.console_frame,
-            "source": self.source,
-            "min_confidence": self.min_confidence,
-        }
+
+def pill_json(p: FallingPill | None) -> dict[str, Any] | None:
+    """A pill as the replay's JSON lines write it: {x, y, rotation, colors}, or None."""
+    if p is None:
+        return None
+    return {"x": p.x, "y": p.y, "rotation": p.rotation, "colors": p.colors}
+
+
+def reading_json(obs: Observation, facts: FrameFacts) -> dict[str, Any]:
+    """The replay.jsonl ``reading`` line's fields of one frame: ``kind`` (the engine.ScreenKind
+    name in lower case: level, paused, stage_clear, top_out, other), ``field`` (16 hex rows),
+    ``pill``, ``next_colors``, ``virus_left``, ``console_frame``, ``source`` (the reader),
+    ``min_confidence`` (4 decimals; 1.0 for a reader that knows)."""
+    return {
+        "kind": obs.kind.name.lower(),
+        "field": [bytes(row).hex() for row in obs.field],
+        "pill": pill_json(obs.falling),
+        "next_colors": list(obs.next_colors) if obs.next_colors else None,
+        "virus_left": facts.virus_left,
+        "console_frame": facts.console_frame,
+        "source": obs.source,
+        "min_confidence": round(obs.min_confidence, 4),
+    }
 
 
 class Reader(Protocol):
-    """Reads one captured frame; ``truth`` is the sidecar line when the source has one."""
+    """Reads one captured frame; ``truth`` is the sidecar line when the source has one. Returns
+    the Observation of the picture and the source's FrameFacts of it."""
 
     name: str
 
-    def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading: ...
+    def __call__(
+        self, frame: Frame, truth: dict[str, Any] | None
+    ) -> tuple[Observation, FrameFacts]: ...
 
 
-_KIND_OF_SCREEN = {  # engine.ScreenKind names
-    "LEVEL": "level",
-    "PAUSED": "paused",
-    "STAGE_CLEAR": "stage_clear",
-    "TOP_OUT": "top_out",
-}
+def _screen_kind(name: str) -> ScreenKind:
+    """An engine.ScreenKind name (a sidecar's) -> the kind; OTHER for any other name."""
+    return ScreenKind.__members__.get(name, ScreenKind.OTHER)
+
+
 _KIND_OF_PHASE = {
-    Phase.INTRO: "level",
-    Phase.PLAYING: "level",
-    Phase.PAUSED: "paused",
-    Phase.STAGE_CLEAR: "stage_clear",
-    Phase.TOP_OUT: "top_out",
+    Phase.INTRO: ScreenKind.LEVEL,
+    Phase.PLAYING: ScreenKind.LEVEL,
+    Phase.PAUSED: ScreenKind.PAUSED,
+    Phase.STAGE_CLEAR: ScreenKind.STAGE_CLEAR,
+    Phase.TOP_OUT: ScreenKind.TOP_OUT,
 }
+
+
+def _next_pill(colors: Any) -> NextPill | None:
+    return None if not colors else NextPill(_pair(colors))
 
 
 class TruthReader:
@@ -156,7 +164,9 @@ class TruthReader:
 
     name = "truth: the recording's ground-truth sidecar"
 
-    def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
+    def __call__(
+        self, frame: Frame, truth: dict[str, Any] | None
+    ) -> tuple[Observation, FrameFacts]:
         if truth is None:
             raise ReplayError(
                 "the truth reader needs a recording's ground-truth sidecar; this source has none"
@@ -166,29 +176,32 @@ class TruthReader:
             state_frame = truth.get("state_frame", truth.get("frame"))
             if screen is not None:
                 rows, p, nxt = screen["bottle"], screen.get("falling"), screen.get("next")
-                kind = _KIND_OF_SCREEN.get(screen["kind"], "other")
+                kind = _screen_kind(screen["kind"])
                 # the sprites show the pill as of the state one frame before (RENDER.md)
                 pill_frame = None if state_frame is None else int(state_frame) - 1
             else:
                 rows, p, nxt = truth["field"], truth.get("pill"), truth.get("next")
-                kind = _KIND_OF_PHASE.get(Phase[truth["phase"]], "other")
+                kind = _KIND_OF_PHASE.get(Phase[truth["phase"]], ScreenKind.OTHER)
                 pill_frame = None if state_frame is None else int(state_frame)
             grid = np.frombuffer(b"".join(bytes.fromhex(r) for r in rows), np.uint8)
             pill = (
-                PillReading(int(p["x"]), int(p["y"]), int(p["rotation"]), _pair(p["colors"]))
+                FallingPill(int(p["x"]), int(p["y"]), int(p["rotation"]), _pair(p["colors"]))
                 if p
                 else None
             )
-            return Reading(
+            obs = Observation(
                 kind=kind,
                 field=canonical_cells(grid.reshape(16, 8)),
-                pill=pill,
-                next_colors=_pair(nxt["colors"]) if nxt else None,
-                virus_left=truth.get("virus_left"),
-                console_frame=truth.get("console_frame"),
+                falling=pill,
+                next=_next_pill(nxt["colors"]) if nxt else None,
                 source=self.name,
+            )
+            facts = FrameFacts(
+                console_frame=truth.get("console_frame"),
+                virus_left=truth.get("virus_left"),
                 pill_state_frame=pill_frame,
             )
+            return obs, facts
         except (KeyError, ValueError, TypeError) as e:
             raise ReplayError(f"frame {frame.index}: sidecar line not understood ({e!r})") from None
 
@@ -200,30 +213,32 @@ class RunReader:
 
     name = "run: the readings hil run made, from the recording's sidecar"
 
-    def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
+    def __call__(
+        self, frame: Frame, truth: dict[str, Any] | None
+    ) -> tuple[Observation, FrameFacts]:
         if truth is None or "observation" not in truth:
             raise ReplayError(f"frame {frame.index}: the sidecar line has no observation")
         obs = truth["observation"]
         if obs is None:
-            return Reading(
-                "other", np.full((16, 8), EMPTY, np.uint8), None, None, None, None, self.name
-            )
+            return blank_observation(source=self.name), FrameFacts()
         try:
             grid = np.frombuffer(b"".join(bytes.fromhex(r) for r in obs["field"]), np.uint8)
             f = obs.get("falling")
-            field_ = grid.reshape(16, 8).copy()
-            return Reading(
-                kind=_KIND_OF_SCREEN.get(obs["kind"], "other"),
-                field=field_,
-                pill=None
+            low = obs.get("min_confidence")  # the sidecar keeps the lowest cell confidence only
+            seen = Observation(
+                kind=_screen_kind(obs["kind"]),
+                field=grid.reshape(16, 8).copy(),
+                falling=None
                 if f is None
-                else PillReading(int(f[0]), int(f[1]), int(f[2]), _pair(f[3])),
-                next_colors=_pair(obs["next"]) if obs.get("next") else None,
-                virus_left=int(((field_ & 0xF0) == 0xD0).sum()),
-                console_frame=truth.get("console_frame"),
+                else FallingPill(int(f[0]), int(f[1]), int(f[2]), _pair(f[3])),
+                next=_next_pill(obs.get("next")),
+                confidence=np.full((16, 8), 1.0 if low is None else low, np.float32),
                 source=self.name,
-                min_confidence=obs.get("min_confidence"),
             )
+            facts = FrameFacts(
+                console_frame=truth.get("console_frame"), virus_left=seen.virus_count
+            )
+            return seen, facts
         except (KeyError, ValueError, TypeError, IndexError) as e:
             raise ReplayError(
                 f"frame {frame.index}: sidecar observation not understood ({e!r})"
@@ -232,16 +247,16 @@ class RunReader:
 
 class PerceptionReader:
     """The live loop's ONNX reader (hil.loop.observation.OnnxReader: perception's BoardReader,
-    ONNX Runtime, one thread) on the captured pixels, its Observation as a Reading.
+    ONNX Runtime, one thread) on the captured pixels: its Observation, named after this reader.
 
     ``profile``: the capture chain's calibration.Profile; ``model``: the ONNX file (default
     ``perception.store.choose_model``: the model ``hil prepare`` made for the profile's ROM,
-    else the shipped perception/models/board.onnx). The Observation is the runtime's: the bottle
-    as shown (canonical cells), the falling pill as drawn (rotation 0/1, colours in drawn order:
-    a picture cannot tell rotation 2 from 0), the next pill's colours, the screen kind. It reads
-    neither the HUD nor the console frame: ``virus_left`` is the viruses in the bottle read,
-    ``console_frame`` None. Raises ValueError for a missing or bad model, and for a frame whose
-    shape is not the profile's.
+    else the shipped perception/models/board.onnx). The Observation is the one hil run reads: the
+    bottle as shown (canonical cells), the falling pill as drawn (rotation 0/1, colours in drawn
+    order: a picture cannot tell rotation 2 from 0), the next pill's colours, the screen kind. It
+    reads neither the HUD nor the console frame: FrameFacts' ``virus_left`` is the viruses in the
+    bottle read, ``console_frame`` None. Raises ValueError for a missing or bad model, and for a
+    frame whose shape is not the profile's.
     """
 
     def __init__(self, profile: Profile, model: str | Path | None = None) -> None:
@@ -250,19 +265,11 @@ class PerceptionReader:
         self.model_line = self.live.model_line
         self.name = f"perception: BoardReader ({_short_path(self.live.path)})"
 
-    def __call__(self, frame: Frame, truth: dict[str, Any] | None) -> Reading:
-        obs = self.live(frame)
-        f = obs.falling
-        return Reading(
-            kind=_KIND_OF_SCREEN.get(obs.kind.name, "other"),
-            field=obs.field,
-            pill=None if f is None else PillReading(f.x, f.y, f.rotation, f.colors),
-            next_colors=obs.next_colors,
-            virus_left=obs.virus_count,
-            console_frame=None,
-            source=self.name,
-            min_confidence=round(float(np.min(obs.confidence)), 4),
-        )
+    def __call__(
+        self, frame: Frame, truth: dict[str, Any] | None
+    ) -> tuple[Observation, FrameFacts]:
+        obs = replace(self.live(frame), source=self.name)
+        return obs, FrameFacts(virus_left=obs.virus_count)
 
 
 def _short_path(path: Path) -> str:
@@ -279,25 +286,19 @@ def _pair(values: Any) -> tuple[int, int]:
     return int(a), int(b)
 
 
-def _drawn_pill(p: PillReading | None) -> tuple[int, int, int, tuple[int, int]] | None:
-    """(x, y, rotation % 2, colours in drawn order): what a picture of the pill can tell."""
-    if p is None:
-        return None
-    c0, c1 = p.colors
-    if p.rotation >= 2:
-        c0, c1 = c1, c0
-    return (p.x, p.y, p.rotation % 2, (c0, c1))
+def _drawn_pill(p: FallingPill | None) -> FallingPill | None:
+    return None if p is None else p.drawn()
 
 
-def compare_readings(read: Reading, truth: Reading) -> dict[str, Any]:
+def compare_readings(read: Observation, truth: Observation) -> dict[str, Any]:
     """How a reading agrees with the truth's reading of the same frame: ``cells`` (cells of
     the 16x8 bottle read as the truth has them, 0..128; None when the truth shows no bottle,
-    kind ``other``), ``pill`` (the falling pill as drawn, or both none), ``next`` (the next
+    kind OTHER), ``pill`` (the falling pill as drawn, or both none), ``next`` (the next
     pill's colours, or both none), ``kind`` (the screen kind), each True/False."""
-    shown = truth.kind != "other"
+    shown = truth.kind != ScreenKind.OTHER
     return {
         "cells": int((read.field == truth.field).sum()) if shown else None,
-        "pill": _drawn_pill(read.pill) == _drawn_pill(truth.pill),
+        "pill": _drawn_pill(read.falling) == _drawn_pill(truth.falling),
         "next": read.next_colors == truth.next_colors,
         "kind": read.kind == truth.kind,
     }
@@ -432,42 +433,52 @@ class EventDetector:
 
     def __init__(self, lock_wait: int = 20) -> None:
         self.lock_wait = lock_wait
-        self.prev: Reading | None = None
-        self.pill: PillReading | None = None  # the pill falling (last pose read)
-        self.last: PillReading | None = None  # the pill that locked last
+        self.prev: Observation | None = None
+        self.pill: FallingPill | None = None  # the pill falling (last pose read)
+        self.last: FallingPill | None = None  # the pill that locked last
         self.base: U8 | None = None  # the field while it fell (a falling pill changes nothing)
         self.colors: tuple[int, int] | None = None  # the falling pill's, game order (spawn)
         # the pill gone, its cells not yet complete: (last pose, colours, field, since)
-        self.pending: tuple[PillReading, tuple[int, int], U8, int] | None = None
+        self.pending: tuple[FallingPill, tuple[int, int], U8, int] | None = None
 
-    def update(self, index: int, r: Reading) -> list[Event]:
+    def update(self, index: int, r: Observation, facts: FrameFacts | None = None) -> list[Event]:
+        """The events frame ``index`` shows: ``r`` its Observation, ``facts`` what the source
+        says beyond the picture (the console frame and virus count the events carry)."""
+        facts = FrameFacts() if facts is None else facts
         events: list[Event] = []
         prev = self.prev
-        cf = r.console_frame
+        cf = facts.console_frame
+        pill = r.falling
         ref = self.pill or self.last  # a locked pill's sprites may linger a frame
-        new_pill = r.pill is not None and (
-            ref is None or r.pill.y > ref.y or sorted(r.pill.colors) != sorted(ref.colors)
+        new_pill = pill is not None and (
+            ref is None or pill.y > ref.y or sorted(pill.colors) != sorted(ref.colors)
         )
-        if self.pill is not None and (r.pill is None or new_pill or self._grew(r.field)):
+        if self.pill is not None and (pill is None or new_pill or self._grew(r.field)):
             assert self.base is not None and self.colors is not None
             self.pending = (self.pill, self.colors, self.base, index)
             self.last, self.pill = self.pill, None
         if self.pending is not None:
-            events += self._try_lock(index, r, force=new_pill)
+            events += self._try_lock(index, r.field, cf, force=new_pill)
         if prev is not None:
             clearing = int(((r.field & 0xF0) == 0xB0).sum())
             was = int(((prev.field & 0xF0) == 0xB0).sum())
             if clearing > was:
                 events.append(
-                    Event("clear", index, cf, {"cells": clearing - was, "virus_left": r.virus_left})
+                    Event(
+                        "clear",
+                        index,
+                        cf,
+                        {"cells": clearing - was, "virus_left": facts.virus_left},
+                    )
                 )
-            if r.kind != prev.kind and r.kind in ("stage_clear", "top_out"):
-                events.append(Event(r.kind, index, cf, {"virus_left": r.virus_left}))
-        if r.pill is not None and (new_pill or self.pill is not None):
+            if r.kind != prev.kind and r.kind in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT):
+                name = r.kind.name.lower()
+                events.append(Event(name, index, cf, {"virus_left": facts.virus_left}))
+        if pill is not None and (new_pill or self.pill is not None):
             if new_pill:
-                events.append(Event("spawn", index, cf, {"pill": asdict(r.pill)}))
-                self.colors = r.pill.colors
-            self.pill = r.pill
+                events.append(Event("spawn", index, cf, {"pill": pill_json(pill)}))
+                self.colors = pill.colors
+            self.pill = pill
             self.base = r.field
         self.prev = r
         return events
@@ -476,10 +487,10 @@ class EventDetector:
         assert self.base is not None
         return bool((~_occupied(self.base) & _occupied(grid)).any())
 
-    def _try_lock(self, index: int, r: Reading, force: bool) -> list[Event]:
+    def _try_lock(self, index: int, grid: U8, cf: int | None, force: bool) -> list[Event]:
         assert self.pending is not None
         pill, colors, base, since = self.pending
-        placement = lock_placement(base, r.field, colors)
+        placement = lock_placement(base, grid, colors)
         if placement is None and not force and index - since < self.lock_wait:
             return []
         if placement is None:  # the cells never formed this pill: the last pose read
@@ -487,14 +498,14 @@ class EventDetector:
             if rotation < 2 and pill.colors != colors and pill.colors[::-1] == colors:
                 rotation += 2  # drawn as rotation 0/1 with the halves swapped
             placement = placement_index(rotation, 15 - pill.y, pill.x)
-        new = np.argwhere(~_occupied(base) & _occupied(r.field))
+        new = np.argwhere(~_occupied(base) & _occupied(grid))
         self.pending = None
         data = {
             "placement": placement,
             "colors": list(colors),
             "cells": [[int(a), int(b)] for a, b in new],
         }
-        return [Event("lock", index, r.console_frame, data)]
+        return [Event("lock", index, cf, data)]
 
 
 # ---- decisions -------------------------------------------------------------------------------
@@ -579,23 +590,30 @@ def speed_ups_at_spawn(pills: int) -> int:
     return min(49, (pills + 1) // 10)
 
 
-def game_from_reading(r: Reading, level: int, speed: int, speed_ups: int = 0) -> engine.Game:
-    """An engine game in the state a reading shows at a spawn: the field, the falling pill and
-    the next pill, ``speed_ups`` (counted from the spawns seen, :func:`speed_ups_at_spawn`);
+def game_from_reading(
+    r: Observation,
+    level: int,
+    speed: int,
+    speed_ups: int = 0,
+    pill_state_frame: int | None = None,
+) -> engine.Game:
+    """An engine game in the state an Observation shows at a spawn: the field, the falling pill
+    and the next pill, ``speed_ups`` (counted from the spawns seen, :func:`speed_ups_at_spawn`);
     gravity counter, DAS and held buttons are unknown from a picture and start at 0 (as they
-    are at a spawn); frameCounter (its parity times the fast drop) is ``pill_state_frame`` when
-    the source knows it (a simulated game starts at 0), else 0. Raises ValueError without a
-    falling pill or with speed_ups outside 0..49."""
-    if r.pill is None:
+    are at a spawn); frameCounter (its parity times the fast drop) is ``pill_state_frame``
+    (FrameFacts) when the source knows it (a simulated game starts at 0), else 0. Raises
+    ValueError without a falling pill or with speed_ups outside 0..49."""
+    pill = r.falling
+    if pill is None:
         raise ValueError("a decision needs a falling pill in the reading")
     if not 0 <= speed_ups <= 49:
         raise ValueError(f"speed_ups must be 0..49, got {speed_ups}")
     g = engine.Game(level, speed, 0x8988)
     g.field[:] = r.field.reshape(-1)
-    g.pill_x[...] = r.pill.x
-    g.pill_y[...] = r.pill.y
-    g.pill_rotation[...] = r.pill.rotation
-    g.pill_colors[:] = r.pill.colors
+    g.pill_x[...] = pill.x
+    g.pill_y[...] = pill.y
+    g.pill_rotation[...] = pill.rotation
+    g.pill_colors[:] = pill.colors
     if r.next_colors is not None:
         g.next_colors[:] = r.next_colors
     g.phase[...] = int(Phase.PLAYING)
@@ -603,7 +621,7 @@ def game_from_reading(r: Reading, level: int, speed: int, speed_ups: int = 0) ->
     for name in ("speed_counter", "hor_velocity", "btns_held", "btns_pressed"):
         getattr(g, name)[...] = 0
     g.speed_ups[...] = speed_ups
-    g.frame_counter[...] = (r.pill_state_frame or 0) & 0xFF
+    g.frame_counter[...] = (pill_state_frame or 0) & 0xFF
     g.status[...] = 0xFF  # no row redraw pending
     return g
 
@@ -722,7 +740,7 @@ def _cell_box(profile: Profile, row: int, col: int) -> tuple[tuple[int, int], tu
 def annotate(
     image: U8,
     profile: Profile,
-    reading: Reading,
+    reading: Observation,
     choice: int | None,
     lines: list[str],
 ) -> U8:
@@ -741,7 +759,7 @@ def annotate(
         (x0, y0), (x1, y1) = _cell_box(profile, r, c)
         m = max(3, (x1 - x0) // 3)
         _mark(cap, int(code), (x0 + 1, y0 + 1, x0 + 1 + m, y0 + 1 + m), border=True)
-    pill = reading.pill
+    pill = reading.falling
     pill_index = placement_index(pill.rotation % 2, 15 - pill.y, pill.x) if pill else None
     if pill_index is not None:
         (x0, y0), (x1, y1) = _placement_box(profile, pill_index)
@@ -967,16 +985,16 @@ def replay(
                 for frame, truth in frames:
                     if max_frames is not None and summary.frames >= max_frames:
                         break
-                    reading = reader(frame, truth)
+                    reading, facts = reader(frame, truth)
                     line = {"type": "reading", "index": frame.index, "time_ns": frame.time_ns}
-                    line |= reading.to_json()
+                    line |= reading_json(reading, facts)
                     agree: dict[str, Any] | None = None
                     if truth_reader is not None and agreement is not None:
-                        agree = compare_readings(reading, truth_reader(frame, truth))
+                        agree = compare_readings(reading, truth_reader(frame, truth)[0])
                         agreement.add(agree)
                         line["truth_agree"] = agree
                     emit(jl, line)
-                    if reading.kind == "other":
+                    if reading.kind == ScreenKind.OTHER:
                         pills = 0
                     if run and truth is not None:
                         lv = truth.get("level")
@@ -984,7 +1002,7 @@ def replay(
                         if now != played:
                             played, pills = now, 0
                         level, speed = (None, None) if now is None else now
-                    for ev in detector.update(frame.index, reading):
+                    for ev in detector.update(frame.index, reading, facts):
                         summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
                         emit(jl, ev.to_json())
                         say(_describe_event(ev))
@@ -1009,6 +1027,7 @@ def replay(
                                 decision = _decide(
                                     policy,
                                     reading,
+                                    facts,
                                     int(level),
                                     int(speed),
                                     speed_ups_at_spawn(pills),
@@ -1043,8 +1062,8 @@ def replay(
                         head = [
                             f"{source.profile.name}  frame {frame.index}"
                             + (
-                                f"  console frame {reading.console_frame}"
-                                if reading.console_frame is not None
+                                f"  console frame {facts.console_frame}"
+                                if facts.console_frame is not None
                                 else ""
                             ),
                             f"reader: {reader.name}",
@@ -1074,10 +1093,15 @@ def replay(
 
 
 def _decide(
-    policy: Decider, reading: Reading, level: int, speed: int, speed_ups: int
+    policy: Decider,
+    reading: Observation,
+    facts: FrameFacts,
+    level: int,
+    speed: int,
+    speed_ups: int,
 ) -> dict[str, Any]:
     try:
-        game = game_from_reading(reading, level, speed, speed_ups)
+        game = game_from_reading(reading, level, speed, speed_ups, facts.pill_state_frame)
         d = policy.act(game)
     except ValueError as e:
         return {"policy": policy.name, "error": str(e), "speed_ups": speed_ups}

@@ -2,8 +2,8 @@
 -> schedule, each stage owning its state (docs/RUN.md, "One frame of the loop"): the console
 (hil.consoles.base.Console: capture, controller port, clock, level start), the frame clock
 (hil.loop.clock), the schedule (hil.loop.schedule), the reader (hil.loop.observation), the
-tracker (hil.loop.tracker), the level flow (hil.loop.levels); :func:`play` runs it on any
-console.
+tracker (hil.loop.tracker), the decision (hil.loop.decision), the level flow (hil.loop.levels);
+:func:`play` runs it on any console.
 
 One thread does the work, frame by frame:
 
@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,12 +48,13 @@ import engine
 from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEnd, chains_to
 from hil.link.link import Link, LinkError, LinkRefused
 from hil.loop.clock import FrameClock
+from hil.loop.decision import Decision, Planner, Policy
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
-from hil.loop.observation import Observation, Reader
-from hil.loop.ponder import Ahead, PonderStats, ponder
+from hil.loop.observation import Reader
 from hil.loop.recording import jsonable
 from hil.loop.schedule import Schedule
-from hil.loop.tracker import Event, LevelState, Tracker, TrackerConfig
+from hil.loop.tracker import Event, Tracker, TrackerConfig
+from perception.observation import Observation
 
 U8 = npt.NDArray[np.uint8]
 # Readings of a blank picture in a row after which the menu start presses Start (a cutscene).
@@ -61,23 +62,6 @@ BLANK_START_READS = 240
 
 
 # ---- the pluggable pieces ---------------------------------------------------------------------
-
-
-class Policy(Protocol):
-    """``choose(game, reachable) -> placement index``: game is the predicted state where the
-    first new input takes effect (a falling pill), reachable bool[512] from the planner."""
-
-    name: str
-
-    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int: ...
-
-
-class Planner(Protocol):
-    """``plan(game, prefix) -> engine.Plan`` (docs/PLANNER.md): prefix = committed masks."""
-
-    name: str
-
-    def __call__(self, game: engine.Game, prefix: U8) -> engine.Plan: ...
 
 
 class EnginePlanner:
@@ -459,8 +443,6 @@ class Runtime:
         self.console = console
         self.source = console.capture
         self.reader = reader
-        self.policy = policy
-        self.planner = planner
         self.now = console.now_ns  # the runtime's clock (ns)
         self.log = log or EventLog(None)
         self.view = view
@@ -498,12 +480,25 @@ class Runtime:
             start_wait_frames=settings.start_wait_frames,
             stop_on_top_out=settings.stop_on_top_out,
         )
-        self.decision_ms_recent: deque[float] = deque(maxlen=5)
-        self.ahead: Ahead | None = None  # pill N+1 pondered during pill N's fall
-        self._ahead_level: object = None  # the tracker's level it was pondered in
-        self.ponder_stats = PonderStats()
+        # The decision (hil.loop.decision): the policy, the planner, the placement last sent;
+        # it reaches the link through the Runtime's helpers.
+        self.decision = Decision(
+            policy,
+            planner,
+            self.tracker,
+            self.schedule,
+            first_free=self._first_free,
+            feed=lambda ahead: self._feed(ahead=ahead),
+            send=self._schedule,
+            fast=settings.fast,
+            feed_frames=settings.feed_frames,
+            log=self.log.write,
+            stats=self.stats,
+            ponder=settings.ponder,
+            now_frame=lambda: self.clock.frame_at(self.now()),
+            horizon=self._horizon,
+        )
         self.last_ping_frame = -(10**9)
-        self.last_placement: dict[str, Any] | None = None
         self.last_obs: Observation | None = None
         self.pending_renumber = False
         self.interrupted = False
@@ -523,6 +518,12 @@ class Runtime:
     def results(self) -> list[dict[str, Any]]:
         """One record per level played (level_end events)."""
         return self.levels.results
+
+    @property
+    def last_placement(self) -> dict[str, Any] | None:
+        """The placement last sent (Decision.last): pill, placement, rotation, row, col,
+        lock_frame; None before the first."""
+        return self.decision.last
 
     # ---- logging ----------------------------------------------------------------------------
 
@@ -637,6 +638,14 @@ class Runtime:
             )
         return True
 
+    def _horizon(self) -> int | None:
+        """The last console frame a SCHEDULE sent now may fill: the firmware's queue past the
+        newest STATUS, less a margin of 8 frames (None while the link or a status is missing)."""
+        link = self.ctl.link
+        if link is None or link.last_status_frame is None or link.hello is None:
+            return None
+        return link.last_status_frame + link.hello.queue_capacity - 8
+
     def _first_free(self, extra_ms: float = 0.0) -> int:
         clock = self.clock
         margin = self.s.margin_ms + extra_ms
@@ -660,222 +669,6 @@ class Runtime:
             # Keeps the watchdog fed, and each PONG refines the device-to-host clock offset.
             self._ping()
             sched.last_tx_frame = self.last_ping_frame = now_frame
-
-    # ---- decisions --------------------------------------------------------------------------
-
-    def _decision_margin_ms(self) -> float:
-        if self.s.fast:
-            return 0.0
-        recent = self.decision_ms_recent
-        return max(recent) if recent else 50.0
-
-    def _decide(self, pill: int, t_seen_ns: int) -> None:
-        tr = self.tracker
-        conf = tr.confirmed_state()
-        if conf is None:
-            return
-        if self.ahead is not None and self.ahead.pill == pill:
-            if self._take_ahead(pill, t_seen_ns):
-                return
-        self.ahead = None
-        self.stats.decisions += 1
-        extra = self._decision_margin_ms()
-        if not self.s.fast:
-            # "No buttons" well past the time the decision may take: no underrun meanwhile
-            # (the plan replaces what it needs; only frames armed before it is sent count as
-            # the committed prefix).
-            self._feed(ahead=max(60, int(3 * extra / 16.6) + 2 * self.s.feed_frames))
-        for _attempt in range(4):
-            conf = tr.confirmed_state()
-            assert conf is not None
-            g0, game = conf
-            first = max(self._first_free(extra), g0)
-            prefix = np.array([self.schedule.mask_of(g) for g in range(g0, first)], np.uint8)
-            decision = game.clone()
-            decision.run(prefix)
-            if not _falling_at(decision):
-                # The pill locks before the first frame we can still reach (engine.plan would
-                # plan the next pill, whose next-pill colours are not seen yet): missed.
-                self._missed(pill, first, len(prefix), "the pill locks before the first free frame")
-                return
-            t0 = time.perf_counter_ns()
-            try:
-                plan = self.planner(game, prefix)
-                t1 = time.perf_counter_ns()
-                if plan.status != 0 or len(plan) == 0:
-                    self._missed(pill, first, len(prefix), f"plan status {int(plan.status)}")
-                    return
-                idx = int(self.policy.choose(decision, plan.reachable))
-            except ValueError as exc:  # one bad decision must not end the run
-                self._missed(pill, first, len(prefix), f"error: {exc}")
-                return
-            t2 = time.perf_counter_ns()
-            full = plan.masks(idx)  # from the confirmed state, prefix included, to the lock
-            masks = full[len(prefix) :]
-            if not self.s.fast and self._first_free() > first:
-                extra = (t2 - t0) / 1e6 + 5.0  # took too long: the prefix grew; again
-                continue
-            # Frames scheduled before beyond the new plan (an older plan) are released.
-            tail = max(0, self.schedule.feed_end - (first + len(masks) - 1))
-            t_wire = time.perf_counter_ns()
-            sent = self._schedule(first, [*masks, *([0] * tail)], "plan")
-            t_ack = time.perf_counter_ns()
-            if not sent:
-                return
-            tr.decided(pill)
-            spawn = self._spawn_frame(pill)
-            if spawn is not None:
-                self.ponder_stats.margins.append(spawn - self.clock.frame_at(self.now()))
-            lock_frame = g0 + len(full) - 1
-            wire_ms = (t_wire - t_seen_ns) / 1e6
-            self.stats.spawn_to_wire_ms.append(wire_ms)
-            self.stats.plan_ms.append((t1 - t0) / 1e6)
-            self.stats.policy_ms.append((t2 - t1) / 1e6)
-            self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
-            self.decision_ms_recent.append((t_ack - t0) / 1e6)
-            self.last_placement = {
-                "pill": pill,
-                "placement": idx,
-                "rotation": idx // 128,
-                "row": (idx % 128) // 8,
-                "col": idx % 8,
-                "lock_frame": lock_frame,
-            }
-            self.log.write(
-                "plan",
-                pill=pill,
-                placement=idx,
-                first_frame=first,
-                prefix=len(prefix),
-                lock_frame=lock_frame,
-                reachable=len(plan),
-                plan_ms=round((t1 - t0) / 1e6, 3),
-                policy_ms=round((t2 - t1) / 1e6, 3),
-                spawn_to_wire_ms=round(wire_ms, 3),
-                ack_ms=round((t_ack - t_wire) / 1e6, 3),
-            )
-            self._ponder(pill, g0, game, full)
-            return
-        self.stats.missed_decisions += 1
-        self.log.write("no_plan", pill=pill, reason="could not keep up with the console")
-        tr.decided(pill)
-
-    # ---- pondering (hil.loop.ponder) ----------------------------------------------------------
-
-    def _spawn_frame(self, pill: int) -> int | None:
-        """The console frame pill ``pill`` could first be moved in, from the tracker's history."""
-        lv = self.tracker.lv
-        if lv is None or lv.base is None:
-            return None
-        es = [e for e, n in lv.spawns.items() if n == pill]
-        return None if not es else lv.base + min(es)
-
-    def _ponder(self, pill: int, g0: int, game: engine.Game, full: Any) -> None:
-        """Decides pill ``pill + 1`` now, during pill ``pill``'s fall, and sends what it can."""
-        self.ahead = None
-        if not self.s.ponder:
-            return
-        a = ponder(pill, g0, game, full, self.planner, self.policy.choose)
-        if a is None:
-            return
-        self.ahead, self._ahead_level = a, self.tracker.lv
-        self.ponder_stats.pondered += 1
-        self.ponder_stats.ms.append(a.ms)
-        self._send_ahead()
-
-    def _send_ahead(self) -> None:
-        """Schedules the pondered pill's common masks from its spawn, once they fit in the
-        firmware's queue and the spawn is still ahead of the first free frame."""
-        a, link, tr = self.ahead, self.ctl.link, self.tracker
-        if a is None or a.sent_frame is not None or a.late or not len(a.common) or link is None:
-            return
-        if tr.state != LevelState.TRACKING or tr.lv is not self._ahead_level:
-            return
-        first = self._first_free()
-        if a.spawn < first:
-            a.late = True
-            self.ponder_stats.late += 1
-            return
-        status = link.last_status_frame
-        cap = link.hello.queue_capacity if link.hello is not None else 0
-        if status is None or a.spawn + len(a.common) - 1 > status + cap - 8:
-            return  # not in the queue's reach yet: a later frame sends it
-        start = max(min(self.schedule.feed_end + 1, a.spawn), first)
-        masks = [0] * (a.spawn - start) + [int(m) for m in a.common]
-        if self._schedule(start, masks, "ponder"):
-            a.sent_frame = self.clock.frame_at(self.now())
-            self.ponder_stats.sent_early += 1
-            self.ponder_stats.whole += int(a.agreed)
-
-    def _take_ahead(self, pill: int, t_seen_ns: int) -> bool:
-        """Plays the pondered choice for ``pill`` if the tracker confirms its spawn state
-        (Ahead.take); False: decide at the spawn instead."""
-        a, tr = self.ahead, self.tracker
-        assert a is not None
-        self.ahead = None
-        lv = tr.lv
-        conf = tr.confirmed_state()
-        got = None
-        if lv is not None and lv is self._ahead_level and lv.base is not None and conf:
-            got = tr.state_at(a.spawn - lv.base)
-        taken = None
-        if got is not None and conf is not None:
-            state, spawns = got
-            first = max(self._first_free(self._decision_margin_ms()), conf[0], a.spawn)
-            pair = lv.next_by_spawn.get(pill) if lv is not None else None
-            taken = a.take(state, spawns, pair, self.schedule.mask_of, first)
-        if taken is None:
-            self.ponder_stats.replanned += 1
-            self.log.write("ponder_replan", pill=pill, reason=a.reason or "the level changed")
-            return False
-        idx, masks, start = taken
-        t0 = time.perf_counter_ns()
-        rest = [int(m) for m in masks[start:]]
-        send_from = a.spawn + start
-        if rest:
-            tail = max(0, self.schedule.feed_end - (send_from + len(rest) - 1))
-            if not self._schedule(send_from, [*rest, *([0] * tail)], "plan"):
-                return True  # the link is down: nothing more to do for this pill
-        now_frame = self.clock.frame_at(self.now())
-        first_sent = a.sent_frame if a.sent_frame is not None else now_frame
-        self.stats.decisions += 1
-        self.ponder_stats.taken += 1
-        self.ponder_stats.margins.append(a.spawn - first_sent)
-        tr.decided(pill)
-        wire_ms = (time.perf_counter_ns() - t_seen_ns) / 1e6
-        self.stats.spawn_to_wire_ms.append(wire_ms)
-        lock_frame = a.spawn + len(masks) - 1
-        self.last_placement = {
-            "pill": pill,
-            "placement": idx,
-            "rotation": idx // 128,
-            "row": (idx % 128) // 8,
-            "col": idx % 8,
-            "lock_frame": lock_frame,
-        }
-        self.log.write(
-            "plan",
-            pill=pill,
-            placement=idx,
-            first_frame=a.spawn,  # the plan's first frame (its masks went out ahead)
-            sent_from=send_from,  # the first frame sent now (the rest had gone or played)
-            prefix=start,
-            lock_frame=lock_frame,
-            pondered=True,
-            margin_frames=a.spawn - first_sent,
-            ponder_ms=round(a.ms, 3),
-            spawn_to_wire_ms=round(wire_ms, 3),
-            take_ms=round((time.perf_counter_ns() - t0) / 1e6, 3),
-        )
-        state = a.predicted.clone()
-        state.next_colors[:] = lv.next_by_spawn[pill] if lv is not None else (0, 0)
-        self._ponder(pill, a.spawn, state, masks)
-        return True
-
-    def _missed(self, pill: int, first: int, prefix: int, reason: str) -> None:
-        self.stats.missed_decisions += 1
-        self.log.write("no_plan", pill=pill, first_frame=first, prefix=prefix, reason=reason)
-        self.tracker.decided(pill)
 
     # ---- levels -------------------------------------------------------------------------------
 
@@ -1063,19 +856,7 @@ class Runtime:
         events = self.tracker.on_frame(frame.time_ns, obs)
         self.last_obs = obs
         self._latency_sample(frame)
-        pill = self.tracker.decision_due if self.ctl.link is not None else None
-        if pill is not None:
-            self._decide(pill, t_got)
-        elif (
-            self.tracker.replan
-            and self.tracker.state == LevelState.TRACKING
-            and self.ctl.link is not None
-        ):
-            conf = self.tracker.confirmed_state()
-            if conf is not None and _falling_at(conf[1]):
-                self._decide(self.tracker.lv.reported_spawn if self.tracker.lv else 0, t_got)
-            self.tracker.replan = False
-        self._send_ahead()
+        self.decision.on_frame(t_got, linked=self.ctl.link is not None)
         self._poll()
         self._level_flow()
         self._feed()
@@ -1175,20 +956,16 @@ class Runtime:
                 "spawn_to_wire_without_planner_and_policy": percentiles(st.overhead_ms),
             },
             "capture_latency_frames": percentiles(st.capture_latency_frames),
-            "ponder": self.ponder_stats.summary(),
+            "ponder": self.decision.ponder_stats.summary(),
             "peak_rss_mb": peak_rss_mb(),
             "wall_s": round(time.perf_counter() - self.t_start, 3),
             "reader": getattr(self.reader, "name", "?"),
-            "policy": getattr(self.policy, "name", "?"),
-            "planner": getattr(self.planner, "name", "?"),
+            "policy": getattr(self.decision.policy, "name", "?"),
+            "planner": getattr(self.decision.planner, "name", "?"),
             "capture": self.source.describe(),
         }
         self.log.write("summary", **out)
         return out
-
-
-def _falling_at(game: engine.Game) -> bool:
-    return int(game.next_action) == 0 and int(game.phase) == 1
 
 
 # ---- one run ------------------------------------------------------------------------------

@@ -36,16 +36,15 @@ import engine
 from engine import ScreenKind
 from engine.constants import Phase
 from hil.loop.clock import NES_HZ, FrameClock
-from hil.loop.observation import (
+from hil.loop.schedule import Schedule
+from perception.observation import (
     COLS,
     ROWS,
+    FallingPill,
     Observation,
-    PillSeen,
     canonical_cells,
-    canonical_pill,
     observation_from_facts,
 )
-from hil.loop.schedule import Schedule
 
 SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
 
@@ -70,22 +69,13 @@ class MatchConfig:
     compare_virus_frame: bool = True
 
 
-def _pill_cells(pill: PillSeen) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(row from the top, column) of the cells a pill's sprites cover, in drawn order (left
-    then right, bottom then top); rows may be -1 (the neck) for a vertical pill at the top."""
-    row = 15 - pill.y
-    if pill.rotation % 2 == 0:
-        return (row, pill.x), (row, pill.x + 1)
-    return (row, pill.x), (row - 1, pill.x)
-
-
-def _pill_hidden(pill: PillSeen, field: npt.NDArray[np.uint8]) -> bool:
+def _pill_hidden(pill: FallingPill, field: npt.NDArray[np.uint8]) -> bool:
     """True when the bottle already shows ``pill`` in the cells its sprites cover: the lock
     frame, whose picture has the locked pill's tiles under the last sprite (the sprite one
     line lower, fallingPill_spriteUpdate $872F), which a pixel reader cannot reliably tell
     from the tiles alone. Pill halves only ($4x-$8x), in the sprite's colours."""
-    p = canonical_pill(pill)
-    for (r, c), color in zip(_pill_cells(p), p.colors, strict=True):
+    p = pill.drawn()
+    for (r, c), color in zip(p.cells, p.colors, strict=True):
         if not (0 <= r < ROWS and 0 <= c < COLS):
             return False
         code = int(field[r, c])
@@ -114,7 +104,7 @@ def mismatches(
     sure = np.asarray(obs.confidence) >= cfg.min_confidence  # a new array
     for pill in (pred.falling, obs.falling):
         if pill is not None:  # the tiles under a falling pill's sprites are hidden
-            for r, c in _pill_cells(pill):
+            for r, c in pill.cells:
                 if 0 <= r < ROWS and 0 <= c < COLS:
                     sure[r, c] = False
     # A virus read as its colour's clearing tile is not compared: no clear is made of viruses
@@ -130,7 +120,7 @@ def mismatches(
     elif (pred.falling is None) != (obs.falling is None) or (
         pred.falling is not None
         and obs.falling is not None
-        and canonical_pill(pred.falling) != canonical_pill(obs.falling)
+        and pred.falling.drawn() != obs.falling.drawn()
     ):
         out.append("pill")
     if (
@@ -977,7 +967,7 @@ def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> 
     shown[sure] = tiles[sure]
 
 
-def _write_pill(game: engine.Game, pill: PillSeen) -> None:
+def _write_pill(game: engine.Game, pill: FallingPill) -> None:
     game.pill_x[()] = pill.x
     game.pill_y[()] = pill.y
     game.pill_rotation[()] = pill.rotation

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.loop.observation import Observation
+from perception.observation import Observation
 
 View = Callable[[dict[str, Any]], None]
 _COLORS = ("yellow", "red", "blue")
@@ -39,13 +39,8 @@ def board_lines(obs: Observation | None) -> list[list[tuple[str, str]]]:
             rows[r][c] = (ch, color)
     p = obs.falling
     if p is not None:
-        row = 15 - p.y
-        cells = (
-            [(row, p.x), (row, p.x + 1)] if p.rotation % 2 == 0 else [(row, p.x), (row - 1, p.x)]
-        )
-        first = p.colors[0] if p.rotation in (0, 1) else p.colors[1]
-        second = p.colors[1] if p.rotation in (0, 1) else p.colors[0]
-        for (r, c), k in zip(cells, (first, second), strict=True):
+        drawn = p.drawn()
+        for (r, c), k in zip(drawn.cells, drawn.colors, strict=True):
             if 0 <= r < 16 and 0 <= c < 8:
                 rows[r][c] = ("@", _COLORS[k])
     return rows

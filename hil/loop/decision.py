@@ -1,0 +1,342 @@
+"""The decision: the loop's stage between the tracker and the schedule (docs/RUN.md, "A decision").
+
+When the tracker says a pill's decision is due (the first capture that shows it, or a re-sync
+while a pill falls), :class:`Decision` finds the first console frame a schedule sent now can
+still reach, predicts the state there from the latched and scheduled masks (the committed
+prefix), plans every reachable placement from the confirmed state, lets the policy choose among
+them and sends that placement's masks from that frame on. It owns the policy, the planner, the
+placement last sent and the recent decision times (the real-time margin); it reaches the
+controller link only through the three callables the Runtime gives it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+from hil.loop.ponder import Ahead, PonderStats, falling_at, ponder
+from hil.loop.schedule import Schedule
+from hil.loop.tracker import LevelState, Tracker
+
+U8 = npt.NDArray[np.uint8]
+
+
+class Policy(Protocol):
+    """``choose(game, reachable) -> placement index``: game is the predicted state where the
+    first new input takes effect (a falling pill), reachable bool[512] from the planner."""
+
+    name: str
+
+    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int: ...
+
+
+class Planner(Protocol):
+    """``plan(game, prefix) -> engine.Plan`` (docs/PLANNER.md): prefix = committed masks."""
+
+    name: str
+
+    def __call__(self, game: engine.Game, prefix: U8) -> engine.Plan: ...
+
+
+class DecisionStats(Protocol):
+    """The Runtime's Stats fields a decision adds to (hil.loop.runtime.Stats)."""
+
+    decisions: int
+    missed_decisions: int
+    spawn_to_wire_ms: Any
+    plan_ms: Any
+    policy_ms: Any
+    overhead_ms: Any
+
+
+class Decision:
+    """The decision stage (see the module docstring).
+
+    ``policy``, ``planner``: the pluggable pieces. ``tracker``, ``schedule``: the stages it
+    reads (the confirmed state, each frame's mask). ``first_free(extra_ms) -> frame``: the
+    first console frame a schedule sent now can reach with ``extra_ms`` more margin;
+    ``feed(ahead)``: keep "no buttons" scheduled ``ahead`` frames on; ``send(first, masks,
+    what) -> bool``: schedule ``masks`` from frame ``first`` (False when the link refused or is
+    gone). ``fast``: lockstep (no time passes while deciding, no margin). ``feed_frames``: the
+    run's feed depth (frames). ``log(name, **data)``: the event log. ``stats``: the Runtime's
+    Stats. ``last``: the placement last sent ({pill, placement, rotation, row, col,
+    lock_frame}) or None. ``ponder``: decide pill N+1 during pill N's fall (hil.loop.ponder);
+    ``now_frame() -> frame``: the console frame now (the frame clock); ``horizon() -> frame |
+    None``: the last frame a schedule sent now may reach (the firmware's queue), None while
+    unknown. ``ponder_stats``: what pondering did (the summary's ``ponder``).
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        planner: Planner,
+        tracker: Tracker,
+        schedule: Schedule,
+        *,
+        first_free: Callable[[float], int],
+        feed: Callable[[int], None],
+        send: Callable[[int, Sequence[int], str], bool],
+        fast: bool,
+        feed_frames: int,
+        log: Callable[..., None],
+        stats: DecisionStats,
+        ponder: bool = False,
+        now_frame: Callable[[], int] | None = None,
+        horizon: Callable[[], int | None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.planner = planner
+        self.tracker = tracker
+        self.schedule = schedule
+        self.first_free = first_free
+        self.feed = feed
+        self.send = send
+        self.fast = fast
+        self.feed_frames = feed_frames
+        self.log = log
+        self.stats = stats
+        self.recent_ms: deque[float] = deque(maxlen=5)
+        self.last: dict[str, Any] | None = None
+        self.ponder = ponder and now_frame is not None and horizon is not None
+        self.now_frame = now_frame or (lambda: 0)
+        self.horizon = horizon or (lambda: None)
+        self.ahead: Ahead | None = None  # pill N+1 pondered during pill N's fall
+        self._ahead_level: object = None  # the tracker's level it was pondered in
+        self.ponder_stats = PonderStats()
+
+    def margin_ms(self) -> float:
+        """Extra margin for the first frame a decision aims at: none in lockstep, else the
+        longest of the last 5 decisions (50 ms before the first)."""
+        if self.fast:
+            return 0.0
+        return max(self.recent_ms) if self.recent_ms else 50.0
+
+    def on_frame(self, t_seen_ns: int, linked: bool) -> None:
+        """After the tracker handled a capture (``t_seen_ns``: when it was taken, perf_counter
+        ns): decide the pill whose decision is due, or re-plan the falling pill after a
+        re-sync. Nothing while the controller link is down (``linked`` False)."""
+        tr = self.tracker
+        pill = tr.decision_due if linked else None
+        if pill is not None:
+            self.decide(pill, t_seen_ns)
+        elif tr.replan and tr.state == LevelState.TRACKING and linked:
+            conf = tr.confirmed_state()
+            if conf is not None and falling_at(conf[1]):
+                self.decide(tr.lv.reported_spawn if tr.lv else 0, t_seen_ns)
+            tr.replan = False
+        if linked:
+            self.send_ahead()
+
+    def decide(self, pill: int, t_seen_ns: int) -> None:
+        """Plans, chooses and sends pill ``pill``'s placement (see the module docstring); a
+        pill it cannot place in time is logged as ``no_plan`` and counted missed."""
+        tr = self.tracker
+        conf = tr.confirmed_state()
+        if conf is None:
+            return
+        if self.ahead is not None and self.ahead.pill == pill:
+            if self._take_ahead(pill, t_seen_ns):
+                return
+        self.ahead = None
+        self.stats.decisions += 1
+        extra = self.margin_ms()
+        if not self.fast:
+            # "No buttons" well past the time the decision may take: no underrun meanwhile
+            # (the plan replaces what it needs; only frames armed before it is sent count as
+            # the committed prefix).
+            self.feed(max(60, int(3 * extra / 16.6) + 2 * self.feed_frames))
+        for _attempt in range(4):
+            conf = tr.confirmed_state()
+            assert conf is not None
+            g0, game = conf
+            first = max(self.first_free(extra), g0)
+            prefix = np.array([self.schedule.mask_of(g) for g in range(g0, first)], np.uint8)
+            decision = game.clone()
+            decision.run(prefix)
+            if not falling_at(decision):
+                # The pill locks before the first frame we can still reach (engine.plan would
+                # plan the next pill, whose next-pill colours are not seen yet): missed.
+                self._missed(pill, first, len(prefix), "the pill locks before the first free frame")
+                return
+            t0 = time.perf_counter_ns()
+            try:
+                plan = self.planner(game, prefix)
+                t1 = time.perf_counter_ns()
+                if plan.status != 0 or len(plan) == 0:
+                    self._missed(pill, first, len(prefix), f"plan status {int(plan.status)}")
+                    return
+                idx = int(self.policy.choose(decision, plan.reachable))
+            except ValueError as exc:  # one bad decision must not end the run
+                self._missed(pill, first, len(prefix), f"error: {exc}")
+                return
+            t2 = time.perf_counter_ns()
+            full = plan.masks(idx)  # from the confirmed state, prefix included, to the lock
+            masks = full[len(prefix) :]
+            if not self.fast and self.first_free(0.0) > first:
+                extra = (t2 - t0) / 1e6 + 5.0  # took too long: the prefix grew; again
+                continue
+            # Frames scheduled before beyond the new plan (an older plan) are released.
+            tail = max(0, self.schedule.feed_end - (first + len(masks) - 1))
+            t_wire = time.perf_counter_ns()
+            sent = self.send(first, [*masks, *([0] * tail)], "plan")
+            t_ack = time.perf_counter_ns()
+            if not sent:
+                return
+            tr.decided(pill)
+            spawn = self._spawn_frame(pill)
+            if spawn is not None:
+                self.ponder_stats.margins.append(spawn - self.now_frame())
+            lock_frame = g0 + len(full) - 1
+            wire_ms = (t_wire - t_seen_ns) / 1e6
+            self.stats.spawn_to_wire_ms.append(wire_ms)
+            self.stats.plan_ms.append((t1 - t0) / 1e6)
+            self.stats.policy_ms.append((t2 - t1) / 1e6)
+            self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
+            self.recent_ms.append((t_ack - t0) / 1e6)
+            self.last = {
+                "pill": pill,
+                "placement": idx,
+                "rotation": idx // 128,
+                "row": (idx % 128) // 8,
+                "col": idx % 8,
+                "lock_frame": lock_frame,
+            }
+            self.log(
+                "plan",
+                pill=pill,
+                placement=idx,
+                first_frame=first,
+                prefix=len(prefix),
+                lock_frame=lock_frame,
+                reachable=len(plan),
+                plan_ms=round((t1 - t0) / 1e6, 3),
+                policy_ms=round((t2 - t1) / 1e6, 3),
+                spawn_to_wire_ms=round(wire_ms, 3),
+                ack_ms=round((t_ack - t_wire) / 1e6, 3),
+            )
+            self._ponder(pill, g0, game, full)
+            return
+        self.stats.missed_decisions += 1
+        self.log("no_plan", pill=pill, reason="could not keep up with the console")
+        tr.decided(pill)
+
+    # ---- pondering (hil.loop.ponder) ----------------------------------------------------------
+
+    def _spawn_frame(self, pill: int) -> int | None:
+        """The console frame pill ``pill`` could first be moved in, from the tracker's history."""
+        lv = self.tracker.lv
+        base = getattr(lv, "base", None)
+        if base is None:
+            return None
+        es = [e for e, n in getattr(lv, "spawns", {}).items() if n == pill]
+        return None if not es else base + min(es)
+
+    def _ponder(self, pill: int, g0: int, game: engine.Game, full: Any) -> None:
+        """Decides pill ``pill + 1`` now, during pill ``pill``'s fall, and sends what it can."""
+        self.ahead = None
+        if not self.ponder:
+            return
+        a = ponder(pill, g0, game, full, self.planner, self.policy.choose)
+        if a is None:
+            return
+        self.ahead, self._ahead_level = a, self.tracker.lv
+        self.ponder_stats.pondered += 1
+        self.ponder_stats.ms.append(a.ms)
+        self.send_ahead()
+
+    def send_ahead(self) -> None:
+        """Schedules the pondered pill's common masks from its spawn, once they fit in the
+        firmware's queue (``horizon``) and the spawn is still ahead of the first free frame."""
+        a, tr = self.ahead, self.tracker
+        if a is None or a.sent_frame is not None or a.late or not len(a.common):
+            return
+        if tr.state != LevelState.TRACKING or tr.lv is not self._ahead_level:
+            return
+        first = self.first_free(0.0)
+        if a.spawn < first:
+            a.late = True
+            self.ponder_stats.late += 1
+            return
+        horizon = self.horizon()
+        if horizon is None or a.spawn + len(a.common) - 1 > horizon:
+            return  # not in the queue's reach yet: a later frame sends it
+        start = max(min(self.schedule.feed_end + 1, a.spawn), first)
+        masks = [0] * (a.spawn - start) + [int(m) for m in a.common]
+        if self.send(start, masks, "ponder"):
+            a.sent_frame = self.now_frame()
+            self.ponder_stats.sent_early += 1
+            self.ponder_stats.whole += int(a.agreed)
+
+    def _take_ahead(self, pill: int, t_seen_ns: int) -> bool:
+        """Plays the pondered choice for ``pill`` if the tracker confirms its spawn state
+        (Ahead.take); False: decide at the spawn instead."""
+        a, tr = self.ahead, self.tracker
+        assert a is not None
+        self.ahead = None
+        lv = tr.lv
+        conf = tr.confirmed_state()
+        got = None
+        if lv is not None and lv is self._ahead_level and lv.base is not None and conf:
+            got = tr.state_at(a.spawn - lv.base)
+        taken = None
+        if got is not None and conf is not None and lv is not None:
+            state, spawns = got
+            first = max(self.first_free(self.margin_ms()), conf[0], a.spawn)
+            taken = a.take(state, spawns, lv.next_by_spawn.get(pill), self.schedule.mask_of, first)
+        if taken is None or lv is None:
+            self.ponder_stats.replanned += 1
+            self.log("ponder_replan", pill=pill, reason=a.reason or "the level changed")
+            return False
+        idx, masks, start = taken
+        t0 = time.perf_counter_ns()
+        rest = [int(m) for m in masks[start:]]
+        send_from = a.spawn + start
+        if rest:
+            tail = max(0, self.schedule.feed_end - (send_from + len(rest) - 1))
+            if not self.send(send_from, [*rest, *([0] * tail)], "plan"):
+                return True  # the link is down: nothing more to do for this pill
+        first_sent = a.sent_frame if a.sent_frame is not None else self.now_frame()
+        self.stats.decisions += 1
+        self.ponder_stats.taken += 1
+        self.ponder_stats.margins.append(a.spawn - first_sent)
+        tr.decided(pill)
+        wire_ms = (time.perf_counter_ns() - t_seen_ns) / 1e6
+        self.stats.spawn_to_wire_ms.append(wire_ms)
+        lock_frame = a.spawn + len(masks) - 1
+        self.last = {
+            "pill": pill,
+            "placement": idx,
+            "rotation": idx // 128,
+            "row": (idx % 128) // 8,
+            "col": idx % 8,
+            "lock_frame": lock_frame,
+        }
+        self.log(
+            "plan",
+            pill=pill,
+            placement=idx,
+            first_frame=a.spawn,  # the plan's first frame (its masks went out ahead)
+            sent_from=send_from,  # the first frame sent now (the rest had gone or played)
+            prefix=start,
+            lock_frame=lock_frame,
+            pondered=True,
+            margin_frames=a.spawn - first_sent,
+            ponder_ms=round(a.ms, 3),
+            spawn_to_wire_ms=round(wire_ms, 3),
+            take_ms=round((time.perf_counter_ns() - t0) / 1e6, 3),
+        )
+        state = a.predicted.clone()
+        state.next_colors[:] = lv.next_by_spawn[pill]
+        self._ponder(pill, a.spawn, state, masks)
+        return True
+
+    def _missed(self, pill: int, first: int, prefix: int, reason: str) -> None:
+        self.stats.missed_decisions += 1
+        self.log("no_plan", pill=pill, first_frame=first, prefix=prefix, reason=reason)
+        self.tracker.decided(pill)

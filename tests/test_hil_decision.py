@@ -1,0 +1,121 @@
+"""hil.loop.decision: the decision stage between the tracker and the schedule, on a stand-in
+tracker (a confirmed spawn state) and link (callables that record what is sent)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+import engine
+from hil.loop.decision import Decision, falling_at
+from hil.loop.runtime import EnginePlanner, Stats
+from hil.loop.schedule import Schedule
+from hil.loop.tracker import LevelState
+
+
+class Deepest:
+    name = "deepest"
+
+    def choose(self, game: engine.Game, reachable) -> int:
+        return int(np.flatnonzero(np.asarray(reachable))[-1])
+
+
+class FakeTracker:
+    """The tracker's side the decision reads: a confirmed state at frame g0, a pill due."""
+
+    def __init__(self, g0: int, game: engine.Game) -> None:
+        self.conf = (g0, game)
+        self.decision_due: int | None = 1
+        self.replan = False
+        self.state = LevelState.TRACKING
+        self.lv = SimpleNamespace(reported_spawn=1)
+        self.done: list[int] = []
+
+    def confirmed_state(self):
+        return self.conf
+
+    def decided(self, pill: int) -> None:
+        self.done.append(pill)
+        self.decision_due = None
+
+
+def spawn_state() -> engine.Game:
+    game = engine.Game(3, 1, 0x8988)
+    while not falling_at(game):
+        game.step(0)
+    return game
+
+
+def make(game: engine.Game, g0: int, first: int, fast: bool = True, sent_ok: bool = True):
+    sent: list[tuple[int, list[int], str]] = []
+    fed: list[int] = []
+    logged: list[tuple[str, dict]] = []
+    tracker = FakeTracker(g0, game)
+    schedule = Schedule()
+    schedule.on_schedule(g0, [0] * (first - g0 + 10))  # "no buttons" fed ahead
+
+    def send(f: int, masks, what: str) -> bool:
+        sent.append((f, list(masks), what))
+        return sent_ok
+
+    d = Decision(
+        Deepest(),
+        EnginePlanner(),
+        tracker,  # type: ignore[arg-type]
+        schedule,
+        first_free=lambda extra: first,
+        feed=fed.append,
+        send=send,
+        fast=fast,
+        feed_frames=8,
+        log=lambda name, **data: logged.append((name, data)),
+        stats=Stats(),
+    )
+    return d, tracker, sent, fed, logged
+
+
+def test_a_due_pill_is_planned_from_the_first_free_frame_and_sent():
+    game = spawn_state()
+    d, tracker, sent, fed, logged = make(game, g0=100, first=103)
+    d.on_frame(0, linked=True)
+    assert tracker.done == [1] and fed == []  # lockstep: no feed ahead
+    ((first, masks, what),) = sent
+    assert first == 103 and what == "plan"
+    # the plan from the confirmed state, its first 3 frames (the committed prefix) not resent
+    plan = engine.plan(game, prefix=np.zeros(3, np.uint8))
+    idx = int(np.flatnonzero(np.asarray(plan.reachable))[-1])
+    full = plan.masks(idx)
+    assert masks[: len(full) - 3] == [int(m) for m in full[3:]]
+    assert d.last is not None and d.last["placement"] == idx
+    assert d.last["lock_frame"] == 100 + len(full) - 1
+    assert [name for name, _ in logged] == ["plan"] and d.stats.decisions == 1
+
+
+def test_nothing_is_decided_without_the_link_and_a_refused_send_is_not_a_decision():
+    game = spawn_state()
+    d, tracker, sent, _, _ = make(game, g0=0, first=0)
+    d.on_frame(0, linked=False)
+    assert sent == [] and tracker.done == [] and d.stats.decisions == 0
+    d, tracker, sent, _, _ = make(game, g0=0, first=0, sent_ok=False)
+    d.on_frame(0, linked=True)
+    assert len(sent) == 1 and tracker.done == [] and d.last is None
+
+
+def test_a_pill_that_locks_before_the_first_free_frame_is_missed():
+    game = spawn_state()
+    d, tracker, sent, _, logged = make(game, g0=0, first=2000)
+    d.decide(1, 0)
+    assert sent == [] and tracker.done == [1] and d.stats.missed_decisions == 1
+    assert logged[0][0] == "no_plan" and "locks before" in logged[0][1]["reason"]
+
+
+def test_the_real_time_margin_is_the_longest_recent_decision():
+    game = spawn_state()
+    d, _, _, fed, _ = make(game, g0=0, first=0, fast=False)
+    assert d.margin_ms() == 50.0
+    d.on_frame(0, linked=True)
+    assert fed and fed[0] >= 60  # "no buttons" fed well past the decision first
+    assert d.margin_ms() == max(d.recent_ms) and len(d.recent_ms) == 1
+    fast, _, _, _, _ = make(game, g0=0, first=0)
+    assert fast.margin_ms() == 0.0
