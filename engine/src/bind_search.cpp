@@ -166,7 +166,8 @@ action_sendPillFinished) or a terminal phase, at most max_frames steps. Returns
           size_t n = 0;
           for (py::handle v : pair) {
             if (n >= 2) throw py::value_error("each pair must hold 2 colours (0-2)");
-            c[n++] = static_cast<uint8_t>(pa::in_range(v, "colour", 0, 2, "0 yellow, 1 red, 2 blue"));
+            c[n++] =
+                static_cast<uint8_t>(pa::in_range(v, "colour", 0, 2, "0 yellow, 1 red, 2 blue"));
           }
           if (n != 2) throw py::value_error("each pair must hold 2 colours (0-2)");
           cs.push_back(c);
