@@ -20,8 +20,10 @@ Values are the teacher's (frames, higher is better): minus the frames spent from
 spawn, minus the board's evaluation; a stage clear CLEAR - frames. So the search minimises
 the frames to clear directly over the pills it sees.
 
-Per decision cost (one core): about 1 + beam + beam3 * width3 * 6 expansions (0.2-0.5 ms
-each); docs/POLICY.md gives the measured p50/p99 against the pondering window.
+Per decision cost (one core): 1 + beam + prior_k expansions (engine._core.expand, 0.2-0.5 ms
+each) and beam3 * width3 third-ply calls (engine._core.expand_colours: the 6 colour pairs
+with 2 plans, about half the cost of 6 expansions); docs/POLICY.md gives the measured p50/p99
+against the pondering window.
 """
 
 from __future__ import annotations
@@ -60,12 +62,14 @@ class SearchPlayer:
     beam: first-ply children expanded with the next pill (by one-ply value). prior: an object
     with `logits(board, extras, mask)` (policy.onnx_policy.PlacementPolicy) whose `prior_k` top
     placements are added to that beam, or None. beam3, width3: first-ply children and, under
-    each, grandchildren expanded with every colour pair of the unseen third pill.
+    each, grandchildren expanded with every colour pair of the unseen third pill (8 x 2:
+    chosen on training seeds, docs/POLICY.md). endgame_weights: the leaf weights used instead
+    of `weights` once the viruses left are at most `endgame_viruses` (None: never).
     """
 
     depth: int = 3
     beam: int = 8
-    beam3: int = 3
+    beam3: int = 8
     width3: int = 2
     prior: Any = None
     prior_k: int = 3
