@@ -1,5 +1,6 @@
 """Type stub for the compiled engine._core (engine/src/bindings.cpp)."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -209,6 +210,13 @@ def settle(game: Game, max_frames: int = 10000) -> tuple[int, int]: ...
 def expand(
     game: Game, taps_only: bool = False, min_press_interval: int = 0, max_settle: int = 10000
 ) -> Expansion: ...
+def expand_colours(
+    game: Game,
+    pairs: Sequence[tuple[int, int]],
+    taps_only: bool = False,
+    min_press_interval: int = 0,
+    max_settle: int = 10000,
+) -> list[Expansion]: ...
 def board_terms(
     fields: U8, blocker: float, no_room: float, danger: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]: ...

@@ -20,8 +20,10 @@ Values are the teacher's (frames, higher is better): minus the frames spent from
 spawn, minus the board's evaluation; a stage clear CLEAR - frames. So the search minimises
 the frames to clear directly over the pills it sees.
 
-Per decision cost (one core): about 1 + beam + beam3 * width3 * 6 expansions (0.2-0.5 ms
-each); docs/POLICY.md gives the measured p50/p99 against the pondering window.
+Per decision cost (one core): 1 + beam + prior_k expansions (engine._core.expand, 0.2-0.5 ms
+each) and beam3 * width3 third-ply calls (engine._core.expand_colours: the 6 colour pairs
+with 2 plans, about half the cost of 6 expansions); docs/POLICY.md gives the measured p50/p99
+against the pondering window.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ COLOUR_PAIRS: tuple[tuple[tuple[int, int], float], ...] = (
     ((0, 2), 2 / 9),
     ((1, 2), 2 / 9),
 )
+_PAIRS = [pair for pair, _ in COLOUR_PAIRS]
+_PROBS = [p for _, p in COLOUR_PAIRS]
 
 
 @dataclass
@@ -58,16 +62,20 @@ class SearchPlayer:
     beam: first-ply children expanded with the next pill (by one-ply value). prior: an object
     with `logits(board, extras, mask)` (policy.onnx_policy.PlacementPolicy) whose `prior_k` top
     placements are added to that beam, or None. beam3, width3: first-ply children and, under
-    each, grandchildren expanded with every colour pair of the unseen third pill.
+    each, grandchildren expanded with every colour pair of the unseen third pill (8 x 2:
+    chosen on training seeds, docs/POLICY.md). endgame_weights: the leaf weights used instead
+    of `weights` once the viruses left are at most `endgame_viruses` (None: never).
     """
 
     depth: int = 3
     beam: int = 8
-    beam3: int = 3
+    beam3: int = 8
     width3: int = 2
     prior: Any = None
     prior_k: int = 3
     weights: Weights = field(default_factory=Weights)
+    endgame_viruses: int = 0
+    endgame_weights: Weights | None = None
     taps_only: bool = False
     name: str = "search"
 
@@ -80,8 +88,14 @@ class SearchPlayer:
     def _expand(self, game: engine.Game) -> _core.Expansion:
         return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
 
-    def _mobility(self, n: int) -> float:
-        w = self.weights
+    def weights_for(self, game: engine.Game) -> Weights:
+        """The leaf weights used at spawn state `game`: `endgame_weights` once the viruses
+        left (engine.Game.virus_count) are at most `endgame_viruses`, else `weights`."""
+        if self.endgame_weights is not None and int(game.virus_count) <= self.endgame_viruses:
+            return self.endgame_weights
+        return self.weights
+
+    def _mobility(self, n: int, w: Weights) -> float:
         short = max(0.0, w.mobility_target - n)
         return w.mobility * short * short
 
@@ -97,27 +111,35 @@ class SearchPlayer:
         order = np.argsort(-logits[pl], kind="stable")[: self.prior_k]
         return [int(k) for k in order]
 
-    def _third_ply(self, g2: engine.Game, t0: float) -> float:
+    def _third_ply(self, g2: engine.Game, t0: float, w: Weights) -> float:
         """Expected best value over the unseen third pill's colours at spawn state g2 (reached
-        t0 frames after the root)."""
+        t0 frames after the root). One engine call expands g2 with every colour pair
+        (_core.expand_colours: the same children as one expand per pair, 2 plans instead of
+        6) and one evaluation scores all their leaves."""
+        es = _core.expand_colours(
+            g2, _PAIRS, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES
+        )
+        if any(len(e3) == 0 for e3 in es):  # the planner cannot place any pill here
+            return leaf_values(
+                np.asarray(g2.field)[None], [int(g2.virus_count)], [PLAYING], [t0], w
+            )[0]
+        sizes = [len(e3) for e3 in es]
+        v = leaf_values(
+            np.concatenate([e3.fields for e3 in es]),
+            np.concatenate([e3.viruses for e3 in es]),
+            np.concatenate([e3.phases for e3 in es]),
+            t0 + np.concatenate([e3.lock_frames + e3.settle_frames for e3 in es]),
+            w,
+        )
         total = 0.0
-        for (a, b), p in COLOUR_PAIRS:
-            g = g2.clone()
-            g.pill_colors[:] = (a, b)
-            e3 = self._expand(g)
-            if len(e3) == 0:
-                return leaf_values(
-                    np.asarray(g2.field)[None], [int(g2.virus_count)], [PLAYING], [t0], self.weights
-                )[0]
-            t3 = t0 + e3.lock_frames + e3.settle_frames
-            v = leaf_values(e3.fields, e3.viruses, e3.phases, t3, self.weights).max()
-            total += p * (v - self._mobility(len(e3)))
+        for seg, n, p in zip(np.split(v, np.cumsum(sizes)[:-1]), sizes, _PROBS, strict=True):
+            total += p * (float(seg.max()) - self._mobility(n, w))
         return total
 
     def search(self, game: engine.Game) -> tuple[_core.Expansion, F64]:
         """(expansion of `game`, value per child float64[P]); the best child is the choice.
         Raises ValueError when `game` has no pill to plan."""
-        w = self.weights
+        w = self.weights_for(game)
         e = self._expand(game)
         if len(e) == 0:
             raise ValueError(f"no placement to choose: plan status {e.status}")
@@ -137,7 +159,7 @@ class SearchPlayer:
                 continue
             t2 = t1[k] + e2.lock_frames + e2.settle_frames
             v2 = leaf_values(e2.fields, e2.viruses, e2.phases, t2, w)
-            mob = self._mobility(len(e2))
+            mob = self._mobility(len(e2), w)
             values[k] = v2.max() - mob
             searched[k] = True
             seconds[int(k)] = (e2, v2, mob)
@@ -158,7 +180,7 @@ class SearchPlayer:
             if done2.size:  # a stage clear (or a top-out) on the second pill is exact
                 best = float(v2[done2].max())
             for j in live2[np.argsort(-v2[live2], kind="stable")][: self.width3]:
-                best = max(best, self._third_ply(e2.child(int(j)), float(t2[j])))
+                best = max(best, self._third_ply(e2.child(int(j)), float(t2[j]), w))
             deep[k] = best - mob
         floor3 = min(deep.values())
         ceiling = (

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policy.play import Episode, play, to_spawn
+from engine import _core
+from policy.play import MAX_SETTLE_FRAMES, Episode, play, to_spawn
 from policy.search import COLOUR_PAIRS, SearchPlayer
-from policy.teacher import Teacher
+from policy.teacher import Teacher, Weights
 from tests.test_policy_teacher import constructed
 
 
@@ -53,3 +54,53 @@ def test_colour_pairs_are_a_distribution_and_bad_settings_raise() -> None:
         SearchPlayer(depth=4)
     with pytest.raises(ValueError, match="beam"):
         SearchPlayer(beam3=0)
+
+
+def test_expand_colours_is_one_expand_per_colour_pair() -> None:
+    """The third ply's engine call: every pair (the 9 ordered ones) gives exactly what expand()
+    gives on a copy with those colours, on states with clears and chains along a game."""
+    pairs = [(a, b) for a in range(3) for b in range(3)]
+    game = Episode(14, 1, 0x6006, 3).game()
+    to_spawn(game)
+    fields = ("placements", "reachable", "lock_frames", "settle_frames", "clear_rounds")
+    fields += ("viruses", "phases", "fields")
+    cleared = 0
+    for _ in range(12):
+        got = _core.expand_colours(game, pairs, taps_only=True, max_settle=MAX_SETTLE_FRAMES)
+        assert len(got) == len(pairs)
+        for (a, b), e in zip(pairs, got, strict=True):
+            h = game.clone()
+            h.pill_colors[:] = (a, b)
+            want = _core.expand(h, taps_only=True, max_settle=MAX_SETTLE_FRAMES)
+            assert e.status == want.status and len(e) == len(want) > 0
+            for name in fields:
+                assert np.array_equal(getattr(e, name), getattr(want, name)), (a, b, name)
+            k = len(e) - 1
+            assert np.array_equal(e.child(k).field, want.child(k).field)
+            assert e.child(k).frame == want.child(k).frame
+            cleared += int((e.viruses < game.virus_count).any())
+        game.run(Teacher(depth=1, taps_only=True).act(game).masks)
+        to_spawn(game)
+    assert cleared > 0, "no pair clears a virus: the test covers no clear"
+
+
+def test_expand_colours_checks_its_arguments() -> None:
+    game = Episode(5, 2, 0x6008, 4).game()
+    with pytest.raises(ValueError, match="spawn"):
+        _core.expand_colours(game, [(0, 1)])  # before the first spawn
+    to_spawn(game)
+    with pytest.raises(ValueError, match="colour"):
+        _core.expand_colours(game, [(0, 3)])
+    with pytest.raises(ValueError, match="2 colours"):
+        _core.expand_colours(game, [(0, 1, 2)])
+    assert _core.expand_colours(game, []) == []
+
+
+def test_endgame_weights_apply_from_the_virus_threshold() -> None:
+    game = Episode(5, 2, 0x600A, 5).game()
+    to_spawn(game)
+    late = Weights(half=80.0)
+    n = int(game.virus_count)
+    assert SearchPlayer(endgame_viruses=n, endgame_weights=late).weights_for(game) is late
+    assert SearchPlayer(endgame_viruses=n - 1, endgame_weights=late).weights_for(game) == Weights()
+    assert SearchPlayer(endgame_viruses=99).weights_for(game) == Weights()

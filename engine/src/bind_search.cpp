@@ -3,8 +3,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "game.h"
 #include "planner.h"
@@ -151,6 +154,53 @@ bury, piece, holes, bump, access, vsame, on_virus, hsame, danger. blocker, no_ro
       R"doc(Step `game` in place with no buttons until the next spawn state (playing, nextAction
 action_sendPillFinished) or a terminal phase, at most max_frames steps. Returns
 (frames stepped, match rounds seen). A game already at spawn or terminal is not stepped.)doc");
+
+  m.def(
+      "expand_colours",
+      [](const py::object& game, const py::handle& pairs, bool taps_only,
+         const py::handle& interval, const py::handle& max_settle) {
+        const drm::State s = game_of(game).s;
+        std::vector<std::array<uint8_t, 2>> cs;
+        for (py::handle pair : pairs) {
+          std::array<uint8_t, 2> c{};
+          size_t n = 0;
+          for (py::handle v : pair) {
+            if (n >= 2) throw py::value_error("each pair must hold 2 colours (0-2)");
+            c[n++] =
+                static_cast<uint8_t>(pa::in_range(v, "colour", 0, 2, "0 yellow, 1 red, 2 blue"));
+          }
+          if (n != 2) throw py::value_error("each pair must hold 2 colours (0-2)");
+          cs.push_back(c);
+        }
+        drm::PlanOptions opt;
+        opt.min_press_interval = static_cast<int>(
+            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
+        opt.taps_only = taps_only;
+        const int settle_max = static_cast<int>(
+            pa::in_range(max_settle, "max_settle", 0, 1 << 20, "frames to settle at most"));
+        std::vector<drm::Expansion> out;
+        bool ok;
+        {
+          py::gil_scoped_release release;
+          ok = drm::expand_colours(s, opt, settle_max, cs, out);
+        }
+        if (!ok) {
+          throw py::value_error(
+              "game must be at a spawn state (playing, nextAction action_sendPillFinished); "
+              "use engine._core.settle(game) first");
+        }
+        py::list res;
+        for (auto& e : out) res.append(py::cast(std::move(e)));
+        return res;
+      },
+      py::arg("game"), py::arg("pairs"), py::arg("taps_only") = false,
+      py::arg("min_press_interval") = 0, py::arg("max_settle") = 10000,
+      R"doc(expand() of `game` with the falling pill's colours (pill_colors) replaced by each
+(first, second) pair of `pairs` (colours 0 yellow, 1 red, 2 blue) in turn: a list of
+Expansion, one per pair, each exactly what expand() gives on a copy with those colours. The
+plan is made once for the two-colour pairs and once for the one-colour pairs (the planner
+depends on the colours only through whether they are alike). Raises ValueError when `game`
+is not at a spawn state or a colour is out of range, TypeError on bad arguments.)doc");
 
   m.def(
       "expand",

@@ -52,15 +52,10 @@ void lock_at(State& s, int index, int lock_frame) {
   s.pill_placed_step = 0;
 }
 
-bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out) {
-  out.children.clear();
-  out.reachable.fill(0);
-  if (!at_spawn(s)) {
-    out.status = kPlanNoPill;
-    return false;
-  }
-  static thread_local Plan p;
-  plan(s, nullptr, 0, opt, p);
+namespace {
+
+// Every planned placement of `p` locked (lock_at) on a copy of `s` and settled.
+void play_out(const State& s, const Plan& p, int max_settle, Expansion& out) {
   out.status = p.status;
   out.reachable = p.reachable;
   out.children.resize(p.placements.size());
@@ -75,6 +70,43 @@ bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& o
     c.settle_frames = info.frames;
     c.clear_rounds = info.clear_rounds;
     c.viruses = virus_count(c.state);
+  }
+}
+
+}  // namespace
+
+bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out) {
+  out.children.clear();
+  out.reachable.fill(0);
+  if (!at_spawn(s)) {
+    out.status = kPlanNoPill;
+    return false;
+  }
+  static thread_local Plan p;
+  plan(s, nullptr, 0, opt, p);
+  play_out(s, p, max_settle, out);
+  return true;
+}
+
+bool expand_colours(const State& s, const PlanOptions& opt, int max_settle,
+                    const std::vector<std::array<uint8_t, 2>>& pairs, std::vector<Expansion>& out) {
+  out.assign(pairs.size(), Expansion{});
+  if (!at_spawn(s)) {
+    for (Expansion& e : out) e.status = kPlanNoPill;
+    return false;
+  }
+  static thread_local Plan plans[2];  // [0] two-colour pill, [1] one-colour pill
+  bool planned[2] = {false, false};
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    State t = s;
+    t.pill_color[0] = pairs[i][0];
+    t.pill_color[1] = pairs[i][1];
+    const int same = pairs[i][0] == pairs[i][1] ? 1 : 0;
+    if (!planned[same]) {
+      plan(t, nullptr, 0, opt, plans[same]);
+      planned[same] = true;
+    }
+    play_out(t, plans[same], max_settle, out[i]);
   }
   return true;
 }

@@ -62,4 +62,13 @@ void lock_at(State& s, int index, int lock_frame);
 // kPlanNoPill) when `s` is not a spawn state.
 bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& out);
 
+// expand() of `s` with its falling pill's colours (pill_color) replaced by each of `pairs` in
+// turn: out[i] is exactly expand() of that state. The planner depends on the colours only
+// through "both halves alike" (a one-colour pill's rotations 2-3 are its rotations 0-1), so
+// one plan serves every two-colour pair and one every one-colour pair: 2 plans for the 6
+// unordered pairs instead of 6 (the play-time search's unseen third pill, policy/search.py).
+// Returns false (every out[i] empty, status kPlanNoPill) when `s` is not a spawn state.
+bool expand_colours(const State& s, const PlanOptions& opt, int max_settle,
+                    const std::vector<std::array<uint8_t, 2>>& pairs, std::vector<Expansion>& out);
+
 }  // namespace drm
