@@ -82,7 +82,7 @@ def test_take_plays_the_choice_only_when_the_spawn_state_is_confirmed(decided):
 def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys):
     out = tmp_path / "s.json"
     rc = main(
-        ["run", "--fast", "--view", "none", "--levels", "3:2", "--reader", "oracle",
+        ["run", "--fast", "--view", "none", "--levels", "1:2", "--reader", "oracle",
          "--policy", "heuristic", "--log", str(tmp_path / "log.jsonl")]
     )  # fmt: skip
     assert rc == 0
@@ -99,9 +99,9 @@ def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys)
 
 def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys):
     rc = main(
-        ["run", "--fast", "--view", "none", "--levels", "3:2", "--reader", "oracle",
-         "--policy", "heuristic", "--no-ponder"]
+        ["run", "--fast", "--view", "none", "--levels", "1:2", "--reader", "oracle",
+         "--policy", "heuristic", "--no-ponder", "--frames", "700"]
     )  # fmt: skip
-    assert rc == 0
+    assert rc in (0, 1)  # 700 frames: the level may not be over
     p = json.loads(capsys.readouterr().out)["ponder"]
     assert p["pondered"] == 0 and p["margin_frames"]["max"] <= 0

@@ -256,7 +256,7 @@ def stage_clear_console(reader):
     return c
 
 
-@pytest.mark.parametrize("wait", [0, 66, 80, 93, 95, 97, 130])
+@pytest.mark.parametrize("wait", [0, 80, 97, 130])
 def test_driver_leaves_a_stage_clear_by_the_soft_reset_without_chaining(
     reader, stage_clear_console, wait
 ):
