@@ -55,6 +55,19 @@ class DecisionStats(Protocol):
     overhead_ms: Any
 
 
+def placement_record(pill: int, idx: int, lock_frame: int) -> dict[str, Any]:
+    """The placement last sent as ``Decision.last`` keeps it: placement index 0..511 split into
+    rotation, row and column (docs/ARCHITECTURE.md), and the console frame of the lock."""
+    return {
+        "pill": pill,
+        "placement": idx,
+        "rotation": idx // 128,
+        "row": (idx % 128) // 8,
+        "col": idx % 8,
+        "lock_frame": lock_frame,
+    }
+
+
 class Decision:
     """The decision stage (see the module docstring).
 
@@ -199,14 +212,7 @@ class Decision:
             self.stats.policy_ms.append((t2 - t1) / 1e6)
             self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
             self.recent_ms.append((t_ack - t0) / 1e6)
-            self.last = {
-                "pill": pill,
-                "placement": idx,
-                "rotation": idx // 128,
-                "row": (idx % 128) // 8,
-                "col": idx % 8,
-                "lock_frame": lock_frame,
-            }
+            self.last = placement_record(pill, idx, lock_frame)
             self.log(
                 "plan",
                 pill=pill,
@@ -309,14 +315,7 @@ class Decision:
         wire_ms = (time.perf_counter_ns() - t_seen_ns) / 1e6
         self.stats.spawn_to_wire_ms.append(wire_ms)
         lock_frame = a.spawn + len(masks) - 1
-        self.last = {
-            "pill": pill,
-            "placement": idx,
-            "rotation": idx // 128,
-            "row": (idx % 128) // 8,
-            "col": idx % 8,
-            "lock_frame": lock_frame,
-        }
+        self.last = placement_record(pill, idx, lock_frame)
         self.log(
             "plan",
             pill=pill,
