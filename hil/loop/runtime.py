@@ -333,7 +333,11 @@ def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
 class Controller:
     """The link to the firmware, kept up: on a LinkError the port is closed, a clear message
     logged, and reopened with backoff (0.25 s doubling to 4 s). ``port`` is a path or a
-    callable returning the current path (the simulated console's pty changes on replug)."""
+    callable returning the current path (the simulated console's pty changes on replug).
+    ``now_ns``: the clock the backoff and the give-up time are measured on, the runtime's
+    (the console's sim time in lockstep, so a reconnection lands on the same console frame on
+    any host: on a busy CI host a wall-clock backoff tried before the simulated replug, and
+    the level went on without input for another half second)."""
 
     def __init__(
         self,
@@ -341,8 +345,10 @@ class Controller:
         log: EventLog,
         say: Callable[[str], None],
         timeout_s: float = 0.5,
+        now_ns: Callable[[], int] = time.monotonic_ns,
     ):
         self.port = port
+        self.now_ns = now_ns
         self.timeout_s = timeout_s
         self.log = log
         self.say = say
@@ -356,6 +362,10 @@ class Controller:
 
     def _path(self) -> str:
         return self.port() if callable(self.port) else self.port
+
+    def now_s(self) -> float:
+        """The backoff clock (s)."""
+        return self.now_ns() / 1e9
 
     def connect(self) -> bool:
         path = self._path()
@@ -398,12 +408,12 @@ class Controller:
         if self.link is not None:
             self.link.close()
         self.link = None
-        self.lost_at = time.monotonic()
+        self.lost_at = self.now_s()
         self.next_try = self.lost_at + self.backoff
 
     def maybe_reconnect(self) -> bool:
         """One reconnection attempt when due; True when the link is back."""
-        now = time.monotonic()
+        now = self.now_s()
         if self.link is not None or now < self.next_try:
             return False
         self.log.write("link_reconnect_attempt", port=self._path(), backoff_s=self.backoff)
@@ -472,6 +482,7 @@ class Runtime:
             self.log,
             self.say,
             timeout_s=LOCKSTEP_LINK_TIMEOUT_S if settings.fast else 0.5,
+            now_ns=console.now_ns,
         )
         self.stats = Stats()
         self.levels = Levels(
@@ -805,7 +816,7 @@ class Runtime:
         self.log.write("run_start", settings=asdict(self.s), capture=self.source.describe())
         if not self.ctl.connect():
             self.say(f"cannot open the controller port {self.ctl._path()}; retrying")
-            self.ctl.lost_at = time.monotonic()
+            self.ctl.lost_at = self.ctl.now_s()
         else:
             self._ping()
         try:
@@ -827,7 +838,7 @@ class Runtime:
                 self._ping()
             elif (
                 self.ctl.lost_at is not None
-                and time.monotonic() - self.ctl.lost_at > self.s.reconnect_timeout_s
+                and self.ctl.now_s() - self.ctl.lost_at > self.s.reconnect_timeout_s
             ):
                 self.say("controller link did not come back; ending the run")
                 self.log.write("gave_up", reason="controller link lost")
