@@ -55,3 +55,28 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     report = outcome.get_result()  # type: ignore[attr-defined]
     if (reason := _dependency_skip(report)) is not None:
         _fail(report, reason)
+
+
+# A small capture (320x240, MJPEG, 3 frames of latency) for `hil run` tests that are about the
+# loop, not the picture: the shipped 720p profiles cost most of such a run's time.
+SMALL_PROFILE = {
+    "name": "small_mjpeg_test",
+    "geometry": {"width": 320, "height": 240, "scale_x": 1.25, "scale_y": 1.0, "offset_x": 0.0},
+    "color": {"range": "limited", "gamma": 1.05},
+    "artifacts": {"noise": 1.5, "jpeg_quality": 70},
+    "timing": {
+        "capture_hz": 60.0,
+        "latency_frames": 3.0,
+        "jitter_ms": 2.0,
+        "drop_rate": 0.002,
+        "repeat_rate": 0.002,
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def small_profile(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Path of SMALL_PROFILE written as a profile JSON."""
+    path = tmp_path_factory.mktemp("profile") / "small_mjpeg_test.json"
+    path.write_text(json.dumps(SMALL_PROFILE))
+    return str(path)

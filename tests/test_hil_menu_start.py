@@ -21,11 +21,13 @@ def _events(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_levels_that_are_no_chain_are_each_started_through_the_options_screen(tmp_path, capsys):
+def test_levels_that_are_no_chain_are_each_started_through_the_options_screen(
+    tmp_path, capsys, small_profile
+):
     log = tmp_path / "run.jsonl"
     rc = main(
         ["run", "--fast", "--view", "none", "--levels", "0:1,2:2", "--reader", "oracle",
-         "--log", str(log)]
+         "--log", str(log), "--profile", small_profile]
     )  # fmt: skip
     out = capsys.readouterr()
     summary = json.loads(out.out)

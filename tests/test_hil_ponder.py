@@ -79,11 +79,11 @@ def test_take_plays_the_choice_only_when_the_spawn_state_is_confirmed(decided):
         assert "pressed otherwise" in a.reason
 
 
-def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys):
+def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys, small_profile):
     out = tmp_path / "s.json"
     rc = main(
         ["run", "--fast", "--view", "none", "--levels", "1:2", "--reader", "oracle",
-         "--policy", "heuristic", "--log", str(tmp_path / "log.jsonl")]
+         "--policy", "heuristic", "--log", str(tmp_path / "log.jsonl"), "--profile", small_profile]
     )  # fmt: skip
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
@@ -97,10 +97,10 @@ def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys)
     assert p["margin_frames"]["n"] == summary["decisions"]
 
 
-def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys):
+def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys, small_profile):
     rc = main(
         ["run", "--fast", "--view", "none", "--levels", "1:2", "--reader", "oracle",
-         "--policy", "heuristic", "--no-ponder", "--frames", "700"]
+         "--policy", "heuristic", "--no-ponder", "--frames", "700", "--profile", small_profile]
     )  # fmt: skip
     assert rc in (0, 1)  # 700 frames: the level may not be over
     p = json.loads(capsys.readouterr().out)["ponder"]

@@ -33,26 +33,9 @@ READER = "onnx"
 POLICY = "onnx"
 REAL_TIME_LEVEL = (0, 2, 0x8988)
 
-SMALL_MJPEG = {
-    "name": "small_mjpeg_test",
-    "geometry": {"width": 320, "height": 240, "scale_x": 1.25, "scale_y": 1.0, "offset_x": 0.0},
-    "color": {"range": "limited", "gamma": 1.05},
-    "artifacts": {"noise": 1.5, "jpeg_quality": 70},
-    "timing": {
-        "capture_hz": 60.0,
-        "latency_frames": 3.0,
-        "jitter_ms": 2.0,
-        "drop_rate": 0.002,
-        "repeat_rate": 0.002,
-    },
-}
-
-
 @pytest.fixture(scope="module")
-def profile_path(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("profile") / "small_mjpeg_test.json"
-    path.write_text(json.dumps(SMALL_MJPEG))
-    return str(path)
+def profile_path(small_profile: str) -> str:
+    return small_profile
 
 
 def read_log(path: Path) -> list[dict]:
@@ -111,6 +94,7 @@ def check_run(proc: subprocess.Popen, levels, log: Path) -> dict:
     return summary
 
 
+@pytest.mark.long
 def test_sim_fast_plays_five_levels_to_stage_clear_with_onnx_models(tmp_path):
     logs = [tmp_path / f"run{k}.jsonl" for k in range(len(GROUPS))]
     record = tmp_path / "rec"
