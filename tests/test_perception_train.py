@@ -12,7 +12,13 @@ torch = pytest.importorskip("torch")  # the train extra; CI installs it
 
 from calibration import CaptureModel, Profile  # noqa: E402
 from perception.reader import BoardReader  # noqa: E402
-from perception.train import SampleStream, build_parser, export_onnx, train  # noqa: E402
+from perception.train import (  # noqa: E402
+    SampleStream,
+    build_parser,
+    export_onnx,
+    resolve_precision,
+    train,
+)
 
 
 def test_tiny_training_exports_an_onnx_model_the_reader_runs(tmp_path):
@@ -76,3 +82,15 @@ def test_rom_option_trains_on_the_roms_tiles(tmp_path, monkeypatch):
     assert (tiles.patterns[:, 0x40] == patterns[:, 0x40]).all()
     batch = next(iter(SampleStream(3, 4, str(path), 1, 4)))
     assert batch["image"].shape == (4, 208, 144, 3)
+
+
+@pytest.mark.parametrize(
+    ("avx512_bf16", "amx", "want"),
+    [(False, False, "fp32"), (True, False, "bf16"), (False, True, "bf16")],
+)
+def test_auto_precision_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf16, amx, want):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    assert build_parser().parse_args([]).precision == "auto"
+    assert resolve_precision("auto") == want
+    assert resolve_precision("fp32") == "fp32" and resolve_precision("bf16") == "bf16"
