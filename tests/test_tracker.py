@@ -220,12 +220,23 @@ def test_mismatches_names_what_differs_and_respects_confidence():
     swapped = Observation(ScreenKind.LEVEL, field, FallingPill(3, 15, 2, (2, 1)), NextPill((0, 0)))
     assert mismatches(a, swapped, cfg) == []
     # A virus read as its colour's clearing tile is not a mismatch (no clear of viruses
-    # alone); read as another colour's, or as empty, it is.
-    for code, differs in ((0xB1, False), (0xB0, True), (0xFF, True)):
+    # alone), nor as another colour's virus (viruses never change colour); read as another
+    # colour's clearing tile, or as empty, it is.
+    for code, differs in ((0xB1, False), (0xD2, False), (0xB0, True), (0xFF, True)):
         misread = field.copy()
         misread[15, 0] = code
         d = Observation(ScreenKind.LEVEL, misread, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
         assert (mismatches(a, d, cfg) == ["board"]) == differs, hex(code)
+    # A virus where the shadow has none is the reader's error (none appears in play): a pill
+    # half read as a virus is not a mismatch; a virus read as a pill half or a single is.
+    half = field.copy()
+    half[14, 3], half[14, 4] = 0x60, 0x71
+    e = Observation(ScreenKind.LEVEL, half, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
+    for r, c, code, differs in ((14, 4, 0xD1, False), (14, 3, 0xD0, False), (15, 0, 0x81, True)):
+        misread = half.copy()
+        misread[r, c] = code
+        d = Observation(ScreenKind.LEVEL, misread, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
+        assert (mismatches(e, d, cfg) == ["board"]) == differs, hex(code)
 
 
 def test_perception_kinds_are_the_trackers():
@@ -432,7 +443,7 @@ def test_a_predicted_end_seen_as_the_bottle_in_play_is_not_a_mismatch():
         # the other way round (the end seen, play predicted) is a real disagreement
         assert mismatches(seen, Observation(kind, field), MatchConfig()) == ["kind"]
     other = field.copy()
-    other[15, 0] = 0xD1
+    other[15, 0] = 0x81  # a single the end's board lacks
     assert mismatches(Observation(ScreenKind.STAGE_CLEAR, field), replace(seen, field=other),
                       MatchConfig()) == ["board"]  # fmt: skip
 
@@ -524,12 +535,13 @@ def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
     r, c = map(int, np.argwhere((field & 0xF0) == 0xD0)[0])
     seen = field.copy()
     seen[r, c] = 0xB0 | (field[r, c] & 0x0F)  # the reader's misread of the real picture
-    empty = np.argwhere(field == 0xFF)[0]
-    seen[tuple(empty)] = 0x80  # a cell the shadow missed is still written
+    empty = np.argwhere(field == 0xFF)
+    seen[tuple(empty[0])] = 0x80  # a cell the shadow missed is still written
+    seen[tuple(empty[1])] = 0xD2  # a virus where the shadow has none is not
     _write_board(game, Observation(ScreenKind.LEVEL, seen), 0.97)
     after = np.asarray(game.field).reshape(16, 8)
     assert after[r, c] == field[r, c]
-    assert after[tuple(empty)] == 0x80
+    assert after[tuple(empty[0])] == 0x80 and after[tuple(empty[1])] == 0xFF
 
 
 def test_a_virus_read_as_its_clearing_tile_at_the_level_start_stays_a_virus():

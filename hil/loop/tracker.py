@@ -107,11 +107,11 @@ def mismatches(
             for r, c in pill.cells:
                 if 0 <= r < ROWS and 0 <= c < COLS:
                     sure[r, c] = False
-    # A virus read as its colour's clearing tile is not compared: no clear is made of viruses
-    # alone (a match needs a pill half), and the ROM-fitted reader takes some red viruses on
-    # the real game's picture for $B1, confidently, for hundreds of frames (a board desync
-    # whose re-sync erased the virus from the shadow).
-    sure &= ~_virus_read_cleared(pred.field, obs.field)
+    # Readings the game cannot show (_impossible_reads) are not compared: the ROM-fitted reader
+    # took some red viruses on the real game's picture for $B1 and a yellow right half for a
+    # yellow virus, confidently, for hundreds of frames (board desyncs whose re-syncs wrote the
+    # misread into the shadow).
+    sure &= ~_impossible_reads(pred.field, obs.field)
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
@@ -944,21 +944,30 @@ def _same_board(obs: Observation, board: npt.NDArray[np.uint8]) -> bool:
     return bool(np.array_equal(_as_virus(obs.field), board))
 
 
-def _virus_read_cleared(
+def _impossible_reads(
     expected: npt.NDArray[np.uint8], seen: npt.NDArray[np.uint8]
 ) -> npt.NDArray[np.bool_]:
-    """Cells where a virus ($Dc) is expected and its colour's clearing code ($Bc) is seen."""
-    expected = np.asarray(expected)
-    return ((expected & 0xF0) == 0xD0) & (np.asarray(seen) == ((expected & 0x0F) | 0xB0))
+    """Cells (same shape as the inputs, bool) whose reading no game in play can show, whatever
+    happened since the shadow's state ``expected``: a virus ($Dc) seen where the shadow has no
+    virus of colour c (viruses are placed only before play, by levelIntro [$9CAB]; in play a
+    cell loses its virus and never gains one or changes its colour), and a virus seen as its
+    colour's clearing tile ($Bc: no clear is made of viruses alone, a match needs a pill
+    half). A reading there is the reader's error, not the shadow's."""
+    expected, seen = np.asarray(expected), np.asarray(seen)
+    virus_seen = (seen & 0xF0) == 0xD0
+    return (virus_seen & (seen != expected)) | (
+        ((expected & 0xF0) == 0xD0) & (seen == ((expected & 0x0F) | 0xB0))
+    )
 
 
 def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> None:
     """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
-    as tile $Fx); a virus seen as its clearing tile stays a virus (see mismatches)."""
+    as tile $Fx); readings no game can show (_impossible_reads: a virus where the shadow has
+    none, a virus seen as its clearing tile) keep the shadow's cell."""
     sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
-    sure &= ~_virus_read_cleared(field.reshape(-1), seen)
+    sure &= ~_impossible_reads(field.reshape(-1), seen)
     shown = np.asarray(game.shown)
     field[sure] = seen[sure]
     tiles = seen.copy()
