@@ -33,6 +33,7 @@ READER = "onnx"
 POLICY = "onnx"
 REAL_TIME_LEVEL = (0, 2, 0x8988)
 
+
 @pytest.fixture(scope="module")
 def profile_path(small_profile: str) -> str:
     return small_profile
