@@ -237,6 +237,18 @@ def test_mismatches_names_what_differs_and_respects_confidence():
         misread[r, c] = code
         d = Observation(ScreenKind.LEVEL, misread, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
         assert (mismatches(e, d, cfg) == ["board"]) == differs, hex(code)
+    # A pill half read without its partner beside it is not compared (a picture shows one only
+    # for a frame of a row redraw): a single read as a top half above another top half is not
+    # a mismatch; the same single read as a vertical pill with the cell below is.
+    stack = field.copy()
+    stack[12, 4], stack[13, 4], stack[14, 4] = 0x82, 0x42, 0x52
+    f = Observation(ScreenKind.LEVEL, stack, FallingPill(3, 15, 0, (1, 2)), NextPill((0, 0)))
+    lone = stack.copy()
+    lone[12, 4] = 0x42
+    assert mismatches(f, replace(f, field=lone), cfg) == []
+    paired = stack.copy()
+    paired[11, 4], paired[12, 4] = 0x42, 0x52
+    assert mismatches(f, replace(f, field=paired), cfg) == ["board"]
 
 
 def test_perception_kinds_are_the_trackers():
@@ -538,10 +550,13 @@ def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
     empty = np.argwhere(field == 0xFF)
     seen[tuple(empty[0])] = 0x80  # a cell the shadow missed is still written
     seen[tuple(empty[1])] = 0xD2  # a virus where the shadow has none is not
+    seen[tuple(empty[2])] = 0x61  # nor a left half with no right half beside it
+    assert seen[empty[2][0], empty[2][1] + 1] & 0xF0 != 0x70
     _write_board(game, Observation(ScreenKind.LEVEL, seen), 0.97)
     after = np.asarray(game.field).reshape(16, 8)
     assert after[r, c] == field[r, c]
     assert after[tuple(empty[0])] == 0x80 and after[tuple(empty[1])] == 0xFF
+    assert after[tuple(empty[2])] == 0xFF
 
 
 def test_a_virus_read_as_its_clearing_tile_at_the_level_start_stays_a_virus():
