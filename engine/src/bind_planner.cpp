@@ -201,8 +201,7 @@ fields uint8[P,128]: the field after that frame, presses int32[P]: rising edges 
         const std::vector<uint8_t> alpha(a.data(), a.data() + a.size());
         const auto cap = static_cast<size_t>(
             pa::in_range(max_states, "max_states", 1, 1LL << 40, "states before giving up"));
-        const int every = static_cast<int>(
-            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
+        const int every = pa::press_interval(interval);
         std::vector<drm::ExhaustiveLock> out;
         bool complete;
         {
@@ -235,8 +234,7 @@ max_states states.)doc");
          bool taps_only) {
         drm::State s = state_of(game);
         drm::PlanOptions opt;
-        opt.min_press_interval = static_cast<int>(
-            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
+        opt.min_press_interval = pa::press_interval(interval);
         opt.taps_only = taps_only;
         std::string pre;
         if (!prefix.is_none()) {

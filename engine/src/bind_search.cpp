@@ -26,6 +26,19 @@ drm::PyGame& game_of(const py::object& game) {
   return game.cast<drm::PyGame&>();
 }
 
+// The planner's options of expand() and expand_colours(), checked.
+drm::PlanOptions plan_options(bool taps_only, const py::handle& interval) {
+  drm::PlanOptions opt;
+  opt.min_press_interval = pa::press_interval(interval);
+  opt.taps_only = taps_only;
+  return opt;
+}
+
+int settle_limit(const py::handle& max_settle) {
+  return static_cast<int>(
+      pa::in_range(max_settle, "max_settle", 0, 1 << 20, "frames to settle at most"));
+}
+
 template <typename T, typename F>
 py::array_t<T> per_child(const drm::Expansion& e, F f) {
   py::array_t<T> a(static_cast<py::ssize_t>(e.children.size()));
@@ -172,12 +185,8 @@ action_sendPillFinished) or a terminal phase, at most max_frames steps. Returns
           if (n != 2) throw py::value_error("each pair must hold 2 colours (0-2)");
           cs.push_back(c);
         }
-        drm::PlanOptions opt;
-        opt.min_press_interval = static_cast<int>(
-            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
-        opt.taps_only = taps_only;
-        const int settle_max = static_cast<int>(
-            pa::in_range(max_settle, "max_settle", 0, 1 << 20, "frames to settle at most"));
+        const drm::PlanOptions opt = plan_options(taps_only, interval);
+        const int settle_max = settle_limit(max_settle);
         std::vector<drm::Expansion> out;
         bool ok;
         {
@@ -207,12 +216,8 @@ is not at a spawn state or a colour is out of range, TypeError on bad arguments.
       [](const py::object& game, bool taps_only, const py::handle& interval,
          const py::handle& max_settle) {
         const drm::State s = game_of(game).s;
-        drm::PlanOptions opt;
-        opt.min_press_interval = static_cast<int>(
-            pa::in_range(interval, "min_press_interval", 0, 255, "frames between new presses"));
-        opt.taps_only = taps_only;
-        const int settle_max = static_cast<int>(
-            pa::in_range(max_settle, "max_settle", 0, 1 << 20, "frames to settle at most"));
+        const drm::PlanOptions opt = plan_options(taps_only, interval);
+        const int settle_max = settle_limit(max_settle);
         drm::Expansion out;
         bool ok;
         {

@@ -35,6 +35,12 @@ inline long long in_range(const py::handle& value, const char* name, long long l
   return v;
 }
 
+// min_press_interval as every planning binding takes it: frames between new presses, 0..255.
+inline int press_interval(const py::handle& value) {
+  return static_cast<int>(
+      in_range(value, "min_press_interval", 0, 255, "frames between new presses"));
+}
+
 // A C-contiguous uint8 array of exactly `n` elements (any shape), or TypeError/ValueError.
 inline py::array_t<uint8_t> uint8_vector(const py::handle& obj, const char* name, py::ssize_t n) {
   if (!py::isinstance<py::array>(obj)) {
