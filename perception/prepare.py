@@ -73,9 +73,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        default=5000,
-        help="optimizer steps (5000: about 13 minutes on a quiet 2-core machine whose CPU has "
-        "bfloat16 (AMX / AVX-512 BF16), about 28 on one with AVX2 only; validation adds about 1)",
+        default=2000,
+        help="optimizer steps (2000: about 11.5 minutes on a quiet 2-core AVX2 machine, 5 where "
+        "the CPU has bfloat16 (AMX / AVX-512 BF16); validation and the screens add about 2.5)",
     )
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
@@ -99,6 +99,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         help="folder to store the model in (default: the user data directory, by ROM CRC)",
+    )
+    p.add_argument(
+        "--hard-cells",
+        type=float,
+        default=0.02,
+        help="extra loss on this fraction of the hardest cells of a batch (0.02; 0: off)",
+    )
+    p.add_argument(
+        "--hard-samples",
+        type=float,
+        default=0.1,
+        help="extra next-pill loss on this fraction of the hardest samples of a batch "
+        "(0.1; 0: off)",
     )
     p.add_argument("--seed", type=int, default=17, help="training seed (17)")
     p.add_argument("--no-crc", action="store_true", help="accept a ROM of unknown CRC")
@@ -164,6 +177,10 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
             str(args.threads),
             "--seed",
             str(args.seed),
+            "--hard-cells",
+            str(args.hard_cells),
+            "--hard-samples",
+            str(args.hard_samples),
             "--keep-shapes",
         ]
         + (["--no-crc"] if args.no_crc else [])

@@ -109,28 +109,62 @@ def collate(batch: list[tuple[np.ndarray, Labels]]) -> dict[str, torch.Tensor]:
     }
 
 
+def _hardest(per: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Mean of the largest ``fraction`` of the losses ``per`` (any shape; at least one)."""
+    flat = per.flatten()
+    k = max(1, int(math.ceil(fraction * flat.numel())))
+    return flat.topk(min(k, flat.numel())).values.mean()
+
+
 def losses(
-    outputs: tuple[torch.Tensor, ...], b: dict[str, torch.Tensor]
+    outputs: tuple[torch.Tensor, ...],
+    b: dict[str, torch.Tensor],
+    hard_cells: float = 0.0,
+    hard_samples: float = 0.0,
 ) -> dict[str, torch.Tensor]:
-    """Per-head losses (cross-entropy; the cell loss only where the bottle is drawn)."""
+    """Per-head losses (cross-entropy; the cell loss only where the bottle is drawn).
+
+    Online hard example mining: ``hard_cells`` > 0 adds, for the field cells and the
+    falling-pill cells, the mean loss of that fraction of the batch's cells with the largest
+    loss; ``hard_samples`` > 0 does the same over the samples for the next pill and the screen
+    kind. Nearly every cell is an easy empty one; what is left to learn once the network knows
+    the layout is a few pixels of the pieces (a single against a top half: three corner pixels
+    of CHR tiles $80 and $40)."""
     cells, sprite, nxt, kind = outputs
     visible = b["visible"]
-    cell_ce = F.cross_entropy(cells, b["cells"], reduction="none").mean(dim=(1, 2))
+    per_cell = F.cross_entropy(cells, b["cells"], reduction="none")  # [B, 16, 8]
+    cell_ce = per_cell.mean(dim=(1, 2))
     cell_loss = (cell_ce * visible).sum() / visible.sum().clamp(min=1)
-    sprite_loss = F.cross_entropy(sprite, b["sprite"])
+    per_sprite = F.cross_entropy(sprite, b["sprite"], reduction="none")  # [B, 17, 8]
+    sprite_loss = per_sprite.mean()
+    if hard_cells > 0:
+        if bool(visible.any()):
+            cell_loss = cell_loss + _hardest(per_cell[visible], hard_cells)
+        sprite_loss = sprite_loss + _hardest(per_sprite, hard_cells)
     present = b["next"][:, 0] >= 0
-    presence = F.binary_cross_entropy_with_logits(nxt[:, 0], present.float())
+    per_next = F.binary_cross_entropy_with_logits(
+        nxt[:, 0], present.float(), reduction="none"
+    )  # [B]
     if present.any():
-        first = F.cross_entropy(nxt[present, 1 : 1 + N_COLORS], b["next"][present, 0])
-        second = F.cross_entropy(nxt[present, 1 + N_COLORS :], b["next"][present, 1])
-        color = (first + second) / 2
+        first = F.cross_entropy(
+            nxt[present, 1 : 1 + N_COLORS], b["next"][present, 0], reduction="none"
+        )
+        second = F.cross_entropy(
+            nxt[present, 1 + N_COLORS :], b["next"][present, 1], reduction="none"
+        )
+        colour = torch.zeros_like(per_next)
+        colour[present] = (first + second) / 2
+        next_loss = per_next.mean() + colour[present].mean()
+        per_next = per_next + colour
     else:
-        color = nxt.sum() * 0.0
+        next_loss = per_next.mean()
     kind_loss = F.cross_entropy(kind, b["kind"])
+    if hard_samples > 0:
+        next_loss = next_loss + _hardest(per_next, hard_samples)
     return {
         "cells": cell_loss,
         "sprite": sprite_loss,
-        "next": presence + color,
+        "next": next_loss,
         "kind": 0.5 * kind_loss,
     }
 
@@ -275,7 +309,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
                 out = model(b["image"], logits=True)
             out = tuple(o.float() for o in out)
-            parts = losses(out, b)
+            parts = losses(out, b, args.hard_cells, args.hard_samples)
             loss = torch.stack(list(parts.values())).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -342,6 +376,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=int, default=2, help="data processes (2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (1)")
+    p.add_argument(
+        "--hard-cells",
+        type=float,
+        default=0.0,
+        help="add the loss of this fraction of the hardest field and falling-pill cells of a "
+        "batch (0: off)",
+    )
+    p.add_argument(
+        "--hard-samples",
+        type=float,
+        default=0.0,
+        help="add the next-pill loss of this fraction of the hardest samples of a batch (0: off)",
+    )
     p.add_argument("--reuse", type=int, default=4, help="steps each sample is used in (4)")
     p.add_argument("--buffer", type=int, default=256, help="shuffle buffer per worker (256)")
     p.add_argument("--seed", type=int, default=0, help="training seed (0)")

@@ -16,6 +16,7 @@ from perception.train import (  # noqa: E402
     SampleStream,
     build_parser,
     export_onnx,
+    losses,
     resolve_precision,
     train,
 )
@@ -94,3 +95,53 @@ def test_auto_precision_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf
     assert build_parser().parse_args([]).precision == "auto"
     assert resolve_precision("auto") == want
     assert resolve_precision("fp32") == "fp32" and resolve_precision("bf16") == "bf16"
+
+
+def _batch(n=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = (
+        torch.randn(n, 22, 16, 8, generator=g, requires_grad=True),
+        torch.randn(n, 4, 17, 8, generator=g, requires_grad=True),
+        torch.randn(n, 7, generator=g, requires_grad=True),
+        torch.randn(n, 6, generator=g, requires_grad=True),
+    )
+    b = {
+        "cells": torch.randint(0, 22, (n, 16, 8), generator=g),
+        "sprite": torch.randint(0, 4, (n, 17, 8), generator=g),
+        "next": torch.tensor([[0, 1], [-1, -1], [2, 2], [1, 0]])[:n],
+        "kind": torch.randint(0, 6, (n,), generator=g),
+        "visible": torch.tensor([True, False, True, True])[:n],
+    }
+    return out, b
+
+
+def test_hard_example_mining_adds_the_hardest_losses_only():
+    out, b = _batch()
+    plain = losses(out, b)
+    hard = losses(out, b, hard_cells=0.02, hard_samples=0.25)
+    per_cell = torch.nn.functional.cross_entropy(out[0], b["cells"], reduction="none")
+    vis = per_cell[b["visible"]].flatten()
+    k = math.ceil(0.02 * vis.numel())  # 0.02 of 384 visible cells: 8
+    want = plain["cells"] + vis.sort(descending=True).values[:k].mean()
+    assert torch.allclose(hard["cells"], want)
+    present = b["next"][:, 0] >= 0
+    per_next = torch.nn.functional.binary_cross_entropy_with_logits(
+        out[2][:, 0], present.float(), reduction="none"
+    )
+    first = torch.nn.functional.cross_entropy(
+        out[2][present, 1:4], b["next"][present, 0], reduction="none"
+    )
+    second = torch.nn.functional.cross_entropy(
+        out[2][present, 4:], b["next"][present, 1], reduction="none"
+    )
+    per_next[present] += (first + second) / 2
+    assert torch.allclose(hard["next"], plain["next"] + per_next.max())  # 1 of 4 samples
+    assert hard["sprite"] > plain["sprite"]
+    assert torch.equal(hard["kind"], plain["kind"])  # the kind is never mined
+    # the extra term's gradient reaches the hardest cells only: an invisible board gets none
+    out[0].grad = None
+    (hard["cells"] - plain["cells"]).backward()
+    grad = out[0].grad.abs().sum(dim=1)  # [4, 16, 8]
+    assert grad[1].sum() == 0
+    assert int((grad > 0).sum()) == k
+    assert torch.equal(losses(out, b, 0.0, 0.0)["cells"], plain["cells"])
