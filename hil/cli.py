@@ -863,7 +863,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="live view (auto: window, or terminal without a display; none with --fast)",
     )
     run.add_argument("--reader", default="auto", help="auto, onnx, or oracle (sim only)")
-    run.add_argument("--policy", default="auto", help="auto, onnx or heuristic")
+    run.add_argument(
+        "--policy",
+        default="auto",
+        help="auto, onnx, search (policy.search with the network as prior: slower, stronger; "
+        "docs/RUN.md) or heuristic",
+    )
     run.add_argument(
         "--planner",
         choices=["taps", "exact"],

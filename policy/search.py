@@ -136,11 +136,13 @@ class SearchPlayer:
             total += p * (float(seg.max()) - self._mobility(n, w))
         return total
 
-    def search(self, game: engine.Game) -> tuple[_core.Expansion, F64]:
+    def search(self, game: engine.Game, first: Any = None) -> tuple[Any, F64]:
         """(expansion of `game`, value per child float64[P]); the best child is the choice.
-        Raises ValueError when `game` has no pill to plan."""
+        `first`: the root's expansion when `game` is not a spawn state (a `PlayedPly` of a
+        falling pill); None: engine._core.expand(game). Raises ValueError when `game` has no
+        pill to plan."""
         w = self.weights_for(game)
-        e = self._expand(game)
+        e = self._expand(game) if first is None else first
         if len(e) == 0:
             raise ValueError(f"no placement to choose: plan status {e.status}")
         t1 = (e.lock_frames + e.settle_frames).astype(np.float64)
@@ -199,4 +201,44 @@ class SearchPlayer:
         return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
 
 
-__all__ = ["COLOUR_PAIRS", "SearchPlayer"]
+class PlayedPly:
+    """The first ply of a pill already falling (the live loop decides from the state where its
+    first new input takes effect, not from the spawn state engine._core.expand needs): every
+    placement of `plan` (engine.plan of `game`) played with its own masks on a copy of `game`
+    and settled to the next spawn state (engine._core.settle). Exact: the planner's inputs,
+    where expand locks on the lock frame by a model (search.h lock_at). Offers what
+    SearchPlayer.search reads of an engine._core.Expansion: placements int16[P], lock_frames
+    and settle_frames int32[P] (frames from `game`), viruses int32[P], phases uint8[P],
+    fields uint8[P, 128], reachable bool[512], status and child(k) (the settled state)."""
+
+    def __init__(self, game: engine.Game, plan: Any) -> None:
+        self.status = int(plan.status)
+        self.reachable = np.asarray(plan.reachable, dtype=bool)
+        self.placements = np.asarray(plan.placements, dtype=np.int16)
+        n = len(self.placements)
+        self.lock_frames = np.zeros(n, np.int32)
+        self.settle_frames = np.zeros(n, np.int32)
+        self.viruses = np.zeros(n, np.int32)
+        self.phases = np.zeros(n, np.uint8)
+        self.fields = np.zeros((n, 128), np.uint8)
+        self._children: list[engine.Game] = []
+        for i, idx in enumerate(self.placements):
+            masks = np.asarray(plan.masks(int(idx)), np.uint8)
+            child = game.clone()
+            child.run(masks)
+            frames, _rounds = _core.settle(child, max_frames=MAX_SETTLE_FRAMES)
+            self.lock_frames[i] = len(masks)
+            self.settle_frames[i] = frames
+            self.viruses[i] = int(child.virus_count)
+            self.phases[i] = int(child.phase)
+            self.fields[i] = np.asarray(child.field).reshape(-1)
+            self._children.append(child)
+
+    def __len__(self) -> int:
+        return len(self.placements)
+
+    def child(self, k: int) -> engine.Game:
+        return self._children[k].clone()
+
+
+__all__ = ["COLOUR_PAIRS", "PlayedPly", "SearchPlayer"]

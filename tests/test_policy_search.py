@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import engine
 from engine import _core
 from policy.play import MAX_SETTLE_FRAMES, Episode, play, to_spawn
-from policy.search import COLOUR_PAIRS, SearchPlayer
+from policy.search import COLOUR_PAIRS, PlayedPly, SearchPlayer
 from policy.teacher import Teacher, Weights
 from tests.test_policy_teacher import constructed
 
@@ -104,3 +105,48 @@ def test_endgame_weights_apply_from_the_virus_threshold() -> None:
     assert SearchPlayer(endgame_viruses=n, endgame_weights=late).weights_for(game) is late
     assert SearchPlayer(endgame_viruses=n - 1, endgame_weights=late).weights_for(game) == Weights()
     assert SearchPlayer(endgame_viruses=99).weights_for(game) == Weights()
+
+
+def test_a_falling_pills_played_ply_is_the_spawns_expansion_one_frame_later() -> None:
+    """The live loop decides from the falling pill (one frame after the spawn state): its
+    first ply played with the planner's masks has the same children as expand() at the spawn,
+    each one frame shorter, and the search picks the same placement from it."""
+    game = Episode(20, 2, 0x6006, 3).game()
+    to_spawn(game)
+    player = SearchPlayer(beam=4, beam3=2, width3=1)
+    for _ in range(4):
+        falling = game.clone()
+        falling.step(0)
+        e = _core.expand(game, max_settle=MAX_SETTLE_FRAMES)
+        p = PlayedPly(falling, engine.plan(falling))
+        assert np.array_equal(np.asarray(e.placements), p.placements)
+        assert np.array_equal(np.asarray(e.fields), p.fields)
+        assert np.array_equal(np.asarray(e.viruses), p.viruses)
+        assert np.array_equal(np.asarray(e.phases), p.phases)
+        spent = np.asarray(e.lock_frames) + np.asarray(e.settle_frames)
+        assert np.array_equal(spent - 1, p.lock_frames + p.settle_frames)
+        for k in (0, len(p) - 1):
+            assert np.array_equal(np.asarray(e.child(k).field), np.asarray(p.child(k).field))
+        ev, v = player.search(game)
+        pv, w = player.search(falling, p)
+        assert int(ev.placements[int(np.argmax(v))]) == int(pv.placements[int(np.argmax(w))])
+        decision = player.act(game)
+        game.run(decision.masks)
+        to_spawn(game)
+
+
+def test_hil_search_policy_chooses_the_searchs_placement_from_the_falling_pill() -> None:
+    from hil.loop.runtime import make_policy
+
+    policy = make_policy("search")
+    player = policy.player  # the shipped search with the ONNX prior
+    game = Episode(20, 2, 0x6008, 0).game()
+    to_spawn(game)
+    falling = game.clone()
+    falling.step(0)
+    plan = engine.plan(falling)
+    idx = policy.choose(falling, plan.reachable)
+    assert np.asarray(plan.reachable)[idx]
+    assert idx == player.act(game).placement
+    with pytest.raises(ValueError, match="no placement"):
+        policy.choose(falling, np.zeros(512, bool))
