@@ -126,10 +126,12 @@ def losses(
 
     Online hard example mining: ``hard_cells`` > 0 adds, for the field cells and the
     falling-pill cells, the mean loss of that fraction of the batch's cells with the largest
-    loss; ``hard_samples`` > 0 does the same over the samples for the next pill and the screen
-    kind. Nearly every cell is an easy empty one; what is left to learn once the network knows
-    the layout is a few pixels of the pieces (a single against a top half: three corner pixels
-    of CHR tiles $80 and $40)."""
+    loss; ``hard_samples`` > 0 does the same over the samples for the next pill. Nearly every
+    cell is an easy empty one; what is left to learn once the network knows the layout is a few
+    pixels of the pieces (a single against a top half: three corner pixels of CHR tiles $80 and
+    $40). The screen kind is not mined: some of its labels cannot be told from one picture (the
+    play before the first pill against the intro), and mining it made the kind worse on the
+    random chains (26 misses in 2400 pictures against 11; docs/PERCEPTION.md)."""
     cells, sprite, nxt, kind = outputs
     visible = b["visible"]
     per_cell = F.cross_entropy(cells, b["cells"], reduction="none")  # [B, 16, 8]
