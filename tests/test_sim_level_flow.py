@@ -75,3 +75,28 @@ def test_the_intro_is_drawn_one_virus_a_frame(chained_run):
     for (g0, n0), (g1, n1) in zip(seen, seen[1:], strict=False):
         if n0 >= 0 and n1 >= 0:
             assert 0 <= n1 - n0 <= g1 - g0  # never more than one new virus a frame
+
+
+def test_a_starved_realtime_capture_drops_frames_the_console_no_longer_holds():
+    """A capture thread that falls further behind than the console keeps pictures (a loaded
+    host) drops those frames, as a capture card does, instead of dying on a KeyError."""
+    from calibration import Profile
+    from hil.consoles.sim import PICTURES_KEPT, SimConsole, SimLevel
+
+    console = SimConsole(
+        [SimLevel(4, 2, 0x8988)],
+        Profile.load("ideal_720p_nearest"),
+        realtime=True,
+        pad=lambda g: 0,
+    )
+    try:
+        # Run the console ahead of the host clock: frames 0..99 are gone before the capture
+        # thread (started by the first newest()) reads its first frame.
+        console.run_to_frame(PICTURES_KEPT + 100)
+        assert not console.holds_picture(0) and console.holds_picture(PICTURES_KEPT + 99)
+        frame = console.capture.newest(timeout_s=10.0)
+        assert frame is not None
+        assert frame.truth["sim_frame"] >= 100
+        assert console.capture.skipped >= 100
+    finally:
+        console.close()

@@ -70,6 +70,7 @@ LATE_INIT_RATE = 0.1
 DEVICE_BOOT_US = 1_000_000  # the firmware clock reads this when console frame 0 latches
 READ_GAP_US = 120  # between Dr. Mario's two controller reads
 MASKS_KEPT = 3_600  # console frames of masks a SimConsole keeps (a minute of play)
+PICTURES_KEPT = 600  # console frames of shown states (pictures) a SimConsole keeps (10 s)
 
 
 @dataclass(frozen=True)
@@ -284,9 +285,9 @@ class SimConsole:
             self._menu_step(g, used)
         if self.flow is None and self.menu is not None:
             self._menu_shown[g] = _menu_key(self.menu)
-        self._menu_shown.pop(g - 600, None)
+        self._menu_shown.pop(g - PICTURES_KEPT, None)
         self._pictures[g] = shown
-        self._pictures.pop(g - 600, None)
+        self._pictures.pop(g - PICTURES_KEPT, None)
         self._prev_mask = used
         self.masks[g] = used
         self.masks.pop(g - MASKS_KEPT, None)
@@ -470,8 +471,14 @@ class SimConsole:
 
     def picture_state(self, g: int) -> engine.Game | None:
         """The state shown in console frame g (None: a screen without a level). Raises
-        KeyError when frame g is not latched yet or long gone."""
+        KeyError when frame g is not latched yet or long gone (the console keeps the last
+        PICTURES_KEPT frames)."""
         return self._pictures[g]
+
+    def holds_picture(self, g: int) -> bool:
+        """Whether console frame g has latched and is still kept (see picture_state)."""
+        with self._lock:
+            return g in self._pictures
 
     def close(self) -> None:
         self._stop.set()
@@ -591,6 +598,11 @@ class SimCapture:
                         break
                 self._stop.wait(0.001)
             with c._lock:
+                if not c.holds_picture(g):
+                    # Starved for longer than the console keeps pictures (a loaded host): the
+                    # frame is lost, as a capture card drops the frames nobody read in time.
+                    self.skipped += 1
+                    continue
                 frame = self._make(k)
             wait = (frame.time_ns - time.monotonic_ns()) / 1e9
             if wait > 0 and self._stop.wait(wait):
