@@ -519,6 +519,60 @@ def test_the_lock_frame_sprite_over_the_same_tiles_is_not_a_pill_mismatch():
     assert mismatches(falling, Observation(ScreenKind.LEVEL, empty), MatchConfig()) == ["pill"]
 
 
+def test_unsure_readings_of_the_pill_and_the_next_pill_are_not_mismatches():
+    """No falling pill read where the reader was unsure of the cells the predicted pill covers
+    (the real game: a pill resting on viruses read as none, those cells at 0.2-0.5), or a next
+    pill read with low confidence, is no evidence; the same readings made confidently are
+    mismatches."""
+    empty = np.full((16, 8), 0xFF, np.uint8)
+    pill = FallingPill(2, 8, 0, (1, 1))  # row 7, columns 2-3
+    pred = Observation(ScreenKind.LEVEL, empty, falling=pill, next=NextPill((2, 2)))
+    cfg = MatchConfig()
+
+    def seen(unsure_cell=None, nxt=NextPill((2, 2))):
+        conf = np.ones((16, 8), np.float32)
+        if unsure_cell is not None:
+            conf[unsure_cell] = 0.4
+        return Observation(ScreenKind.LEVEL, empty, next=nxt, confidence=conf)
+
+    assert mismatches(pred, seen((7, 3)), cfg) == []
+    assert mismatches(pred, seen((7, 2)), cfg) == []
+    assert mismatches(pred, seen((6, 3)), cfg) == ["pill"]  # unsure beside it, not under it
+    assert mismatches(pred, seen(), cfg) == ["pill"]
+    assert mismatches(pred, seen((7, 3), NextPill((2, 1), confidence=0.5)), cfg) == []
+    assert mismatches(pred, seen((7, 3), NextPill((2, 1), confidence=0.99)), cfg) == ["next"]
+    # A pill read elsewhere is a mismatch however unsure the cells under the predicted one.
+    elsewhere = replace(seen((7, 3)), falling=FallingPill(2, 9, 0, (1, 1)))
+    assert mismatches(pred, elsewhere, cfg) == ["pill"]
+
+
+@pytest.mark.parametrize("misread", [2, 5, 12])
+def test_a_next_pill_misread_for_a_few_captures_is_not_a_divergence(misread):
+    """A confident misread of the next pill's colours (the shipped reader, twice in a simulated
+    level 20) does not move the falling pill: like a board cell, it must last
+    soft_mismatch_frames captures to be a divergence, and then it is one."""
+    con = Console(level=5, speed=1, seed=0x4321, start=15, frames=500)
+    tracker = make_tracker()
+    tracker.begin_level(5, 1, con.start)
+    bad = [0]
+
+    def seen(obs):
+        # From the 20th capture after the second spawn was seen, ``misread`` captures in a row.
+        spawned = tracker.lv is not None and tracker.lv.reported_spawn >= 2
+        if spawned and obs.next is not None and bad[0] < 20 + misread:
+            bad[0] += 1
+            if bad[0] > 20:
+                c0, c1 = obs.next.colors
+                return replace(obs, next=replace(obs.next, colors=(c0, (c1 + 1) % 3)))
+        return obs
+
+    events = drive(tracker, con, seen=seen)
+    assert bad[0] == 20 + misread
+    assert names(events).count("spawn") >= 3
+    soft = tracker.cfg.soft_mismatch_frames
+    assert ("desync" in names(events)) == (misread >= soft)
+
+
 def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():
     # generateNextPill shows the reserve's next pill 2 frames before the spawn the tracker
     # counts; the tracker does not know the reserve, so those frames' preview is not compared

@@ -58,8 +58,9 @@ class MatchConfig:
 
     min_confidence: cells read with less are not compared, nor written into the shadow state
     on a re-sync (the prediction is exact; an unsure reading is perception's doubt, e.g. a
-    virus colour misread on one animation frame). cell_tolerance: confident cells
-    allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
+    virus colour misread on one animation frame); the same threshold holds for the next
+    pill's reading and for the cells under a predicted falling pill that the reader did not
+    see. cell_tolerance: confident cells allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
     use those facts when both sides know them."""
 
     min_confidence: float = 0.97
@@ -82,6 +83,24 @@ def _pill_hidden(pill: FallingPill, field: npt.NDArray[np.uint8]) -> bool:
         if not (0x40 <= code < 0x90) or (code & 0x0F) != color:
             return False
     return True
+
+
+# What a reader's misread makes differ for a frame or two, and no input depends on: a run of
+# captures that differ in these only needs TrackerConfig.soft_mismatch_frames to diverge.
+_SOFT = frozenset({"board", "next"})
+
+
+def _unsure_under(pill: FallingPill, obs: Observation, cfg: MatchConfig) -> bool:
+    """True when ``obs`` read one of the bottle cells that ``pill``'s sprites cover with less
+    than ``cfg.min_confidence``: a picture whose reader found no falling pill there is then no
+    evidence that none is drawn. On the real game's frames the ROM-fitted reader missed a falling
+    pill resting on viruses for up to 7 frames in a row, each time with those cells at 0.2-0.5
+    (docs/RUN.md, "Tracking")."""
+    conf = np.asarray(obs.confidence)
+    for r, c in pill.drawn().cells:
+        if 0 <= r < ROWS and 0 <= c < COLS and conf[r, c] < cfg.min_confidence:
+            return True
+    return False
 
 
 def _same_picture(pred: ScreenKind, seen: ScreenKind) -> bool:
@@ -117,6 +136,8 @@ def mismatches(
         out.append("board")
     if pred.falling is not None and obs.falling is None and _pill_hidden(pred.falling, obs.field):
         pass  # the lock frame: the sprite over the same pill drawn in the bottle
+    elif pred.falling is not None and obs.falling is None and _unsure_under(pred.falling, obs, cfg):
+        pass  # no pill read where the reader was unsure of the cells the predicted one covers
     elif (pred.falling is None) != (obs.falling is None) or (
         pred.falling is not None
         and obs.falling is not None
@@ -127,7 +148,8 @@ def mismatches(
         cfg.compare_next
         and next_known
         and pred.next_colors is not None
-        and obs.next_colors is not None
+        and obs.next is not None
+        and obs.next.confidence >= cfg.min_confidence
         and pred.next_colors != obs.next_colors
     ):
         out.append("next")
@@ -183,9 +205,10 @@ class TrackerConfig:
     gives no throw frame (the pill is then decided on that much later), and at most until
     lock_reserve frames before the pill would lock without input. board_frames: intro pictures
     the level's board is voted over (two virus animation periods). track_virus_frame: compare
-    the virus animation frame after the alignment too. board_mismatch_frames: consecutive
-    disagreeing captures before a divergence is declared when only board cells differ (a
-    reader's misread cell lasts a frame or two; a real difference stays)."""
+    the virus animation frame after the alignment too. soft_mismatch_frames: consecutive
+    disagreeing captures before a divergence is declared when only board cells or the next
+    pill's colours differ (a reader's misread cell or preview lasts a frame or two; a real
+    difference stays, and neither moves the falling pill the inputs are planned for)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -198,7 +221,7 @@ class TrackerConfig:
     lock_reserve: int = 30
     board_frames: int = 16
     track_virus_frame: bool = False
-    board_mismatch_frames: int = 6
+    soft_mismatch_frames: int = 6
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -250,7 +273,7 @@ class _Level:
         self.result: str | None = None  # "stage_clear" / "top_out" once seen
         self.pill_seen: int | None = None  # frame of the first capture with the first pill
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
-        self.board_only = False  # the current disagreeing run differs in board cells only
+        self.soft_only = False  # the current disagreeing run differs in board or next only
         self.voted = 0
 
 
@@ -657,8 +680,9 @@ class Tracker:
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
-            lv.board_only = (lv.board_only if lv.mismatch_run > 1 else True) and worst == ["board"]
-            needed = self.cfg.board_mismatch_frames if lv.board_only else self.cfg.mismatch_frames
+            soft = set(worst) <= _SOFT
+            lv.soft_only = (lv.soft_only if lv.mismatch_run > 1 else True) and soft
+            needed = self.cfg.soft_mismatch_frames if lv.soft_only else self.cfg.mismatch_frames
             if lv.mismatch_run >= needed:
                 events += self._diverged(frames, obs, worst)
             return events
