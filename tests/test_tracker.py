@@ -529,7 +529,8 @@ def test_unsure_readings_of_the_pill_and_the_next_pill_are_not_mismatches():
     pred = Observation(ScreenKind.LEVEL, empty, falling=pill, next=NextPill((2, 2)))
     cfg = MatchConfig()
 
-    def seen(unsure_cell=None, nxt=NextPill((2, 2))):
+    def seen(unsure_cell=None, nxt=None):
+        nxt = nxt or NextPill((2, 2))
         conf = np.ones((16, 8), np.float32)
         if unsure_cell is not None:
             conf[unsure_cell] = 0.4

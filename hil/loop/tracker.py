@@ -60,8 +60,8 @@ class MatchConfig:
     on a re-sync (the prediction is exact; an unsure reading is perception's doubt, e.g. a
     virus colour misread on one animation frame); the same threshold holds for the next
     pill's reading and for the cells under a predicted falling pill that the reader did not
-    see. cell_tolerance: confident cells allowed to differ (perception noise). compare_next / compare_throw / compare_virus_frame:
-    use those facts when both sides know them."""
+    see. cell_tolerance: confident cells allowed to differ (perception noise). compare_next /
+    compare_throw / compare_virus_frame: use those facts when both sides know them."""
 
     min_confidence: float = 0.97
     cell_tolerance: int = 0
