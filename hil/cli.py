@@ -450,11 +450,11 @@ def _run_emu(args: argparse.Namespace) -> int:
         close_view()
         if recorder is not None:
             recorder.close()
-    summary.pop("capture", None)
     print(
         f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "
         f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
-        f"{summary['late_schedules']} late schedules",
+        f"{summary['late_schedules']} late schedules, "
+        f"{summary['missed_decisions']} missed decisions",
         file=sys.stderr,
     )
     print(json.dumps(summary, indent=1))
@@ -862,7 +862,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="live view (auto: window, or terminal without a display; none with --fast)",
     )
-    run.add_argument("--reader", default="auto", help="auto, onnx, or oracle (sim only)")
+    run.add_argument(
+        "--reader",
+        default="auto",
+        help="auto, onnx, or oracle (the simulated console's or --emu's ground truth)",
+    )
     run.add_argument(
         "--policy",
         default="auto",

@@ -53,6 +53,10 @@ def test_two_levels_chained_by_start_in_step(chained_run):
     summary, console, events, _ = chained_run
     assert summary["levels_cleared"] == summary["levels_played"] == 2, summary
     assert summary["desyncs"] == 0 and summary["late_schedules"] == 0
+    assert [(lv["desyncs"], lv["resyncs"]) for lv in summary["levels"]] == [(0, 0), (0, 0)]
+    # The log's summary is the one returned (and printed), the console's section included.
+    logged = [e for e in events if e["event"] == "summary"][-1]
+    assert logged["sim"]["levels"] and logged["levels"] == summary["levels"]
     first, second = console.records
     assert (second.spec.level, second.spec.speed) == (1, 1)
     # The game's chain: the next level is made from the RNG where level 0's intro left it.
@@ -100,3 +104,32 @@ def test_a_starved_realtime_capture_drops_frames_the_console_no_longer_holds():
         assert console.capture.skipped >= 100
     finally:
         console.close()
+
+
+def test_each_level_result_counts_its_own_desyncs():
+    """A level's entry in the summary has the desyncs and re-syncs made while it was played,
+    not the run's running totals."""
+    from types import SimpleNamespace
+
+    from hil.loop.levels import Levels
+    from hil.loop.runtime import LevelPlan
+    from hil.loop.tracker import LevelState
+
+    class Log:
+        def write(self, event, **data):
+            pass
+
+    levels = Levels([LevelPlan(5, 1), LevelPlan(6, 1)], Log())
+    tracker = SimpleNamespace(state=LevelState.ENDED, desyncs=3, resyncs=2, lv=None)
+    tracker.lv = SimpleNamespace(
+        level=5, speed=1, result="stage_clear", base=100, fc0=4, decided_spawn=40
+    )
+    levels.started()
+    assert levels.next_due(5000, tracker, 100) is None  # the end is recorded; Start waits
+    tracker.desyncs, tracker.resyncs = 4, 2
+    levels.started()
+    levels.interrupted(tracker)
+    assert [(r["level"], r["desyncs"], r["resyncs"]) for r in levels.results] == [
+        (5, 3, 2),
+        (6, 1, 0),
+    ]

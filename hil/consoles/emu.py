@@ -675,7 +675,10 @@ class EmuRun:
 
     def report(self) -> dict[str, Any]:
         """``{"emu": ...}``: the ROM, the menus, the levels the game began, the LevelFlow
-        shadow's RAM check, lag frames."""
+        shadow's RAM check, lag frames. ``menu_presses``: the presses of the RAM-driven menus
+        (``ram_menus``), None when the runtime's picture-driven menus started the levels (their
+        presses and frames are in the log's ``start_pressed`` events); ``start_latches``: the
+        console frames that latched Start, kept for the test ROM (no game) only."""
         return {
             "emu": {
                 "rom": self.emu.rom_name,

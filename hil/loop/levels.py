@@ -53,6 +53,7 @@ class Levels:
         self.results: list[dict[str, Any]] = []
         self.ended_at_frame: int | None = None
         self.done = False
+        self._counted = (0, 0)  # the tracker's (desyncs, resyncs) at the last level's end
 
     def next_due(self, now_frame: int, tracker: Tracker, frames_seen: int) -> LevelPlan | None:
         """The level to start now, if one is due: the first once the console has been seen
@@ -112,18 +113,27 @@ class Levels:
             if start is None or self.ended_at_frame is None
             else self.ended_at_frame - start,
             "pills": lv.decided_spawn,
+            **self._count(tracker),
         }
         self.results.append(rec)
         self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
         if result == "top_out" and self.stop_on_top_out:
             self.done = True
 
-    def interrupted(self) -> None:
+    def _count(self, tracker: Tracker) -> dict[str, int]:
+        """The tracker's desyncs and re-syncs since the last level ended."""
+        d0, r0 = self._counted
+        self._counted = (tracker.desyncs, tracker.resyncs)
+        return {"desyncs": tracker.desyncs - d0, "resyncs": tracker.resyncs - r0}
+
+    def interrupted(self, tracker: Tracker | None = None) -> None:
         """The level in play when the run was interrupted counts as played, not cleared."""
         if self.index < 0 or len(self.results) > self.index:
             return
         lp = self.plans[self.index]
         rec = {"level": lp.level, "speed": lp.speed, "result": "interrupted", "frames": None}
+        if tracker is not None:
+            rec.update(self._count(tracker))
         self.results.append(rec)
         self.log.write("level_end", **rec)
 

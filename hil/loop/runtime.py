@@ -1010,6 +1010,7 @@ class Runtime:
             "planner": getattr(self.decision.planner, "name", "?"),
             "capture": self.source.describe(),
         }
+        out.update(self.console.report())  # the console's own section: "sim", "emu", "rig"
         self.log.write("summary", **out)
         return out
 
@@ -1050,6 +1051,4 @@ def play(
         screens=screens,
     )
     console.start()
-    summary = rt.run()
-    summary.update(console.report())
-    return summary
+    return rt.run()
