@@ -443,7 +443,13 @@ def _run_emu(args: argparse.Namespace) -> int:
             model=args.model,
             on_frame=recorder,
         )
-    except (RomError, EmuError, ValueError, FileNotFoundError) as e:
+    except FileNotFoundError as e:
+        print(
+            f"hil run: {e.filename}: no such file" if e.filename else f"hil run: {e}",
+            file=sys.stderr,
+        )
+        return 2
+    except (RomError, EmuError, ValueError) as e:
         print(f"hil run: {e}", file=sys.stderr)
         return 2
     finally:
@@ -836,7 +842,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sim with --fast: the controller is this firmware image (default the committed "
         "one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
     )
-    run.add_argument("--level", type=int, default=0, help="first level 0..24 (default 0)")
+    run.add_argument(
+        "--level",
+        type=int,
+        default=0,
+        help="first level 0..24 (default 0); 0..20 where the options screen starts it (--emu)",
+    )
     run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
     run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')
     run.add_argument("--max-levels", type=int, default=1, help="levels from --level (1)")

@@ -76,6 +76,8 @@ def test_run_emu_refuses_a_bad_rom_with_one_line_and_exit_2(kind, rom, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("hil run: ")
     assert "Traceback" not in err[0]
+    if kind == "missing":
+        assert err[0] == f"hil run: {path}: no such file"
 
 
 def test_run_emu_takes_missing_screens_from_the_rom_once_and_stores_them(tmp_path, monkeypatch):
