@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
     from pathlib import Path
@@ -770,10 +770,18 @@ MODEL_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a bad command line said in one line (exit 2), not the usage block; its
+    subcommands' parsers are of this class too (argparse's default parser_class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from hil.link.vdevice import DEFAULT_UF2
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hil",
         description=(
             "Dr. Mario bridge: plays NES Dr. Mario on a real console, a simulated console, "
