@@ -450,7 +450,7 @@ def _run_emu(args: argparse.Namespace) -> int:
         )
         return 2
     except (RomError, EmuError, ValueError) as e:
-        print(f"hil run: {e}", file=sys.stderr)
+        print(f"hil run: {_rom_message(e)}", file=sys.stderr)
         return 2
     finally:
         close_view()
