@@ -280,8 +280,6 @@ class _Signals:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """Play: the closed loop against the simulated console (default) or the real rig."""
-    import json
-
     from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
     from hil.loop.view import make_view
     from hil.play import SimOptions, run_rig, run_sim
@@ -372,22 +370,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if recorder is not None:
             recorder.close()
         signals.restore()
-    summary.pop("capture", None)
     stopped = ""
     if signals.signum is not None:
         import signal
 
         stopped = f"stopped by {signal.Signals(signals.signum).name}; "
+    recording = f"; recording in {args.record}" if recorder is not None and recorder.writer else ""
+    code = _print_summary(summary, stopped, recording)
+    return 128 + signals.signum if signals.signum is not None else code
+
+
+def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
+    """hil run's end: the headline on stderr, the summary (as logged) as JSON on stdout; the
+    exit status: 0 every level played cleared, 1 otherwise, 2 a level that could not start."""
+    import json
+
     print(
         f"hil run: {stopped}{summary['levels_cleared']}/{summary['levels_played']} levels "
         f"cleared, {summary['console_frames']} frames, {summary['desyncs']} desyncs, "
-        f"{summary['late_schedules']} late schedules, peak RSS {summary['peak_rss_mb']} MB"
-        + (f"; recording in {args.record}" if recorder is not None and recorder.writer else ""),
+        f"{summary['late_schedules']} late schedules, "
+        f"{summary['missed_decisions']} missed decisions, peak RSS {summary['peak_rss_mb']} MB"
+        + tail,
         file=sys.stderr,
     )
     print(json.dumps(summary, indent=1))
-    if signals.signum is not None:
-        return 128 + signals.signum
     if summary.get("cannot_start"):
         return 2  # the level asked for could not be started (said in one line)
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
@@ -396,8 +402,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _run_emu(args: argparse.Namespace) -> int:
     """hil run --emu ROM: the user's Dr. Mario in cynes, menus to --level/--speed, then the
     game's chain of levels (docs/EMU.md). A missing, wrong or corrupt ROM: one line, exit 2."""
-    import json
-
     from engine import RomError
     from hil.consoles.emu import EmuError
     from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
@@ -456,17 +460,7 @@ def _run_emu(args: argparse.Namespace) -> int:
         close_view()
         if recorder is not None:
             recorder.close()
-    print(
-        f"hil run: {summary['levels_cleared']}/{summary['levels_played']} levels cleared, "
-        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
-        f"{summary['late_schedules']} late schedules, "
-        f"{summary['missed_decisions']} missed decisions",
-        file=sys.stderr,
-    )
-    print(json.dumps(summary, indent=1))
-    if summary.get("cannot_start"):
-        return 2  # the level asked for could not be started (said in one line)
-    return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
+    return _print_summary(summary)
 
 
 def _model_line(command: str, model: str | None, profile: Profile) -> str:

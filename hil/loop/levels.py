@@ -126,14 +126,13 @@ class Levels:
         self._counted = (tracker.desyncs, tracker.resyncs)
         return {"desyncs": tracker.desyncs - d0, "resyncs": tracker.resyncs - r0}
 
-    def interrupted(self, tracker: Tracker | None = None) -> None:
+    def interrupted(self, tracker: Tracker) -> None:
         """The level in play when the run was interrupted counts as played, not cleared."""
         if self.index < 0 or len(self.results) > self.index:
             return
         lp = self.plans[self.index]
         rec = {"level": lp.level, "speed": lp.speed, "result": "interrupted", "frames": None}
-        if tracker is not None:
-            rec.update(self._count(tracker))
+        rec.update(self._count(tracker))
         self.results.append(rec)
         self.log.write("level_end", **rec)
 

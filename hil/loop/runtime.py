@@ -861,7 +861,7 @@ class Runtime:
         except KeyboardInterrupt:  # Ctrl-C, and SIGTERM / SIGHUP (hil run turns them into it)
             self.interrupted = True
             self.log.write("interrupted")
-            self.levels.interrupted()
+            self.levels.interrupted(self.tracker)
         finally:
             self._release()
         return self.summary()
