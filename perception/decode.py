@@ -19,9 +19,105 @@ from perception.observation import FallingPill, NextPill, Observation, kind_of_l
 EPS = 1e-7
 
 
-def decode_cells(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float32 [22, 16, 8] -> (uint8 [16, 8] cell codes, float32 [16, 8] their probability)."""
-    k = probs.argmax(axis=0)
+# A pill half and where its partner must be (updateField $92EB): (row step, column step, the
+# partner's types: the other half, or a clearing cell until updateField makes the half a single)
+_PARTNER = {
+    0x4: (1, 0, (0x5, 0xB)),  # top half: the bottom half below
+    0x5: (-1, 0, (0x4, 0xB)),  # bottom half: the top half above (or above the field)
+    0x6: (0, 1, (0x7, 0xB)),  # left half: the right half to its right
+    0x7: (0, -1, (0x6, 0xB)),  # right half: the left half to its left
+}
+PAIR_MIN_CONFIDENCE = 0.97  # cells read at least this sure are kept (BoardTracker's default)
+PAIR_CANDIDATES = 3  # classes tried per unsure cell: its most likely ones ...
+PAIR_MIN_CANDIDATE = 0.01  # ... that the model gives at least this (mends took 0.07-0.47)
+
+
+def unpaired(field: np.ndarray) -> np.ndarray:
+    """uint8 [16, 8] cell codes -> bool [16, 8]: pill halves whose partner is not there.
+
+    In the game's field every half has its partner beside it: updateField ($92EB) turns a half
+    whose partner was cleared into a single ($8x) in the same pass that empties the clearing
+    cells ($Bx), and a clearing cell counts as the partner until then. One exception: a
+    vertical pill locked with its upper half above the field (confirmPlacement $8F62 drops
+    that half) leaves a bottom half in row 0, so a bottom half there is never unpaired."""
+    t = field >> 4
+    below = np.zeros_like(t)
+    below[:-1] = t[1:]
+    above = np.full_like(t, 0x4)  # row 0: the top half may be above the field
+    above[1:] = t[:-1]
+    right = np.zeros_like(t)
+    right[:, :-1] = t[:, 1:]
+    left = np.zeros_like(t)
+    left[:, 1:] = t[:, :-1]
+    bad = np.zeros(t.shape, dtype=bool)
+    for kind, near in ((0x4, below), (0x5, above), (0x6, right), (0x7, left)):
+        bad |= (t == kind) & ~np.isin(near, _PARTNER[kind][2])
+    return bad
+
+
+def _pair_cells(
+    probs: np.ndarray,
+    k: np.ndarray,
+    covered: np.ndarray | None = None,
+    min_confidence: float = PAIR_MIN_CONFIDENCE,
+) -> np.ndarray:
+    """Argmax classes int [16, 8] with each unpaired half mended where the model was unsure.
+
+    For an unpaired half and the cell where its partner belongs, the cells read below
+    ``min_confidence`` may change to one of their ``PAIR_CANDIDATES`` most likely classes (each
+    of probability at least ``PAIR_MIN_CANDIDATE``); the most likely combination (product of
+    the probabilities) that pairs the half and breaks no other pair is taken. A pair read sure
+    on both sides stays as read (the picture shows it), and so does one with a cell under the
+    falling pill's sprite (``covered``, bool [16, 8]): there the picture hides a cell, and on
+    the lock frame the pill it covers is half drawn."""
+    field = CLASS_TO_CODE[k]
+    bad = unpaired(field)
+    if not bad.any():
+        return k
+    k = k.copy()
+    rows, cols = field.shape
+    order = np.argsort(-probs, axis=0)[:PAIR_CANDIDATES]
+    for r, c in zip(*np.nonzero(bad), strict=True):
+        field = CLASS_TO_CODE[k]
+        now_bad = unpaired(field)
+        if not now_bad[r, c]:
+            continue  # mended with an earlier one
+        dr, dc, _ = _PARTNER[int(field[r, c]) >> 4]
+        pr, pc = r + dr, c + dc
+        place = [(r, c)] + ([(pr, pc)] if 0 <= pr < rows and 0 <= pc < cols else [])
+        if covered is not None and any(covered[y, x] for y, x in place):
+            continue
+        unsure = [(y, x) for y, x in place if probs[k[y, x], y, x] < min_confidence]
+        if not unsure:
+            continue
+        best, best_p = None, -1.0
+        for combo in np.ndindex(*([PAIR_CANDIDATES] * len(unsure))):
+            trial = k.copy()
+            for (y, x), i in zip(unsure, combo, strict=True):
+                trial[y, x] = order[i, y, x]
+            if any(probs[trial[y, x], y, x] < PAIR_MIN_CANDIDATE for y, x in unsure):
+                continue
+            left = unpaired(CLASS_TO_CODE[trial])
+            if any(left[y, x] for y, x in place) or (left & ~now_bad).any():
+                continue
+            p = float(np.prod([probs[trial[y, x], y, x] for y, x in unsure]))
+            if p > best_p:
+                best, best_p = trial, p
+        if best is not None:
+            k = best
+    return k
+
+
+def decode_cells(
+    probs: np.ndarray, covered: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """float32 [22, 16, 8] -> (uint8 [16, 8] cell codes, float32 [16, 8] their probability).
+
+    Cells by argmax, then pill halves without their partner mended where the model was unsure
+    of them (:func:`unpaired`, ``_pair_cells``; ``covered``, bool [16, 8]: cells under the
+    falling pill's sprite, whose pairs are left as read); a mended cell's confidence is the
+    probability of the class it took."""
+    k = _pair_cells(probs, probs.argmax(axis=0), covered)
     conf = np.take_along_axis(probs, k[None], axis=0)[0]
     return CLASS_TO_CODE[k], conf.astype(np.float32)
 
@@ -94,8 +190,9 @@ def decode(
     line of the nametable above it. On the lock frame the locked pill is drawn there too and
     the model often reads the cell as empty, so its confidence is scaled by the probability
     that no sprite covers it: a reader of the Observation (the tracker) skips such cells."""
-    field, conf = decode_cells(cells)
-    conf = conf * sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
+    no_sprite = sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
+    field, conf = decode_cells(cells, no_sprite < 0.5)
+    conf = conf * no_sprite
     k = int(kind.argmax())
     falling = decode_falling(sprite)
     k_conf = float(kind[k])

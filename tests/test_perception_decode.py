@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine import ScreenKind
-from perception.decode import decode, decode_cells, decode_falling, decode_next
+from perception.decode import decode, decode_cells, decode_falling, decode_next, unpaired
 from perception.layout import (
     CELL_TYPES,
     CLASS_TO_CODE,
@@ -49,6 +49,55 @@ def test_decode_cells_gives_codes_and_their_probability():
     field, conf = decode_cells(probs)
     assert field[3, 4] == 0xD2 and field[0, 0] == 0xFF
     assert conf.dtype == np.float32 and conf[3, 4] == pytest.approx(0.79)
+
+
+def cell_probs(codes: dict[tuple[int, int], tuple[int, float, int]]) -> np.ndarray:
+    """[22, 16, 8] probabilities: empty everywhere (0.99) except ``codes`` {(row, col): (code
+    read, its probability, runner-up code)}; the rest of each such cell goes to the runner-up."""
+    probs = np.full((N_CELL_CLASSES, 16, 8), 0.0005, np.float32)
+    probs[0] = 0.99
+    for (r, c), (code, p, second) in codes.items():
+        probs[:, r, c] = 0.0
+        k1, k2 = cell_classes(np.array([code, second]))
+        probs[k1, r, c] = p
+        probs[k2, r, c] += 1.0 - p
+    return probs
+
+
+def test_unpaired_finds_halves_without_partner():
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field[5, 2], field[5, 3] = 0x60, 0x72  # a horizontal pill
+    field[8, 0], field[9, 0] = 0x41, 0x51  # a vertical pill
+    field[12, 4], field[12, 5] = 0x60, 0xB1  # a left half beside a clearing cell
+    field[0, 7] = 0x52  # a bottom half in row 0: its top half was above the field
+    field[14, 6] = 0xD0
+    assert not unpaired(field).any()
+    field[9, 0] = 0x81  # the bottom half read as a single
+    field[5, 3] = 0xD2  # the right half read as a virus
+    field[15, 1] = 0x40  # a top half on the floor
+    assert sorted(map(tuple, np.argwhere(unpaired(field)))) == [(5, 2), (8, 0), (15, 1)]
+
+
+def test_decode_cells_mends_an_unsure_half_that_breaks_a_pair():
+    # a single read as a top half at 0.6 (a single at 0.4), nothing below it
+    field, conf = decode_cells(cell_probs({(10, 3): (0x41, 0.6, 0x81)}))
+    assert field[10, 3] == 0x81 and conf[10, 3] == pytest.approx(0.4)
+    # a right half read as a virus at 0.9 beside a sure left half
+    field, _ = decode_cells(cell_probs({(4, 4): (0x60, 0.999, 0xFF), (4, 5): (0xD0, 0.9, 0x70)}))
+    assert field[4, 4] == 0x60 and field[4, 5] == 0x70
+    # the same read sure: the picture shows it (a pair torn while the rows are redrawn)
+    field, _ = decode_cells(cell_probs({(4, 4): (0x60, 0.999, 0xFF), (4, 5): (0xD0, 0.99, 0x70)}))
+    assert field[4, 5] == 0xD0
+    # no likely class pairs it without breaking another pair (the rest of the cell's
+    # probability is under PAIR_MIN_CANDIDATE): left as read
+    probs = cell_probs({(7, 1): (0x41, 0.6, 0x50), (8, 1): (0xFF, 0.99, 0xD0)})
+    field, _ = decode_cells(probs)
+    assert field[7, 1] == 0x41
+    # a pair under the falling pill's sprite is left as read (the lock frame draws it)
+    probs = cell_probs({(10, 3): (0x41, 0.6, 0x81)})
+    covered = np.zeros((16, 8), bool)
+    covered[10:12, 3] = True
+    assert decode_cells(probs, covered)[0][10, 3] == 0x41
 
 
 @pytest.mark.parametrize(
