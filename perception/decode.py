@@ -14,45 +14,23 @@ from __future__ import annotations
 import numpy as np
 
 from perception.layout import CLASS_TO_CODE, N_COLORS, KindLabel
-from perception.observation import FallingPill, NextPill, Observation, kind_of_label
+from perception.observation import (
+    FallingPill,
+    NextPill,
+    Observation,
+    kind_of_label,
+    unpaired_halves,
+)
 
 EPS = 1e-7
 
 
-# A pill half and where its partner must be (updateField $92EB): (row step, column step, the
-# partner's types: the other half, or a clearing cell until updateField makes the half a single)
-_PARTNER = {
-    0x4: (1, 0, (0x5, 0xB)),  # top half: the bottom half below
-    0x5: (-1, 0, (0x4, 0xB)),  # bottom half: the top half above (or above the field)
-    0x6: (0, 1, (0x7, 0xB)),  # left half: the right half to its right
-    0x7: (0, -1, (0x6, 0xB)),  # right half: the left half to its left
-}
+# A pill half and where its partner must be: (row step, column step) (perception.observation.
+# unpaired_halves has the rule)
+_PARTNER = {0x4: (1, 0), 0x5: (-1, 0), 0x6: (0, 1), 0x7: (0, -1)}
 PAIR_MIN_CONFIDENCE = 0.97  # cells read at least this sure are kept (BoardTracker's default)
 PAIR_CANDIDATES = 3  # classes tried per unsure cell: its most likely ones ...
 PAIR_MIN_CANDIDATE = 0.01  # ... that the model gives at least this (mends took 0.07-0.47)
-
-
-def unpaired(field: np.ndarray) -> np.ndarray:
-    """uint8 [16, 8] cell codes -> bool [16, 8]: pill halves whose partner is not there.
-
-    In the game's field every half has its partner beside it: updateField ($92EB) turns a half
-    whose partner was cleared into a single ($8x) in the same pass that empties the clearing
-    cells ($Bx), and a clearing cell counts as the partner until then. One exception: a
-    vertical pill locked with its upper half above the field (confirmPlacement $8F62 drops
-    that half) leaves a bottom half in row 0, so a bottom half there is never unpaired."""
-    t = field >> 4
-    below = np.zeros_like(t)
-    below[:-1] = t[1:]
-    above = np.full_like(t, 0x4)  # row 0: the top half may be above the field
-    above[1:] = t[:-1]
-    right = np.zeros_like(t)
-    right[:, :-1] = t[:, 1:]
-    left = np.zeros_like(t)
-    left[:, 1:] = t[:, :-1]
-    bad = np.zeros(t.shape, dtype=bool)
-    for kind, near in ((0x4, below), (0x5, above), (0x6, right), (0x7, left)):
-        bad |= (t == kind) & ~np.isin(near, _PARTNER[kind][2])
-    return bad
 
 
 def _pair_cells(
@@ -71,7 +49,7 @@ def _pair_cells(
     falling pill's sprite (``covered``, bool [16, 8]): there the picture hides a cell, and on
     the lock frame the pill it covers is half drawn."""
     field = CLASS_TO_CODE[k]
-    bad = unpaired(field)
+    bad = unpaired_halves(field)
     if not bad.any():
         return k
     k = k.copy()
@@ -79,10 +57,10 @@ def _pair_cells(
     order = np.argsort(-probs, axis=0)[:PAIR_CANDIDATES]
     for r, c in zip(*np.nonzero(bad), strict=True):
         field = CLASS_TO_CODE[k]
-        now_bad = unpaired(field)
+        now_bad = unpaired_halves(field)
         if not now_bad[r, c]:
             continue  # mended with an earlier one
-        dr, dc, _ = _PARTNER[int(field[r, c]) >> 4]
+        dr, dc = _PARTNER[int(field[r, c]) >> 4]
         pr, pc = r + dr, c + dc
         place = [(r, c)] + ([(pr, pc)] if 0 <= pr < rows and 0 <= pc < cols else [])
         if covered is not None and any(covered[y, x] for y, x in place):
@@ -97,7 +75,7 @@ def _pair_cells(
                 trial[y, x] = order[i, y, x]
             if any(probs[trial[y, x], y, x] < PAIR_MIN_CANDIDATE for y, x in unsure):
                 continue
-            left = unpaired(CLASS_TO_CODE[trial])
+            left = unpaired_halves(CLASS_TO_CODE[trial])
             if any(left[y, x] for y, x in place) or (left & ~now_bad).any():
                 continue
             p = float(np.prod([probs[trial[y, x], y, x] for y, x in unsure]))

@@ -68,6 +68,38 @@ def canonical_cells(codes: npt.ArrayLike) -> U8:
     return c
 
 
+def unpaired_halves(field: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Cell codes (128 cells, [16, 8] or flat, canonical: clearing as $Bx) -> bool, same shape:
+    the pill halves whose partner is not beside them.
+
+    In the game's field every half has its partner: a top half ($4x) the bottom half ($5x)
+    below it, a left half ($6x) the right half ($7x) to its right. updateField ($92EB) turns a
+    half whose partner was cleared into a single ($8x) in the same pass that empties the
+    clearing cells ($Bx); until then the clearing cell stands in for the partner. One
+    exception: a vertical pill locked with its upper half above the field (confirmPlacement
+    $8F62 drops that half) leaves a bottom half in row 0, which is never unpaired here. On the
+    real game's RAM (levels 0-20 step 4, every speed: 3,370 settled fields) no half lacked its
+    partner; a picture shows one only while the nametable's row-by-row redraw (one row per NMI,
+    render_fieldRow $8331) is between the two rows."""
+    shape = np.shape(field)
+    t = np.asarray(field, dtype=np.uint8).reshape(ROWS, COLS) >> 4
+    below = np.zeros_like(t)
+    below[:-1] = t[1:]
+    above = np.full_like(t, 0x4)  # row 0: the top half may have been above the field
+    above[1:] = t[:-1]
+    right = np.zeros_like(t)
+    right[:, :-1] = t[:, 1:]
+    left = np.zeros_like(t)
+    left[:, 1:] = t[:, :-1]
+    bad = (
+        ((t == 0x4) & (below != 0x5) & (below != 0xB))
+        | ((t == 0x5) & (above != 0x4) & (above != 0xB))
+        | ((t == 0x6) & (right != 0x7) & (right != 0xB))
+        | ((t == 0x7) & (left != 0x6) & (left != 0xB))
+    )
+    return bad.reshape(shape)
+
+
 def canonical_pill(x: int, y: int, rotation: int, colors: tuple[int, int]) -> tuple:
     """(x, y, rotation % 2, colours in drawn order) of a pill in the game's terms: what the
     picture of that pill shows (rotation 2 and 3 draw the 1st half right / on top)."""

@@ -15,7 +15,9 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
    (perception.evaluate), and prints the numbers against the goals;
 4. runs the ROM in cynes through its title, options screen, demo, stage clear and game over
    and keeps pictures of them with the truth from RAM as the screen reader's prototypes
-   (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game);
+   (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game).
+   This runs beside steps 2-3 in a second process at low priority (os.nice 10): the emulator
+   takes about 1.2 minutes of one core, and training leaves part of a 2-core machine idle;
 5. stores the model and its report in the user's data directory, keyed by the ROM's CRC-32
    (perception.store), and, with ``--profile rig.json``, records the ROM's CRC in the profile
    so that ``hil run`` / ``hil replay`` / ``hil calibrate latency`` pick the model up.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -141,6 +144,29 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
     return crc, profile
 
 
+def _build_screens(rom: str, path: str) -> None:
+    """Step 4 in the background process: the screen prototypes of ``rom`` saved at ``path``,
+    or the reason there are none in ``path + ".error"`` (a file cynes cannot run as the game)."""
+    os.nice(10)
+    from perception.screens import rom_prototypes
+
+    try:
+        rom_prototypes(rom).save(path)
+    except ValueError as e:  # engine.RomError: a file whose program is not the game's
+        Path(path + ".error").write_text(str(e))
+
+
+def _screens_result(job: multiprocessing.process.BaseProcess, path: Path) -> str | None:
+    """Wait for the background step 4; None when ``path`` holds the prototypes, else why not."""
+    job.join()
+    error = Path(str(path) + ".error")
+    if error.is_file():
+        return error.read_text()
+    if job.exitcode != 0 or not path.is_file():
+        return f"the process building them ended with status {job.exitcode}"
+    return None
+
+
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Run the four steps (module docstring). Returns the report's summary and paths.
 
@@ -148,14 +174,61 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     crc, profile = _check(args)
     if importlib.util.find_spec("torch") is None:
         raise PrepareError(TORCH_MISSING)
-    from perception import train as trainer
-    from perception.evaluate import evaluate, write_report
 
     out_dir = Path(args.out) if args.out else prepared_dir(crc)
     start = time.time()
     load_start = os.getloadavg()
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
     cap = f" (at most {args.minutes:g} min)" if args.minutes > 0 else ""
+    with tempfile.TemporaryDirectory() as screens_tmp:
+        from perception.screens import SCREENS_FILE
+
+        screens_staged = Path(screens_tmp) / SCREENS_FILE
+        job = multiprocessing.get_context("spawn").Process(
+            target=_build_screens, args=(str(args.rom), str(screens_staged)), daemon=True
+        )
+        job.start()
+        say(
+            "hil prepare: screen prototypes (title, options, demo, game over) from the ROM in "
+            "cynes, in the background"
+        )
+        try:
+            result = _fit(args, crc, profile, out_dir, start, load_start, say, cap)
+            say("hil prepare: waiting for the screen prototypes")
+            problem = _screens_result(job, screens_staged)
+        finally:
+            if job.is_alive():  # training failed or was interrupted
+                job.terminate()
+                job.join()
+        screens: str | None = str(out_dir / SCREENS_FILE)
+        if problem is None:
+            shutil.copyfile(screens_staged, out_dir / SCREENS_FILE)
+        else:
+            say(f"hil prepare: no screen prototypes ({problem}); the menus must be driven by hand")
+            screens = None
+    result["screens"] = screens
+    result["total_s"] = time.time() - start
+    meta_path = Path(result["report"][0])
+    report = json.loads(meta_path.read_text())
+    report["meta"]["total_s"] = result["total_s"]
+    meta_path.write_text(json.dumps(report, indent=1) + "\n")
+    return result
+
+
+def _fit(
+    args: argparse.Namespace,
+    crc: str,
+    profile: Any,
+    out_dir: Path,
+    start: float,
+    load_start: tuple[float, float, float],
+    say: Any,
+    cap: str,
+) -> dict[str, Any]:
+    """Steps 2, 3 and 5: fine-tune, validate, store the model and its report."""
+    from perception import train as trainer
+    from perception.evaluate import evaluate, write_report
+
     say(f"hil prepare: ROM CRC-32 {crc}; fine-tuning {args.init} for {args.steps} steps{cap}")
     targs = trainer.build_parser().parse_args(
         [
@@ -230,15 +303,6 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         "history": result["history"],
     }
     paths = write_report(evaluation, meta, out_dir / "board.report.json")
-    say("hil prepare: screen prototypes (title, options, demo, game over) from the ROM in cynes")
-    from perception.screens import SCREENS_FILE, rom_prototypes
-
-    screens: str | None = str(out_dir / SCREENS_FILE)
-    try:
-        rom_prototypes(args.rom, progress=None if args.quiet else say).save(out_dir / SCREENS_FILE)
-    except ValueError as e:  # engine.RomError: a file whose program is not the game's
-        say(f"hil prepare: no screen prototypes ({e}); the menus must be driven by hand")
-        screens = None
     wrote_profile = None
     if profile is not None and args.profile and Path(args.profile).is_file():
         profile.replace(rom_crc32=crc).save(args.profile)
@@ -246,7 +310,6 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "rom_crc32": crc,
         "model": str(model_path),
-        "screens": screens,
         "report": [str(p) for p in paths],
         "profile_updated": wrote_profile,
         "total_s": meta["total_s"],

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine import ScreenKind
-from perception.decode import decode, decode_cells, decode_falling, decode_next, unpaired
+from perception.decode import decode, decode_cells, decode_falling, decode_next
 from perception.layout import (
     CELL_TYPES,
     CLASS_TO_CODE,
@@ -15,7 +15,7 @@ from perception.layout import (
     KindLabel,
     cell_classes,
 )
-from perception.observation import FallingPill, canonical_pill
+from perception.observation import FallingPill, canonical_pill, unpaired_halves
 
 
 def sprite_probs(halves: dict[tuple[int, int], int], p: float = 0.97) -> np.ndarray:
@@ -64,18 +64,18 @@ def cell_probs(codes: dict[tuple[int, int], tuple[int, float, int]]) -> np.ndarr
     return probs
 
 
-def test_unpaired_finds_halves_without_partner():
+def test_unpaired_halves_finds_halves_without_partner():
     field = np.full((16, 8), 0xFF, np.uint8)
     field[5, 2], field[5, 3] = 0x60, 0x72  # a horizontal pill
     field[8, 0], field[9, 0] = 0x41, 0x51  # a vertical pill
     field[12, 4], field[12, 5] = 0x60, 0xB1  # a left half beside a clearing cell
     field[0, 7] = 0x52  # a bottom half in row 0: its top half was above the field
     field[14, 6] = 0xD0
-    assert not unpaired(field).any()
+    assert not unpaired_halves(field).any()
     field[9, 0] = 0x81  # the bottom half read as a single
     field[5, 3] = 0xD2  # the right half read as a virus
     field[15, 1] = 0x40  # a top half on the floor
-    assert sorted(map(tuple, np.argwhere(unpaired(field)))) == [(5, 2), (8, 0), (15, 1)]
+    assert sorted(map(tuple, np.argwhere(unpaired_halves(field)))) == [(5, 2), (8, 0), (15, 1)]
 
 
 def test_decode_cells_mends_an_unsure_half_that_breaks_a_pair():

@@ -44,6 +44,7 @@ from perception.observation import (
     Observation,
     canonical_cells,
     observation_from_facts,
+    unpaired_halves,
 )
 
 SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
@@ -130,7 +131,7 @@ def mismatches(
     # took some red viruses on the real game's picture for $B1 and a yellow right half for a
     # yellow virus, confidently, for hundreds of frames (board desyncs whose re-syncs wrote the
     # misread into the shadow).
-    sure &= ~_impossible_reads(pred.field, obs.field) & ~_lone_halves(obs.field)
+    sure &= ~_impossible_reads(pred.field, obs.field) & ~unpaired_halves(obs.field)
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
@@ -984,43 +985,16 @@ def _impossible_reads(
     )
 
 
-def _lone_halves(seen: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
-    """Cells (same shape as ``seen``, 128 cells, bool) read as a pill half whose partner is not
-    read beside it: a top half ($4x) without a bottom half ($5x) below, a bottom half without a
-    top half above, a left half ($6x) without a right half ($7x) to its right, a right half
-    without a left half. The game's picture shows one only while a row redraw is half done
-    (a frame); the ROM-fitted reader took a single ($82) for a top half above another top half
-    for 50+ frames at confidence 0.97-0.99 on the real game (level 19 HI: a board desync whose
-    re-sync wrote the misread into the shadow, then 10 more). Such a cell is not compared nor
-    written: the redraw frames lose their check of that one cell."""
-    shape = np.shape(seen)
-    hi = np.asarray(seen).reshape(ROWS, COLS) & 0xF0
-    below = np.full_like(hi, 0xFF)
-    below[:-1] = hi[1:]
-    above = np.full_like(hi, 0xFF)
-    above[1:] = hi[:-1]
-    right = np.full_like(hi, 0xFF)
-    right[:, :-1] = hi[:, 1:]
-    left = np.full_like(hi, 0xFF)
-    left[:, 1:] = hi[:, :-1]
-    lone = (
-        ((hi == 0x40) & (below != 0x50))
-        | ((hi == 0x50) & (above != 0x40))
-        | ((hi == 0x60) & (right != 0x70))
-        | ((hi == 0x70) & (left != 0x60))
-    )
-    return lone.reshape(shape)
-
-
 def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> None:
     """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
     as tile $Fx); readings no game can show (_impossible_reads: a virus where the shadow has
-    none, a virus seen as its clearing tile) and lone pill halves (_lone_halves) keep the
+    none, a virus seen as its clearing tile) and pill halves read without their partner
+    (perception.observation.unpaired_halves) keep the
     shadow's cell."""
     sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
-    sure &= ~_impossible_reads(field.reshape(-1), seen) & ~_lone_halves(seen)
+    sure &= ~_impossible_reads(field.reshape(-1), seen) & ~unpaired_halves(seen)
     shown = np.asarray(game.shown)
     field[sure] = seen[sure]
     tiles = seen.copy()
