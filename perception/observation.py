@@ -68,6 +68,21 @@ def canonical_cells(codes: npt.ArrayLike) -> U8:
     return c
 
 
+def _pair_table(first: int, partner: int, half_is_first: bool) -> npt.NDArray[np.bool_]:
+    """bool [256] by (type of the first cell << 4 | type of the second): the half (``first`` in
+    the first cell when ``half_is_first``, else in the second) lacks ``partner`` (or $Bx)."""
+    k = np.arange(256)
+    a, b = k >> 4, k & 0xF
+    half, other = (a, b) if half_is_first else (b, a)
+    return (half == first) & (other != partner) & (other != 0xB)
+
+
+_TOP_UNPAIRED = _pair_table(0x4, 0x5, True)  # upper cell a top half, lower no bottom half
+_BOTTOM_UNPAIRED = _pair_table(0x5, 0x4, False)
+_LEFT_UNPAIRED = _pair_table(0x6, 0x7, True)
+_RIGHT_UNPAIRED = _pair_table(0x7, 0x6, False)
+
+
 def unpaired_halves(field: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     """Cell codes (128 cells, [16, 8] or flat, canonical: clearing as $Bx) -> bool, same shape:
     the pill halves whose partner is not beside them.
@@ -83,20 +98,16 @@ def unpaired_halves(field: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     render_fieldRow $8331) is between the two rows."""
     shape = np.shape(field)
     t = np.asarray(field, dtype=np.uint8).reshape(ROWS, COLS) >> 4
-    below = np.zeros_like(t)
-    below[:-1] = t[1:]
-    above = np.full_like(t, 0x4)  # row 0: the top half may have been above the field
-    above[1:] = t[:-1]
-    right = np.zeros_like(t)
-    right[:, :-1] = t[:, 1:]
-    left = np.zeros_like(t)
-    left[:, 1:] = t[:, :-1]
-    bad = (
-        ((t == 0x4) & (below != 0x5) & (below != 0xB))
-        | ((t == 0x5) & (above != 0x4) & (above != 0xB))
-        | ((t == 0x6) & (right != 0x7) & (right != 0xB))
-        | ((t == 0x7) & (left != 0x6) & (left != 0xB))
-    )
+    bad = np.zeros((ROWS, COLS), dtype=bool)
+    vertical = (t[:-1] << 4) | t[1:]  # (upper type, lower type) of each column neighbour pair
+    bad[:-1] |= _TOP_UNPAIRED[vertical]
+    bad[1:] |= _BOTTOM_UNPAIRED[vertical]
+    bad[-1] |= t[-1] == 0x4  # a top half on the floor
+    horizontal = (t[:, :-1] << 4) | t[:, 1:]
+    bad[:, :-1] |= _LEFT_UNPAIRED[horizontal]
+    bad[:, 1:] |= _RIGHT_UNPAIRED[horizontal]
+    bad[:, -1] |= t[:, -1] == 0x6
+    bad[:, 0] |= t[:, 0] == 0x7
     return bad.reshape(shape)
 
 

@@ -78,6 +78,34 @@ def test_unpaired_halves_finds_halves_without_partner():
     assert sorted(map(tuple, np.argwhere(unpaired_halves(field)))) == [(5, 2), (8, 0), (15, 1)]
 
 
+def test_unpaired_halves_is_the_rule_cell_by_cell():
+    """The table lookup against the rule read cell by cell, on random boards of every type."""
+
+    def rule(f):
+        t = f >> 4
+        out = np.zeros(f.shape, bool)
+        for r in range(16):
+            for c in range(8):
+                if t[r, c] == 0x4:
+                    out[r, c] = r == 15 or t[r + 1, c] not in (0x5, 0xB)
+                elif t[r, c] == 0x5:
+                    out[r, c] = r > 0 and t[r - 1, c] not in (0x4, 0xB)
+                elif t[r, c] == 0x6:
+                    out[r, c] = c == 7 or t[r, c + 1] not in (0x7, 0xB)
+                elif t[r, c] == 0x7:
+                    out[r, c] = c == 0 or t[r, c - 1] not in (0x6, 0xB)
+        return out
+
+    rng = np.random.default_rng(0)
+    codes = np.array([0xFF, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2, 0xD0], np.uint8)
+    for _ in range(100):
+        f = rng.choice(codes, (16, 8))
+        want = rule(f)
+        assert want.any() and not want.all()
+        assert (unpaired_halves(f) == want).all()
+        assert (unpaired_halves(f.reshape(-1)) == want.reshape(-1)).all()
+
+
 def test_decode_cells_mends_an_unsure_half_that_breaks_a_pair():
     # a single read as a top half at 0.6 (a single at 0.4), nothing below it
     field, conf = decode_cells(cell_probs({(10, 3): (0x41, 0.6, 0x81)}))
