@@ -31,6 +31,7 @@ _PARTNER = {0x4: (1, 0), 0x5: (-1, 0), 0x6: (0, 1), 0x7: (0, -1)}
 PAIR_MIN_CONFIDENCE = 0.97  # cells read at least this sure are kept (BoardTracker's default)
 PAIR_CANDIDATES = 3  # classes tried per unsure cell: its most likely ones ...
 PAIR_MIN_CANDIDATE = 0.01  # ... that the model gives at least this (mends took 0.07-0.47)
+PAIR_MAX_HALVES = 8  # more unpaired halves than this: no board the model read well
 
 
 def _pair_cells(
@@ -38,20 +39,26 @@ def _pair_cells(
     k: np.ndarray,
     covered: np.ndarray | None = None,
     min_confidence: float = PAIR_MIN_CONFIDENCE,
-) -> np.ndarray:
-    """Argmax classes int [16, 8] with each unpaired half mended where the model was unsure.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Argmax classes int [16, 8] -> (the classes with each unpaired half mended where the
+    model was unsure, float32 [16, 8] caps on the cells' confidence).
 
-    For an unpaired half and the cell where its partner belongs, the cells read below
-    ``min_confidence`` may change to one of their ``PAIR_CANDIDATES`` most likely classes (each
-    of probability at least ``PAIR_MIN_CANDIDATE``); the most likely combination (product of
-    the probabilities) that pairs the half and breaks no other pair is taken. A pair read sure
-    on both sides stays as read (the picture shows it), and so does one with a cell under the
-    falling pill's sprite (``covered``, bool [16, 8]): there the picture hides a cell, and on
-    the lock frame the pill it covers is half drawn."""
+    For an unpaired half (:func:`perception.observation.unpaired_halves`) and the cell where
+    its partner belongs, the cells read below ``min_confidence`` may change to one of their
+    ``PAIR_CANDIDATES`` most likely classes (each of probability at least
+    ``PAIR_MIN_CANDIDATE``); the most likely combination (product of the probabilities) that
+    pairs the half and unpairs no other half is taken, and both cells of the pair are capped at
+    that probability: a mended pair rests on an unsure cell, so a reader of confidences (the
+    tracker) skips both, as it skipped the unpaired half before. A pair read sure on both sides
+    stays as read (the picture shows it), and so does one with a cell under the falling pill's
+    sprite (``covered``, bool [16, 8]: the picture hides a cell there, and on the lock frame
+    the pill it covers is half drawn). A reading with more than ``PAIR_MAX_HALVES`` unpaired
+    halves is no board the model read well (and would cost time): it stays as read."""
+    cap = np.ones(k.shape, np.float32)
     field = CLASS_TO_CODE[k]
     bad = unpaired_halves(field)
-    if not bad.any():
-        return k
+    if not bad.any() or int(bad.sum()) > PAIR_MAX_HALVES:
+        return k, cap
     k = k.copy()
     rows, cols = field.shape
     order = np.argsort(-probs, axis=0)[:PAIR_CANDIDATES]
@@ -83,21 +90,23 @@ def _pair_cells(
                 best, best_p = trial, p
         if best is not None:
             k = best
-    return k
+            for y, x in place:
+                cap[y, x] = min(cap[y, x], best_p)
+    return k, cap
 
 
 def decode_cells(
     probs: np.ndarray, covered: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """float32 [22, 16, 8] -> (uint8 [16, 8] cell codes, float32 [16, 8] their probability).
+    """float32 [22, 16, 8] -> (uint8 [16, 8] cell codes, float32 [16, 8] their confidence).
 
-    Cells by argmax, then pill halves without their partner mended where the model was unsure
-    of them (:func:`unpaired`, ``_pair_cells``; ``covered``, bool [16, 8]: cells under the
-    falling pill's sprite, whose pairs are left as read); a mended cell's confidence is the
-    probability of the class it took."""
-    k = _pair_cells(probs, probs.argmax(axis=0), covered)
+    Cells by argmax (confidence: the class's probability), then pill halves without their
+    partner mended where the model was unsure of them (``_pair_cells``; ``covered``, bool
+    [16, 8]: cells under the falling pill's sprite, whose pairs are left as read); both cells
+    of a mended pair get at most the mend's probability as their confidence."""
+    k, cap = _pair_cells(probs, probs.argmax(axis=0), covered)
     conf = np.take_along_axis(probs, k[None], axis=0)[0]
-    return CLASS_TO_CODE[k], conf.astype(np.float32)
+    return CLASS_TO_CODE[k], np.minimum(conf, cap).astype(np.float32)
 
 
 def decode_falling(probs: np.ndarray) -> FallingPill | None:

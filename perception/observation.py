@@ -68,44 +68,55 @@ def canonical_cells(codes: npt.ArrayLike) -> U8:
     return c
 
 
-def _pair_table(first: int, partner: int, half_is_first: bool) -> npt.NDArray[np.bool_]:
+def _pair_table(first: int, partner: int, half_is_first: bool, clearing: bool) -> npt.NDArray:
     """bool [256] by (type of the first cell << 4 | type of the second): the half (``first`` in
-    the first cell when ``half_is_first``, else in the second) lacks ``partner`` (or $Bx)."""
+    the first cell when ``half_is_first``, else in the second) lacks ``partner`` (or, with
+    ``clearing``, a clearing cell $Bx)."""
     k = np.arange(256)
     a, b = k >> 4, k & 0xF
     half, other = (a, b) if half_is_first else (b, a)
-    return (half == first) & (other != partner) & (other != 0xB)
+    return (half == first) & (other != partner) & ((other != 0xB) | (not clearing))
 
 
-_TOP_UNPAIRED = _pair_table(0x4, 0x5, True)  # upper cell a top half, lower no bottom half
-_BOTTOM_UNPAIRED = _pair_table(0x5, 0x4, False)
-_LEFT_UNPAIRED = _pair_table(0x6, 0x7, True)
-_RIGHT_UNPAIRED = _pair_table(0x7, 0x6, False)
+_PAIR_TABLES = {
+    clearing: (  # top, bottom, left, right half without its partner
+        _pair_table(0x4, 0x5, True, clearing),
+        _pair_table(0x5, 0x4, False, clearing),
+        _pair_table(0x6, 0x7, True, clearing),
+        _pair_table(0x7, 0x6, False, clearing),
+    )
+    for clearing in (False, True)
+}
 
 
-def unpaired_halves(field: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+def unpaired_halves(field: npt.ArrayLike, clearing: bool = True) -> npt.NDArray[np.bool_]:
     """Cell codes (128 cells, [16, 8] or flat, canonical: clearing as $Bx) -> bool, same shape:
     the pill halves whose partner is not beside them.
 
     In the game's field every half has its partner: a top half ($4x) the bottom half ($5x)
-    below it, a left half ($6x) the right half ($7x) to its right. updateField ($92EB) turns a
-    half whose partner was cleared into a single ($8x) in the same pass that empties the
-    clearing cells ($Bx); until then the clearing cell stands in for the partner. One
-    exception: a vertical pill locked with its upper half above the field (confirmPlacement
-    $8F62 drops that half) leaves a bottom half in row 0, which is never unpaired here. On the
-    real game's RAM (levels 0-20 step 4, every speed: 3,370 settled fields) no half lacked its
-    partner; a picture shows one only while the nametable's row-by-row redraw (one row per NMI,
-    render_fieldRow $8331) is between the two rows."""
+    below it, a left half ($6x) the right half ($7x) to its right. updateField ($92EB), the
+    last step of every lock (pillPlaced), turns a half whose partner was cleared into a single
+    ($8x) in the pass that marks the clearing cells ($Bx) just emptied ($Fx, still drawn as the
+    clearing tile); until then (a few frames) a clearing cell stands in for the partner
+    (``clearing`` True), and so does a half whose partner was locked above the field
+    (confirmPlacement $8F62 drops that half): a bottom half in row 0 until updateField makes it
+    a single, so it counts as unpaired here. ``clearing`` False takes only the other half for
+    the partner (the tracker: a half beside a clearing tile is on screen for a few frames per
+    clear). On the real game's RAM (levels 0-20 step 4, every speed: 3,370 fields settled for
+    17 frames) no half lacked its partner; a picture shows one only while the nametable's
+    redraw (one row per NMI, render_fieldRow $8331) is between the two rows."""
     shape = np.shape(field)
     t = np.asarray(field, dtype=np.uint8).reshape(ROWS, COLS) >> 4
+    top, bottom, left, right = _PAIR_TABLES[bool(clearing)]
     bad = np.zeros((ROWS, COLS), dtype=bool)
     vertical = (t[:-1] << 4) | t[1:]  # (upper type, lower type) of each column neighbour pair
-    bad[:-1] |= _TOP_UNPAIRED[vertical]
-    bad[1:] |= _BOTTOM_UNPAIRED[vertical]
+    bad[:-1] |= top[vertical]
+    bad[1:] |= bottom[vertical]
     bad[-1] |= t[-1] == 0x4  # a top half on the floor
+    bad[0] |= t[0] == 0x5  # a bottom half whose top half was above the field
     horizontal = (t[:, :-1] << 4) | t[:, 1:]
-    bad[:, :-1] |= _LEFT_UNPAIRED[horizontal]
-    bad[:, 1:] |= _RIGHT_UNPAIRED[horizontal]
+    bad[:, :-1] |= left[horizontal]
+    bad[:, 1:] |= right[horizontal]
     bad[:, -1] |= t[:, -1] == 0x6
     bad[:, 0] |= t[:, 0] == 0x7
     return bad.reshape(shape)

@@ -34,6 +34,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -146,14 +147,19 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
 
 def _build_screens(rom: str, path: str) -> None:
     """Step 4 in the background process: the screen prototypes of ``rom`` saved at ``path``,
-    or the reason there are none in ``path + ".error"`` (a file cynes cannot run as the game)."""
+    or the reason there are none in ``path + ".error"`` (engine.RomError: a file cynes cannot
+    run as the game; any other error by its type and message). Ctrl-C is the parent's to
+    handle (it ends this process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(10)
-    from perception.screens import rom_prototypes
-
     try:
+        from perception.screens import rom_prototypes
+
         rom_prototypes(rom).save(path)
     except ValueError as e:  # engine.RomError: a file whose program is not the game's
         Path(path + ".error").write_text(str(e))
+    except Exception as e:  # noqa: BLE001 - reported by the parent in one line
+        Path(path + ".error").write_text(f"{type(e).__name__}: {e}")
 
 
 def _screens_result(job: multiprocessing.process.BaseProcess, path: Path) -> str | None:

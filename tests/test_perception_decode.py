@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from engine import ScreenKind
-from perception.decode import decode, decode_cells, decode_falling, decode_next
+from perception.decode import (
+    PAIR_MAX_HALVES,
+    decode,
+    decode_cells,
+    decode_falling,
+    decode_next,
+)
 from perception.layout import (
     CELL_TYPES,
     CLASS_TO_CODE,
@@ -51,81 +57,108 @@ def test_decode_cells_gives_codes_and_their_probability():
     assert conf.dtype == np.float32 and conf[3, 4] == pytest.approx(0.79)
 
 
-def cell_probs(codes: dict[tuple[int, int], tuple[int, float, int]]) -> np.ndarray:
-    """[22, 16, 8] probabilities: empty everywhere (0.99) except ``codes`` {(row, col): (code
-    read, its probability, runner-up code)}; the rest of each such cell goes to the runner-up."""
-    probs = np.full((N_CELL_CLASSES, 16, 8), 0.0005, np.float32)
-    probs[0] = 0.99
-    for (r, c), (code, p, second) in codes.items():
-        probs[:, r, c] = 0.0
-        k1, k2 = cell_classes(np.array([code, second]))
-        probs[k1, r, c] = p
-        probs[k2, r, c] += 1.0 - p
-    return probs
-
-
 def test_unpaired_halves_finds_halves_without_partner():
     field = np.full((16, 8), 0xFF, np.uint8)
     field[5, 2], field[5, 3] = 0x60, 0x72  # a horizontal pill
     field[8, 0], field[9, 0] = 0x41, 0x51  # a vertical pill
     field[12, 4], field[12, 5] = 0x60, 0xB1  # a left half beside a clearing cell
-    field[0, 7] = 0x52  # a bottom half in row 0: its top half was above the field
     field[14, 6] = 0xD0
     assert not unpaired_halves(field).any()
+    # the tracker's rule: only the other half is a partner
+    assert sorted(map(tuple, np.argwhere(unpaired_halves(field, clearing=False)))) == [(12, 4)]
     field[9, 0] = 0x81  # the bottom half read as a single
     field[5, 3] = 0xD2  # the right half read as a virus
     field[15, 1] = 0x40  # a top half on the floor
-    assert sorted(map(tuple, np.argwhere(unpaired_halves(field)))) == [(5, 2), (8, 0), (15, 1)]
+    field[0, 7] = 0x52  # a bottom half in row 0: updateField makes it a single
+    want = [(0, 7), (5, 2), (8, 0), (15, 1)]
+    assert sorted(map(tuple, np.argwhere(unpaired_halves(field)))) == want
 
 
 def test_unpaired_halves_is_the_rule_cell_by_cell():
     """The table lookup against the rule read cell by cell, on random boards of every type."""
 
-    def rule(f):
+    def rule(f, clearing):
         t = f >> 4
         out = np.zeros(f.shape, bool)
+        near = {0x4: (1, 0, 0x5), 0x5: (-1, 0, 0x4), 0x6: (0, 1, 0x7), 0x7: (0, -1, 0x6)}
         for r in range(16):
             for c in range(8):
-                if t[r, c] == 0x4:
-                    out[r, c] = r == 15 or t[r + 1, c] not in (0x5, 0xB)
-                elif t[r, c] == 0x5:
-                    out[r, c] = r > 0 and t[r - 1, c] not in (0x4, 0xB)
-                elif t[r, c] == 0x6:
-                    out[r, c] = c == 7 or t[r, c + 1] not in (0x7, 0xB)
-                elif t[r, c] == 0x7:
-                    out[r, c] = c == 0 or t[r, c - 1] not in (0x6, 0xB)
+                if t[r, c] in near:
+                    dr, dc, partner = near[t[r, c]]
+                    y, x = r + dr, c + dc
+                    inside = 0 <= y < 16 and 0 <= x < 8
+                    ok = inside and (t[y, x] == partner or (clearing and t[y, x] == 0xB))
+                    out[r, c] = not ok
         return out
 
     rng = np.random.default_rng(0)
     codes = np.array([0xFF, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2, 0xD0], np.uint8)
-    for _ in range(100):
+    for k in range(100):
         f = rng.choice(codes, (16, 8))
-        want = rule(f)
+        want = rule(f, clearing=k % 2 == 0)
         assert want.any() and not want.all()
-        assert (unpaired_halves(f) == want).all()
-        assert (unpaired_halves(f.reshape(-1)) == want.reshape(-1)).all()
+        assert (unpaired_halves(f, clearing=k % 2 == 0) == want).all()
+        assert (unpaired_halves(f.reshape(-1), clearing=k % 2 == 0) == want.reshape(-1)).all()
+
+
+def probs_of(cells: dict[tuple[int, int], dict[int, float]]) -> np.ndarray:
+    """[22, 16, 8] probabilities: empty everywhere (0.999) except ``cells`` {(row, col): {code:
+    probability}} (the rest of such a cell spread evenly over the other classes)."""
+    probs = np.full((N_CELL_CLASSES, 16, 8), 0.001 / (N_CELL_CLASSES - 1), np.float32)
+    probs[0] = 0.999
+    for (r, c), read in cells.items():
+        rest = (1.0 - sum(read.values())) / (N_CELL_CLASSES - len(read))
+        probs[:, r, c] = rest
+        for code, p in read.items():
+            probs[int(cell_classes(np.array([code]))[0]), r, c] = p
+    return probs
 
 
 def test_decode_cells_mends_an_unsure_half_that_breaks_a_pair():
-    # a single read as a top half at 0.6 (a single at 0.4), nothing below it
-    field, conf = decode_cells(cell_probs({(10, 3): (0x41, 0.6, 0x81)}))
-    assert field[10, 3] == 0x81 and conf[10, 3] == pytest.approx(0.4)
-    # a right half read as a virus at 0.9 beside a sure left half
-    field, _ = decode_cells(cell_probs({(4, 4): (0x60, 0.999, 0xFF), (4, 5): (0xD0, 0.9, 0x70)}))
+    # a single read as a top half at 0.6 (a single at 0.39), nothing below it
+    field, conf = decode_cells(probs_of({(10, 3): {0x41: 0.6, 0x81: 0.39}}))
+    assert field[10, 3] == 0x81 and conf[10, 3] == pytest.approx(0.39)
+    # a right half read as a virus at 0.9 beside a sure left half: both cells are capped at the
+    # mend's probability, so the tracker skips the pair as it skipped the unpaired half
+    field, conf = decode_cells(probs_of({(4, 4): {0x60: 0.999}, (4, 5): {0xD0: 0.9, 0x70: 0.09}}))
     assert field[4, 4] == 0x60 and field[4, 5] == 0x70
+    assert conf[4, 4] == pytest.approx(0.09) and conf[4, 5] == pytest.approx(0.09)
     # the same read sure: the picture shows it (a pair torn while the rows are redrawn)
-    field, _ = decode_cells(cell_probs({(4, 4): (0x60, 0.999, 0xFF), (4, 5): (0xD0, 0.99, 0x70)}))
+    field, _ = decode_cells(probs_of({(4, 4): {0x60: 0.999}, (4, 5): {0xD0: 0.98, 0x70: 0.01}}))
     assert field[4, 5] == 0xD0
-    # no likely class pairs it without breaking another pair (the rest of the cell's
-    # probability is under PAIR_MIN_CANDIDATE): left as read
-    probs = cell_probs({(7, 1): (0x41, 0.6, 0x50), (8, 1): (0xFF, 0.99, 0xD0)})
+
+
+@pytest.mark.parametrize(("p_empty", "mended"), [(0.02, True), (0.005, False)])
+def test_decode_cells_tries_classes_of_at_least_one_percent(p_empty, mended):
+    # a top half at 0.6 over a sure empty cell; a bottom half (0.39 - p_empty) has no top half
+    # above it either: only "empty" pairs nothing, and it is tried when it has 1 % or more
+    probs = probs_of({(7, 1): {0x41: 0.6, 0x50: 0.39 - p_empty, 0xFF: p_empty}})
     field, _ = decode_cells(probs)
-    assert field[7, 1] == 0x41
+    assert field[7, 1] == (0xFF if mended else 0x41)
+
+
+def test_decode_cells_never_unpairs_another_half():
+    # a top half read sure over a left half read unsure whose right half is read sure: a bottom
+    # half there pairs the top half but unpairs the right half, so the reading stays
+    probs = probs_of({(5, 2): {0x40: 0.99}, (6, 2): {0x60: 0.6, 0x50: 0.395}, (6, 3): {0x71: 0.99}})
+    field, _ = decode_cells(probs)
+    assert field[5, 2] == 0x40 and field[6, 2] == 0x60 and field[6, 3] == 0x71
+
+
+def test_decode_cells_leaves_covered_and_garbage_readings():
     # a pair under the falling pill's sprite is left as read (the lock frame draws it)
-    probs = cell_probs({(10, 3): (0x41, 0.6, 0x81)})
+    probs = probs_of({(10, 3): {0x41: 0.6, 0x81: 0.39}})
     covered = np.zeros((16, 8), bool)
     covered[10:12, 3] = True
     assert decode_cells(probs, covered)[0][10, 3] == 0x41
+    # more than PAIR_MAX_HALVES unpaired halves: no board the model read well, left as read
+    many = {(r, c): {0x41: 0.6, 0x81: 0.39} for r in (2, 6, 10) for c in (0, 3, 6)}
+    assert len(many) > PAIR_MAX_HALVES
+    field, _ = decode_cells(probs_of(many))
+    assert all(field[r, c] == 0x41 for r, c in many)
+    del many[(10, 6)]
+    field, _ = decode_cells(probs_of(many))
+    assert all(field[r, c] == 0x81 for r, c in many)
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,9 @@ def test_from_onnx_holds_the_shipped_network():
         assert np.abs(g - w.numpy()).max() < 1e-4
 
 
-def test_prepare_builds_validates_stores_and_hil_run_uses_it(made_up_rom, tmp_path, monkeypatch):
+def test_prepare_builds_validates_stores_and_hil_run_uses_it(
+    made_up_rom, tmp_path, monkeypatch, capsys
+):
     rom, crc = made_up_rom
     data = tmp_path / "data"
     monkeypatch.setenv("DRMARIO_BRIDGE_DATA", str(data))
@@ -73,6 +75,11 @@ def test_prepare_builds_validates_stores_and_hil_run_uses_it(made_up_rom, tmp_pa
     ]  # fmt: skip
     code = prep.main([str(a) for a in argv])
     assert code in (0, 1)  # 1: a 6-step model misses the goals, and says so
+    # the screen prototypes ran beside the training; this ROM's program is no game (its PRG is
+    # made up), so there are none, and the time includes that background step
+    result = json.loads(capsys.readouterr().out)
+    assert result["screens"] is None and not (data / "models" / crc / "screens.npz").exists()
+    assert result["total_s"] >= result["train_s"] + result["eval_s"]
     model = data / "models" / crc / "board.onnx"
     assert prepared_model(crc) == model and model.is_file()
     report = json.loads((data / "models" / crc / "board.report.json").read_text())

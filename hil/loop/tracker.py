@@ -131,7 +131,7 @@ def mismatches(
     # took some red viruses on the real game's picture for $B1 and a yellow right half for a
     # yellow virus, confidently, for hundreds of frames (board desyncs whose re-syncs wrote the
     # misread into the shadow).
-    sure &= ~_impossible_reads(pred.field, obs.field) & ~unpaired_halves(obs.field)
+    sure &= ~_impossible_reads(pred.field, obs.field) & ~unpaired_halves(obs.field, clearing=False)
     diff = int(((pred.field != obs.field) & sure).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
@@ -994,7 +994,7 @@ def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> 
     sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
-    sure &= ~_impossible_reads(field.reshape(-1), seen) & ~unpaired_halves(seen)
+    sure &= ~_impossible_reads(field.reshape(-1), seen) & ~unpaired_halves(seen, clearing=False)
     shown = np.asarray(game.shown)
     field[sure] = seen[sure]
     tiles = seen.copy()
