@@ -220,6 +220,24 @@ def expand_colours(
 def board_terms(
     fields: U8, blocker: float, no_room: float, danger: npt.NDArray[np.float64]
 ) -> npt.NDArray[np.float64]: ...
+def leaf_values(
+    fields: U8,
+    viruses: npt.ArrayLike,
+    phases: npt.ArrayLike,
+    frames: npt.ArrayLike,
+    weights: npt.NDArray[np.float64],
+    danger: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]: ...
+def expected_best_leaf(
+    game: Game,
+    pairs: Sequence[tuple[int, int]],
+    probs: Sequence[float],
+    frames: float,
+    weights: npt.NDArray[np.float64],
+    danger: npt.NDArray[np.float64],
+    taps_only: bool = False,
+    max_settle: int = 10000,
+) -> float: ...
 
 class Menu:
     def __init__(

@@ -113,16 +113,22 @@ class Ponder:
 
     def ahead(self, game: engine.Game, decision: Decision) -> Ahead:
         """Predicts spawn N+1 from spawn state `game` and the chosen `decision`, and decides
-        there for every colour pair of pill N+2. `game` is not changed."""
+        there for every colour pair of pill N+2 (with the policy's `act_pairs(game, pairs)`
+        when it has one: the same decisions, work shared between the pairs; else `act` per
+        pair). `game` is not changed."""
         t = time.perf_counter()
         c = time.thread_time()
         g, fall, settle = predict(game, decision)
         out = Ahead(g, fall, settle)
         if at_spawn(g):
-            for pair in COLOUR_PAIRS_ORDERED:
-                h = g.clone()
-                h.next_colors[:] = pair
-                out.decisions[pair] = self.policy.act(h)
+            many = getattr(self.policy, "act_pairs", None)
+            if many is not None:  # a policy that shares work between the pairs (the search)
+                out.decisions = dict(many(g, COLOUR_PAIRS_ORDERED))
+            else:
+                for pair in COLOUR_PAIRS_ORDERED:
+                    h = g.clone()
+                    h.next_colors[:] = pair
+                    out.decisions[pair] = self.policy.act(h)
         out.seconds = time.perf_counter() - t
         out.cpu_seconds = time.thread_time() - c
         return out

@@ -28,6 +28,7 @@ against the pondering window.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ import numpy.typing as npt
 import engine
 from engine import _core
 from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Decision
-from policy.teacher import Weights, leaf_values
+from policy.teacher import Weights, leaf_values, packed_weights
 
 F64 = npt.NDArray[np.float64]
 
@@ -99,42 +100,37 @@ class SearchPlayer:
         short = max(0.0, w.mobility_target - n)
         return w.mobility * short * short
 
-    def _prior_picks(self, game: engine.Game, e: _core.Expansion) -> list[int]:
+    def _prior_picks(self, game: engine.Game, e: Any) -> list[int]:
         """Child positions of the prior's `prior_k` most likely placements."""
+        return self._prior_picks_many([game], e)[0]
+
+    def _prior_picks_many(self, games: Sequence[engine.Game], e: Any) -> list[list[int]]:
+        """_prior_picks for several spawn states that share the expansion `e` (the same board
+        and pill; the next pill's colours may differ), in one batch of the network."""
         if self.prior is None or self.prior_k == 0:
-            return []
+            return [[] for _ in games]
         from policy.features import Observation, encode
 
-        board, extras = encode(Observation.from_game(game))
-        logits = self.prior.logits(board, extras, np.asarray(e.reachable)[None])[0]
+        enc = [encode(Observation.from_game(g)) for g in games]
+        board = np.concatenate([b for b, _ in enc])
+        extras = np.concatenate([x for _, x in enc])
+        mask = np.repeat(np.asarray(e.reachable)[None], len(games), axis=0)
+        logits = self.prior.logits(board, extras, mask)
         pl = np.asarray(e.placements, dtype=np.int64)
-        order = np.argsort(-logits[pl], kind="stable")[: self.prior_k]
-        return [int(k) for k in order]
+        return [
+            [int(k) for k in np.argsort(-row[pl], kind="stable")[: self.prior_k]] for row in logits
+        ]
 
     def _third_ply(self, g2: engine.Game, t0: float, w: Weights) -> float:
         """Expected best value over the unseen third pill's colours at spawn state g2 (reached
-        t0 frames after the root). One engine call expands g2 with every colour pair
-        (_core.expand_colours: the same children as one expand per pair, 2 plans instead of
-        6) and one evaluation scores all their leaves."""
-        es = _core.expand_colours(
-            g2, _PAIRS, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES
+        t0 frames after the root), in one engine call (engine._core.expected_best_leaf): g2
+        expanded with every colour pair (expand_colours: 2 plans instead of 6), each pair's
+        best leaf (teacher.leaf_values) less the mobility penalty of its child count, weighted
+        by the pair's probability; g2's own leaf when some pair cannot be placed."""
+        p, d = packed_weights(w)
+        return _core.expected_best_leaf(
+            g2, _PAIRS, _PROBS, t0, p, d, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES
         )
-        if any(len(e3) == 0 for e3 in es):  # the planner cannot place any pill here
-            return leaf_values(
-                np.asarray(g2.field)[None], [int(g2.virus_count)], [PLAYING], [t0], w
-            )[0]
-        sizes = [len(e3) for e3 in es]
-        v = leaf_values(
-            np.concatenate([e3.fields for e3 in es]),
-            np.concatenate([e3.viruses for e3 in es]),
-            np.concatenate([e3.phases for e3 in es]),
-            t0 + np.concatenate([e3.lock_frames + e3.settle_frames for e3 in es]),
-            w,
-        )
-        total = 0.0
-        for seg, n, p in zip(np.split(v, np.cumsum(sizes)[:-1]), sizes, _PROBS, strict=True):
-            total += p * (float(seg.max()) - self._mobility(n, w))
-        return total
 
     def search(self, game: engine.Game, first: Any = None) -> tuple[Any, F64]:
         """(expansion of `game`, value per child float64[P]); the best child is the choice.
@@ -145,18 +141,36 @@ class SearchPlayer:
         e = self._expand(game) if first is None else first
         if len(e) == 0:
             raise ValueError(f"no placement to choose: plan status {e.status}")
-        t1 = (e.lock_frames + e.settle_frames).astype(np.float64)
-        v1 = leaf_values(e.fields, e.viruses, e.phases, t1, w)
-        alive = np.flatnonzero(e.phases == PLAYING)
-        order = list(alive[np.argsort(-v1[alive], kind="stable")][: self.beam])
+        t1, v1, order = self._first_ply(e, w)
         for k in self._prior_picks(game, e):
             if e.phases[k] == PLAYING and k not in order:
                 order.append(k)
+        return e, self._deeper(e, w, t1, v1, order, lambda k: self._expand(e.child(k)))
+
+    def _first_ply(self, e: Any, w: Weights) -> tuple[F64, F64, list[int]]:
+        """(frames to each child's spawn, one-ply values, the `beam` best live children)."""
+        t1 = (e.lock_frames + e.settle_frames).astype(np.float64)
+        v1 = leaf_values(e.fields, e.viruses, e.phases, t1, w)
+        alive = np.flatnonzero(e.phases == PLAYING)
+        order = [int(k) for k in alive[np.argsort(-v1[alive], kind="stable")][: self.beam]]
+        return t1, v1, order
+
+    def _deeper(
+        self,
+        e: Any,
+        w: Weights,
+        t1: F64,
+        v1: F64,
+        order: list[int],
+        expand2: Callable[[int], _core.Expansion],
+    ) -> F64:
+        """Plies 2 and 3 below the children `order` of `e`; expand2(k): child k expanded with
+        the visible next pill. The value per child, as search() returns it."""
         values = v1.copy()
         searched = e.phases != PLAYING
         seconds: dict[int, tuple[_core.Expansion, F64, float]] = {}
         for k in order:
-            e2 = self._expand(e.child(int(k)))
+            e2 = expand2(int(k))
             if len(e2) == 0:
                 continue
             t2 = t1[k] + e2.lock_frames + e2.settle_frames
@@ -169,7 +183,7 @@ class SearchPlayer:
             floor = values[searched].min() if searched.any() else 0.0
             values[~searched] = np.minimum(values[~searched], floor) - 1.0
         if self.depth == 2 or not seconds or (e.phases == STAGE_CLEAR).any():
-            return e, values  # a stage clear now is the best there is
+            return values  # a stage clear now is the best there is
         # Ply 3 for the best first-ply children, ranked above every child not searched as deep.
         top = sorted(seconds, key=lambda k: -values[k])[: self.beam3]
         deep = {}
@@ -192,7 +206,68 @@ class SearchPlayer:
         shift = floor3 - 1.0 - ceiling
         for k in range(len(e)):
             values[k] = deep[k] if k in deep else values[k] + min(0.0, shift)
+        return values
+
+    def search_pairs(
+        self, game: engine.Game, pairs: Sequence[tuple[int, int]], first: Any = None
+    ) -> tuple[Any, dict[tuple[int, int], F64]]:
+        """search() once for each colour pair (codes 0-2) the next pill could have: (the root's
+        expansion, {pair: value per child}), each what search() gives on a copy of `game` with
+        next_colors = pair (the pondering for the 9 pairs). Shared between the pairs: the
+        first ply (the board after this pill does not depend on the next one's colours; its
+        children differ only in their falling pill, which expand_colours sets), the network's
+        prior (one batch) and the plans of the second ply (one engine._core.expand_colours per
+        child: 2 plans for all pairs); the third ply is each pair's own. `first` as in
+        search(). Raises ValueError when `game` has no pill to plan."""
+        pairs = [(int(a), int(b)) for a, b in pairs]
+        w = self.weights_for(game)
+        e = self._expand(game) if first is None else first
+        if len(e) == 0:
+            raise ValueError(f"no placement to choose: plan status {e.status}")
+        t1, v1, base = self._first_ply(e, w)
+        games = []
+        for pair in pairs:
+            h = game.clone()
+            h.next_colors[:] = pair
+            games.append(h)
+        orders = []
+        for picks in self._prior_picks_many(games, e):
+            order = list(base)
+            order += [k for k in picks if e.phases[k] == PLAYING and k not in order]
+            orders.append(order)
+        needed: dict[int, list[tuple[int, int]]] = {}
+        for pair, order in zip(pairs, orders, strict=True):
+            for k in order:
+                needed.setdefault(k, []).append(pair)
+        second: dict[tuple[int, tuple[int, int]], _core.Expansion] = {}
+        for k, ps in needed.items():
+            es = _core.expand_colours(
+                e.child(k), ps, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES
+            )
+            for pair, e2 in zip(ps, es, strict=True):
+                second[(k, pair)] = e2
+        values: dict[tuple[int, int], F64] = {}
+        for pair, order in zip(pairs, orders, strict=True):
+
+            def expand2(k: int, pair: tuple[int, int] = pair) -> _core.Expansion:
+                return second[(k, pair)]
+
+            values[pair] = self._deeper(e, w, t1, v1, order, expand2)
         return e, values
+
+    def act_pairs(
+        self, game: engine.Game, pairs: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], Decision]:
+        """act() at spawn state `game` for each colour pair of the next pill: {pair: Decision},
+        each the Decision act() makes on a copy of `game` with next_colors = pair, from one
+        search_pairs(). Raises ValueError when `game` has no pill to plan."""
+        e, values = self.search_pairs(game, pairs)
+        plan = _core.plan(game, taps_only=self.taps_only)
+        out: dict[tuple[int, int], Decision] = {}
+        for pair, v in values.items():
+            idx = int(e.placements[int(np.argmax(v))])
+            out[pair] = Decision(idx, plan.masks(idx))
+        return out
 
     def act(self, game: engine.Game) -> Decision:
         e, values = self.search(game)

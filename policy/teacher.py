@@ -17,6 +17,7 @@ set is small. docs/POLICY.md gives the reasoning and the measured strength.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,9 +60,39 @@ class Weights:
 
     def danger(self) -> F64:
         """float64[128]: the frames charged per occupied cell, row-major."""
-        rows = np.zeros(16)
-        rows[: len(self.danger_rows)] = self.danger_rows
-        return np.outer(rows, np.asarray(self.danger_cols, dtype=np.float64)).reshape(-1)
+        return _danger(self.danger_rows, self.danger_cols).copy()
+
+    def packed(self) -> F64:
+        """float64[15], the order engine._core.leaf_values and expected_best_leaf read: virus,
+        half, piece, hole, vsame, on_virus, hsame, bury, bump, access, access_target,
+        mobility, mobility_target, blocker, no_room."""
+        return np.array(
+            [
+                self.virus, self.half, self.piece, self.hole, self.vsame, self.on_virus,
+                self.hsame, self.bury, self.bump, self.access, self.access_target,
+                self.mobility, self.mobility_target, self.blocker, self.no_room,
+            ],
+            dtype=np.float64,
+        )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _danger(rows_: tuple[float, ...], cols: tuple[float, ...]) -> F64:
+    rows = np.zeros(16)
+    rows[: len(rows_)] = rows_
+    out = np.outer(rows, np.asarray(cols, dtype=np.float64)).reshape(-1)
+    out.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def packed_weights(w: Weights) -> tuple[F64, F64]:
+    """(Weights.packed(), Weights.danger()) of `w`, made once per distinct Weights (read-only
+    arrays, for the engine's leaf evaluation in the search's inner loops)."""
+    p, d = w.packed(), w.danger()
+    p.flags.writeable = False
+    d.flags.writeable = False
+    return p, d
 
 
 def _runs(occ: npt.NDArray[np.bool_], col: npt.NDArray[np.int8], axis: int):
@@ -232,7 +263,24 @@ def leaf_values(
     w: Weights,
 ) -> F64:
     """Values (frames, higher is better) of N leaves: fields uint8[N, 128], viruses int[N],
-    phases uint8[N] (engine.Phase after settling), frames int[N] spent since the root."""
+    phases uint8[N] (engine.Phase after settling), frames int[N] spent since the root.
+    leaf_values_numpy's formula, computed in C++ (engine._core.leaf_values, search_eval.cpp
+    leaf_value: the same operations in the same order, so the same doubles)."""
+    f = np.ascontiguousarray(fields, dtype=np.uint8).reshape(-1, 128)
+    p, d = packed_weights(w)
+    return _core.leaf_values(f, viruses, phases, frames, p, d)
+
+
+def leaf_values_numpy(
+    fields: npt.ArrayLike,
+    viruses: npt.ArrayLike,
+    phases: npt.ArrayLike,
+    frames: npt.ArrayLike,
+    w: Weights,
+) -> F64:
+    """Values (frames, higher is better) of N leaves: fields uint8[N, 128], viruses int[N],
+    phases uint8[N] (engine.Phase after settling), frames int[N] spent since the root. The
+    reference formula (numpy); leaf_values is the same in C++."""
     t = np.asarray(frames, dtype=np.float64)
     ph = np.asarray(phases)
     terms = board_terms(fields, w)

@@ -9,8 +9,8 @@ import pytest
 import engine
 from engine import _core
 from policy.play import MAX_SETTLE_FRAMES, Episode, play, to_spawn
-from policy.search import COLOUR_PAIRS, PlayedPly, SearchPlayer
-from policy.teacher import Teacher, Weights
+from policy.search import _PROBS, COLOUR_PAIRS, PlayedPly, SearchPlayer
+from policy.teacher import Teacher, Weights, leaf_values_numpy, packed_weights
 from tests.test_policy_teacher import constructed
 
 
@@ -150,3 +150,96 @@ def test_hil_search_policy_chooses_the_searchs_placement_from_the_falling_pill()
     assert idx == player.act(game).placement
     with pytest.raises(ValueError, match="no placement"):
         policy.choose(falling, np.zeros(512, bool))
+
+
+def test_hil_search_policys_choose_pairs_is_choose_for_each_next_pill() -> None:
+    """The live loop's pondering (hil.loop.ponder) asks for all 9 next pills at once: the same
+    placements as choose() on a copy with each, from the falling pill (PlayedPly)."""
+    from hil.loop.runtime import make_policy
+    from policy.ponder import COLOUR_PAIRS_ORDERED
+
+    policy = make_policy("search")
+    game = Episode(20, 2, 0x6012, 3).game()
+    to_spawn(game)
+    varied = 0
+    for _ in range(2):
+        falling = game.clone()
+        falling.step(0)
+        plan = engine.plan(falling)
+        many = policy.choose_pairs(falling, plan.reachable, COLOUR_PAIRS_ORDERED)
+        for pair in COLOUR_PAIRS_ORDERED:
+            h = falling.clone()
+            h.next_colors[:] = pair
+            assert many[pair] == policy.choose(h, plan.reachable), pair
+        varied += len(set(many.values())) > 1
+        game.run(Teacher(depth=1, taps_only=True).act(game).masks)
+        to_spawn(game)
+    assert varied > 0, "the next pill never changed the choice: the test shows nothing"
+
+
+def _third_ply_reference(player: SearchPlayer, g2: engine.Game, t0: float, w: Weights) -> float:
+    """The third ply as policy/search.py computed it in Python before the engine did it in one
+    call: expand_colours, teacher.leaf_values_numpy per pair, best less mobility, weighted."""
+    es = _core.expand_colours(g2, [p for p, _ in COLOUR_PAIRS], max_settle=MAX_SETTLE_FRAMES)
+    if any(len(e3) == 0 for e3 in es):
+        return float(
+            leaf_values_numpy(np.asarray(g2.field)[None], [int(g2.virus_count)], [1], [t0], w)[0]
+        )
+    total = 0.0
+    for e3, (_, p) in zip(es, COLOUR_PAIRS, strict=True):
+        v = leaf_values_numpy(
+            e3.fields, e3.viruses, e3.phases, t0 + e3.lock_frames + e3.settle_frames, w
+        )
+        total += p * (float(v.max()) - player._mobility(len(e3), w))
+    return total
+
+
+def test_the_engines_third_ply_is_the_python_formula_bit_for_bit() -> None:
+    """engine._core.expected_best_leaf (search.cpp) gives the same double as the numpy formula,
+    along a game with clears, for the shipped weights and for weights that use every term."""
+    player = SearchPlayer(taps_only=True)
+    every = Weights(vsame=3.0, on_virus=7.0, hsame=2.0, access=1.5, mobility=4.0)
+    game = Episode(12, 2, 0x600C, 6).game()
+    to_spawn(game)
+    checked = 0
+    for i in range(14):
+        for w in (Weights(), every):
+            p, d = packed_weights(w)
+            t0 = 37.0 + i
+            got = _core.expected_best_leaf(game, [c for c, _ in COLOUR_PAIRS], _PROBS, t0, p, d)
+            assert got == _third_ply_reference(player, game, t0, w)
+            checked += 1
+        game.run(Teacher(depth=1, taps_only=True).act(game).masks)
+        to_spawn(game)
+    assert checked == 28
+    with pytest.raises(ValueError, match="15 numbers"):
+        _core.expected_best_leaf(game, [(0, 1)], [1.0], 0.0, np.zeros(14), d)
+    with pytest.raises(ValueError, match="one per pair"):
+        _core.expected_best_leaf(game, [(0, 1)], [0.5, 0.5], 0.0, p, d)
+
+
+def test_act_pairs_is_act_for_each_next_pill() -> None:
+    """SearchPlayer.act_pairs (the pondering's shared work: first ply, prior batch, second-ply
+    plans) makes exactly act()'s decision on a copy with each next pill, along a game."""
+    from policy.onnx_policy import PlacementPolicy
+    from policy.ponder import COLOUR_PAIRS_ORDERED
+
+    player = SearchPlayer(beam=4, beam3=2, width3=1, prior=PlacementPolicy(), taps_only=True)
+    game = Episode(20, 2, 0x600E, 7).game()
+    to_spawn(game)
+    varied = 0
+    for _ in range(4):
+        many = player.act_pairs(game, COLOUR_PAIRS_ORDERED)
+        assert sorted(many) == sorted(COLOUR_PAIRS_ORDERED)
+        varied += len({d.placement for d in many.values()}) > 1
+        for pair in COLOUR_PAIRS_ORDERED:
+            h = game.clone()
+            h.next_colors[:] = pair
+            want = player.act(h)
+            assert many[pair].placement == want.placement, pair
+            assert np.array_equal(many[pair].masks, want.masks)
+        game.run(many[tuple(int(c) for c in game.next_colors)].masks)
+        to_spawn(game)
+    assert varied > 0, "the next pill never changed the decision: the test shows nothing"
+    with pytest.raises(ValueError, match="spawn state"):
+        player.act_pairs(Episode(5, 2, 0x6010, 0).game(), [(0, 1)])  # before the first spawn

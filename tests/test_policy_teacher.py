@@ -9,7 +9,15 @@ import pytest
 import engine
 from engine import _core
 from policy.play import at_spawn, to_spawn
-from policy.teacher import Teacher, Weights, board_terms, board_terms_numpy
+from policy.teacher import (
+    Teacher,
+    Weights,
+    board_terms,
+    board_terms_numpy,
+    leaf_values,
+    leaf_values_numpy,
+    packed_weights,
+)
 
 
 def constructed(level: int = 0) -> engine.Game:
@@ -82,3 +90,22 @@ def test_board_terms_cpp_matches_numpy() -> None:
     assert set(fast) == set(ref)
     for key in ref:
         np.testing.assert_allclose(fast[key], ref[key], rtol=1e-12, atol=1e-9, err_msg=key)
+
+
+def test_leaf_values_cpp_is_the_numpy_formula_bit_for_bit() -> None:
+    """engine._core.leaf_values (search_eval.cpp leaf_value) is leaf_values_numpy, double for
+    double, with every phase and weights that use every term."""
+    rng = np.random.default_rng(6)
+    codes = np.array([0xFF, 0xFF, 0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2])
+    fields = rng.choice(codes, size=(400, 128)).astype(np.uint8)
+    fields[:150, :40] = 0xFF
+    viruses = rng.integers(0, 85, 400)
+    phases = rng.choice([1, 1, 1, 3, 4], 400).astype(np.uint8)
+    frames = rng.integers(0, 5000, 400)
+    for w in (Weights(), Weights(vsame=3.0, on_virus=7.0, hsame=2.0, access=1.5, bump=0.3)):
+        fast = leaf_values(fields, viruses, phases, frames, w)
+        ref = leaf_values_numpy(fields, viruses, phases, frames, w)
+        assert np.array_equal(fast, ref)
+        assert (fast[phases == 3] > 9e6).all() and (fast[phases == 4] < -9e6).all()
+    with pytest.raises(ValueError, match="one per board"):
+        _core.leaf_values(fields, viruses[:3], phases, frames, *packed_weights(Weights()))

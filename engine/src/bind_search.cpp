@@ -47,6 +47,63 @@ py::array_t<T> per_child(const drm::Expansion& e, F f) {
   return a;
 }
 
+// Colour pairs [(first, second), ...], each colour 0-2.
+std::vector<std::array<uint8_t, 2>> colour_pairs(const py::handle& pairs) {
+  std::vector<std::array<uint8_t, 2>> cs;
+  for (py::handle pair : pairs) {
+    std::array<uint8_t, 2> c{};
+    size_t n = 0;
+    for (py::handle v : pair) {
+      if (n >= 2) throw py::value_error("each pair must hold 2 colours (0-2)");
+      c[n++] = static_cast<uint8_t>(pa::in_range(v, "colour", 0, 2, "0 yellow, 1 red, 2 blue"));
+    }
+    if (n != 2) throw py::value_error("each pair must hold 2 colours (0-2)");
+    cs.push_back(c);
+  }
+  return cs;
+}
+
+// float64 array of exactly n numbers (a copy).
+std::vector<double> doubles(const py::handle& obj, const char* name, py::ssize_t n,
+                            const char* what) {
+  auto a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(obj);
+  if (!a || a.size() != n) {
+    throw py::value_error(std::string(name) + " must be " + std::to_string(n) + " numbers (" +
+                          what + ")");
+  }
+  return std::vector<double>(a.data(), a.data() + n);
+}
+
+constexpr py::ssize_t kPackedWeights = 15;
+constexpr const char* kPackedDoc =
+    "policy.teacher.Weights.packed(): virus, half, piece, hole, vsame, on_virus, hsame, bury, "
+    "bump, access, access_target, mobility, mobility_target, blocker, no_room";
+
+// LeafWeights from Weights.packed() and Weights.danger(); `danger` keeps the charges alive.
+drm::LeafWeights leaf_weights(const py::handle& packed, const py::handle& danger_obj,
+                              std::vector<double>& danger) {
+  const std::vector<double> v = doubles(packed, "weights", kPackedWeights, kPackedDoc);
+  danger = doubles(danger_obj, "danger", drm::kFieldSize, "frames per occupied cell");
+  drm::LeafWeights w;
+  w.virus = v[0];
+  w.half = v[1];
+  w.piece = v[2];
+  w.hole = v[3];
+  w.vsame = v[4];
+  w.on_virus = v[5];
+  w.hsame = v[6];
+  w.bury = v[7];
+  w.bump = v[8];
+  w.access = v[9];
+  w.access_target = v[10];
+  w.mobility = v[11];
+  w.mobility_target = v[12];
+  w.terms.blocker = v[13];
+  w.terms.no_room = v[14];
+  w.terms.danger = danger.data();
+  return w;
+}
+
 }  // namespace
 
 void register_search(py::module_& m) {
@@ -155,6 +212,78 @@ bury, piece, holes, bump, access, vsame, on_virus, hsame, danger. blocker, no_ro
 (policy.teacher.Weights); danger: float64[128] frames per occupied cell.)doc");
 
   m.def(
+      "leaf_values",
+      [](const py::handle& fields, const py::handle& viruses, const py::handle& phases,
+         const py::handle& frames, const py::handle& weights, const py::handle& danger) {
+        if (!py::isinstance<py::array>(fields)) {
+          throw py::type_error("fields must be a numpy.ndarray uint8[N, 128]");
+        }
+        const auto arr = py::reinterpret_borrow<py::array>(fields);
+        if (arr.size() % drm::kFieldSize != 0) {
+          throw py::value_error("fields must hold N boards of 128 cells, got " +
+                                std::to_string(arr.size()) + " cells");
+        }
+        const py::ssize_t n = arr.size() / drm::kFieldSize;
+        auto f = pa::uint8_vector(fields, "fields", arr.size());
+        const std::vector<double> vir = doubles(viruses, "viruses", n, "one per board");
+        const std::vector<double> ph = doubles(phases, "phases", n, "one per board");
+        const std::vector<double> t = doubles(frames, "frames", n, "one per board");
+        std::vector<double> dg;
+        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
+        py::array_t<double> out(n);
+        double* dst = out.mutable_data();
+        const uint8_t* src = f.data();
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t i = 0; i < n; ++i)
+            dst[i] = drm::leaf_value(src + i * drm::kFieldSize, static_cast<int>(vir[i]),
+                                     static_cast<int>(ph[i]), t[i], w);
+        }
+        return out;
+      },
+      py::arg("fields"), py::arg("viruses"), py::arg("phases"), py::arg("frames"),
+      py::arg("weights"), py::arg("danger"),
+      R"doc(policy.teacher.leaf_values in C++ (search_eval.h leaf_value): float64[N] values
+(frames, higher is better) of fields uint8[N, 128] with viruses[N] left, phases[N]
+(engine.Phase) and frames[N] spent since the root. weights: Weights.packed() (15 numbers);
+danger: Weights.danger() (128). Raises ValueError/TypeError on bad shapes.)doc");
+
+  m.def(
+      "expected_best_leaf",
+      [](const py::object& game, const py::handle& pairs, const py::handle& probs, double frames,
+         const py::handle& weights, const py::handle& danger, bool taps_only,
+         const py::handle& max_settle) {
+        const drm::State s = game_of(game).s;
+        const auto cs = colour_pairs(pairs);
+        const std::vector<double> p =
+            doubles(probs, "probs", static_cast<py::ssize_t>(cs.size()), "one per pair");
+        std::vector<double> dg;
+        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
+        const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
+        const int settle_max = settle_limit(max_settle);
+        double value = 0.0;
+        bool ok;
+        {
+          py::gil_scoped_release release;
+          ok = drm::expected_best_leaf(s, opt, settle_max, cs, p, frames, w, value);
+        }
+        if (!ok) {
+          throw py::value_error(
+              "game must be at a spawn state (playing, nextAction action_sendPillFinished); "
+              "use engine._core.settle(game) first");
+        }
+        return value;
+      },
+      py::arg("game"), py::arg("pairs"), py::arg("probs"), py::arg("frames"), py::arg("weights"),
+      py::arg("danger"), py::arg("taps_only") = false, py::arg("max_settle") = 10000,
+      R"doc(The play-time search's unseen pill in one call (search.h expected_best_leaf): from
+spawn state `game`, reached `frames` after the root, expand_colours() with `pairs`; per pair
+its best child's leaf value (frames counted from the root) less the mobility penalty of its
+child count, weighted by probs and summed. When a pair has no child, `game`'s own leaf value.
+weights: Weights.packed(); danger: Weights.danger(). Raises ValueError when `game` is not at
+a spawn state.)doc");
+
+  m.def(
       "settle",
       [](const py::object& game, const py::handle& max_frames) {
         drm::PyGame& g = game_of(game);
@@ -173,18 +302,7 @@ action_sendPillFinished) or a terminal phase, at most max_frames steps. Returns
       [](const py::object& game, const py::handle& pairs, bool taps_only,
          const py::handle& interval, const py::handle& max_settle) {
         const drm::State s = game_of(game).s;
-        std::vector<std::array<uint8_t, 2>> cs;
-        for (py::handle pair : pairs) {
-          std::array<uint8_t, 2> c{};
-          size_t n = 0;
-          for (py::handle v : pair) {
-            if (n >= 2) throw py::value_error("each pair must hold 2 colours (0-2)");
-            c[n++] =
-                static_cast<uint8_t>(pa::in_range(v, "colour", 0, 2, "0 yellow, 1 red, 2 blue"));
-          }
-          if (n != 2) throw py::value_error("each pair must hold 2 colours (0-2)");
-          cs.push_back(c);
-        }
+        const auto cs = colour_pairs(pairs);
         const drm::PlanOptions opt = plan_options(taps_only, interval);
         const int settle_max = settle_limit(max_settle);
         std::vector<drm::Expansion> out;

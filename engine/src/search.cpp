@@ -1,6 +1,9 @@
 // Teacher search helpers (search.h): lock each planned placement, then let drm::step resolve it.
 #include "search.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "nes_tables.h"
 
 namespace drm {
@@ -108,6 +111,32 @@ bool expand_colours(const State& s, const PlanOptions& opt, int max_settle,
     }
     play_out(t, plans[same], max_settle, out[i]);
   }
+  return true;
+}
+
+bool expected_best_leaf(const State& s, const PlanOptions& opt, int max_settle,
+                        const std::vector<std::array<uint8_t, 2>>& pairs,
+                        const std::vector<double>& probs, double frames, const LeafWeights& w,
+                        double& value) {
+  static thread_local std::vector<Expansion> es;
+  if (!expand_colours(s, opt, max_settle, pairs, es)) return false;
+  for (const Expansion& e : es) {
+    if (e.children.empty()) {
+      value = leaf_value(s.field, virus_count(s), kPhasePlaying, frames, w);
+      return true;
+    }
+  }
+  // policy/search.py's order: per pair, the best leaf less the penalty, times its probability.
+  double total = 0.0;
+  for (size_t i = 0; i < es.size(); ++i) {
+    double best = -std::numeric_limits<double>::infinity();
+    for (const Child& c : es[i].children) {
+      const double t = frames + static_cast<double>(c.lock_frame + c.settle_frames);
+      best = std::max(best, leaf_value(c.state.field, c.viruses, c.state.phase, t, w));
+    }
+    total += probs[i] * (best - mobility_penalty(static_cast<int>(es[i].children.size()), w));
+  }
+  value = total;
   return true;
 }
 

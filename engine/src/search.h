@@ -11,6 +11,7 @@
 
 #include "game.h"
 #include "planner.h"
+#include "search_eval.h"
 
 namespace drm {
 
@@ -70,5 +71,16 @@ bool expand(const State& s, const PlanOptions& opt, int max_settle, Expansion& o
 // Returns false (every out[i] empty, status kPlanNoPill) when `s` is not a spawn state.
 bool expand_colours(const State& s, const PlanOptions& opt, int max_settle,
                     const std::vector<std::array<uint8_t, 2>>& pairs, std::vector<Expansion>& out);
+
+// The play-time search's unseen pill (policy/search.py SearchPlayer._third_ply), from spawn
+// state `s` reached `frames` after the search's root: expand_colours() of `s` with `pairs`,
+// every child's leaf_value() (frames counted from the root: frames + lock + settle), and the
+// sum over pairs of probs[i] * (best child's value - mobility_penalty(children)). When some
+// pair has no child (the planner cannot place it), the value is `s`'s own leaf instead.
+// Returns false when `s` is not a spawn state (value untouched).
+bool expected_best_leaf(const State& s, const PlanOptions& opt, int max_settle,
+                        const std::vector<std::array<uint8_t, 2>>& pairs,
+                        const std::vector<double>& probs, double frames, const LeafWeights& w,
+                        double& value);
 
 }  // namespace drm

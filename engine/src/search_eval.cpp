@@ -1,8 +1,13 @@
 // Teacher board counts (search_eval.h); mirrors policy.teacher.board_terms_numpy step by step.
+// Occupancy and reachability are kept as one byte per row (bit c = column c); the run lengths
+// as small integers. The sums are taken in the reference's order (row-major over the viruses),
+// so the doubles are the same bit for bit as the numpy reference's.
 #include "search_eval.h"
 
 #include <algorithm>
 #include <cstdlib>
+
+#include "game.h"  // Phase
 
 namespace drm {
 namespace {
@@ -10,49 +15,74 @@ namespace {
 constexpr int kRows = 16;
 constexpr int kCols = 8;
 
+// Set bits of a row byte (no popcnt instruction is assumed of the build machine).
+inline int bits8(unsigned x) {
+  static constexpr uint8_t kBits[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+  return kBits[x & 0xFu] + kBits[(x >> 4) & 0xFu];
+}
+
+// The empty cells of `empty` (one row, bit c = column c) reachable from `seed` moving sideways.
+inline unsigned spread_row(unsigned seed, unsigned empty) {
+  unsigned x = seed & empty;
+  for (;;) {
+    const unsigned y = (x | (x << 1) | (x >> 1)) & empty;
+    if (y == x) return x;
+    x = y;
+  }
+}
+
 }  // namespace
 
 void board_terms(const uint8_t* field, const TermParams& p, double* out) {
-  bool occ[kRows][kCols], virus[kRows][kCols], covered[kRows][kCols], ext[kRows][kCols];
-  int col[kRows][kCols];
+  unsigned occ_row[kRows], virus_row[kRows];
+  int8_t col[kRows][kCols];  // colour 0-15 of an occupied cell, 9 on a free one
   for (int r = 0; r < kRows; ++r) {
+    unsigned o = 0, v = 0;
     for (int c = 0; c < kCols; ++c) {
-      const uint8_t v = field[r * kCols + c];
-      const int kind = v >> 4;
-      occ[r][c] = kind >= 0x4 && kind <= 0xD && kind != 0xB;
-      virus[r][c] = kind == 0xD;
-      col[r][c] = occ[r][c] ? (v & 0x0F) : 9;
+      const uint8_t code = field[r * kCols + c];
+      const int kind = code >> 4;
+      const bool occ = kind >= 0x4 && kind <= 0xD && kind != 0xB;
+      o |= static_cast<unsigned>(occ) << c;
+      v |= static_cast<unsigned>(kind == 0xD) << c;
+      col[r][c] = static_cast<int8_t>(occ ? (code & 0x0F) : 9);
     }
+    occ_row[r] = o;
+    virus_row[r] = v;
   }
-  for (int c = 0; c < kCols; ++c) {
-    bool any = false;
-    for (int r = 0; r < kRows; ++r) {
-      any = any || occ[r][c];
-      covered[r][c] = any;
-    }
+  auto occ = [&](int r, int c) { return (occ_row[r] >> c) & 1u; };
+  auto virus = [&](int r, int c) { return (virus_row[r] >> c) & 1u; };
+
+  // covered: an occupied cell at or above in the column; ext: a free, uncovered cell resting on
+  // the floor or an occupied cell (a half dropped there stays).
+  unsigned covered_row[kRows], ext_row[kRows];
+  unsigned acc_cov = 0;
+  for (int r = 0; r < kRows; ++r) {
+    acc_cov |= occ_row[r];
+    covered_row[r] = acc_cov;
   }
   for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kCols; ++c) ext[r][c] = !covered[r][c] && (r == kRows - 1 || occ[r + 1][c]);
+    ext_row[r] = ~covered_row[r] & (r == kRows - 1 ? 0xFFu : occ_row[r + 1]) & 0xFFu;
 
   // Vertical runs: length ending at each cell from above (up) and from below (down).
-  int up[kRows][kCols], down[kRows][kCols];
+  int8_t up[kRows][kCols], down[kRows][kCols];
   for (int c = 0; c < kCols; ++c) {
     for (int r = 0; r < kRows; ++r) {
-      const bool same = r > 0 && occ[r][c] && col[r][c] == col[r - 1][c];
-      up[r][c] = occ[r][c] ? (same ? up[r - 1][c] + 1 : 1) : 0;
+      const bool same = r > 0 && occ(r, c) && col[r][c] == col[r - 1][c];
+      up[r][c] = static_cast<int8_t>(occ(r, c) ? (same ? up[r - 1][c] + 1 : 1) : 0);
     }
     for (int r = kRows - 1; r >= 0; --r) {
-      const bool same = r < kRows - 1 && occ[r][c] && col[r][c] == col[r + 1][c];
-      down[r][c] = occ[r][c] ? (same ? down[r + 1][c] + 1 : 1) : 0;
+      const bool same = r < kRows - 1 && occ(r, c) && col[r][c] == col[r + 1][c];
+      down[r][c] = static_cast<int8_t>(occ(r, c) ? (same ? down[r + 1][c] + 1 : 1) : 0);
     }
   }
   // dig[r][c]: halves to clear the runs wholly above row r (each counted at its bottom cell).
+  // Only read at the top of a virus's run, so it is kept per column as a running sum.
   double dig[kRows][kCols];
   for (int c = 0; c < kCols; ++c) {
     double acc = 0.0;
     for (int r = 0; r < kRows; ++r) {
       dig[r][c] = acc;
-      if (occ[r][c] && down[r][c] == 1) {
+      if (occ(r, c) && down[r][c] == 1) {
         const int lv = up[r][c] + down[r][c] - 1;
         const int top = r - up[r][c] + 1;
         const int need = std::max(4 - lv, 0);
@@ -60,25 +90,25 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
       }
     }
   }
-  // Horizontal runs and the droppable empty cells beside them.
-  int left[kRows][kCols], right[kRows][kCols], e_fwd[kRows][kCols], e_bwd[kRows][kCols];
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < kCols; ++c) {
-      const bool same = c > 0 && occ[r][c] && col[r][c] == col[r][c - 1];
-      left[r][c] = occ[r][c] ? (same ? left[r][c - 1] + 1 : 1) : 0;
-      e_fwd[r][c] = ext[r][c] ? (c > 0 ? e_fwd[r][c - 1] : 0) + 1 : 0;
-    }
-    for (int c = kCols - 1; c >= 0; --c) {
-      const bool same = c < kCols - 1 && occ[r][c] && col[r][c] == col[r][c + 1];
-      right[r][c] = occ[r][c] ? (same ? right[r][c + 1] + 1 : 1) : 0;
-      e_bwd[r][c] = ext[r][c] ? (c < kCols - 1 ? e_bwd[r][c + 1] : 0) + 1 : 0;
-    }
-  }
 
   double halves = 0.0, bury = 0.0;
   for (int r = 0; r < kRows; ++r) {
+    if (virus_row[r] == 0) continue;
+    // Horizontal runs of this row and the droppable free cells beside them.
+    int8_t left[kCols], right[kCols], e_fwd[kCols], e_bwd[kCols];
     for (int c = 0; c < kCols; ++c) {
-      if (!virus[r][c]) continue;
+      const bool same = c > 0 && occ(r, c) && col[r][c] == col[r][c - 1];
+      left[c] = static_cast<int8_t>(occ(r, c) ? (same ? left[c - 1] + 1 : 1) : 0);
+      e_fwd[c] = static_cast<int8_t>(((ext_row[r] >> c) & 1u) ? (c > 0 ? e_fwd[c - 1] : 0) + 1 : 0);
+    }
+    for (int c = kCols - 1; c >= 0; --c) {
+      const bool same = c < kCols - 1 && occ(r, c) && col[r][c] == col[r][c + 1];
+      right[c] = static_cast<int8_t>(occ(r, c) ? (same ? right[c + 1] + 1 : 1) : 0);
+      e_bwd[c] = static_cast<int8_t>(
+          ((ext_row[r] >> c) & 1u) ? (c < kCols - 1 ? e_bwd[c + 1] : 0) + 1 : 0);
+    }
+    for (int c = 0; c < kCols; ++c) {
+      if (!virus(r, c)) continue;
       const int lv = up[r][c] + down[r][c] - 1;
       const int top = r - up[r][c] + 1;
       const int bottom = r + down[r][c] - 1;
@@ -86,24 +116,28 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
       const double need_v =
           (4 - lv) + p.blocker * dig_top + p.no_room * std::max(0, (4 - lv) - top);
       int nv_v = 0;
-      for (int k = top; k <= bottom; ++k) nv_v += virus[k][c];
-      const int lh = left[r][c] + right[r][c] - 1;
-      const int lcol = c - left[r][c], rcol = c + right[r][c];
-      const int room_l = lcol >= 0 ? e_fwd[r][lcol] : 0;
-      const int room_r = rcol <= kCols - 1 ? e_bwd[r][rcol] : 0;
+      for (int k = top; k <= bottom; ++k) nv_v += static_cast<int>(virus(k, c));
+      const int lh = left[c] + right[c] - 1;
+      const int lcol = c - left[c], rcol = c + right[c];
+      const int room_l = lcol >= 0 ? e_fwd[lcol] : 0;
+      const int room_r = rcol <= kCols - 1 ? e_bwd[rcol] : 0;
       const double need_h = (4 - lh) + p.no_room * std::max(0, (4 - lh) - room_l - room_r);
-      int nv_h = 0;
-      for (int k = lcol + 1; k < rcol; ++k) nv_h += virus[r][k];
-      halves += std::min(need_v / std::max(nv_v, 1), need_h / std::max(nv_h, 1));
-      bury += dig_top / std::max(nv_v, 1);
+      const unsigned span = ((1u << rcol) - 1u) & ~((1u << (lcol + 1)) - 1u);
+      const int nv_h = bits8(virus_row[r] & span);
+      // x / 1 is x exactly: the division (the loop's slowest step) only where a line is shared.
+      const double share_v = nv_v > 1 ? need_v / nv_v : need_v;
+      const double share_h = nv_h > 1 ? need_h / nv_h : need_h;
+      halves += std::min(share_v, share_h);
+      bury += nv_v > 1 ? dig_top / nv_v : dig_top;
     }
   }
 
+  // Column heights (rows from the floor to the top occupied cell) and their differences.
   int heights[kCols];
   for (int c = 0; c < kCols; ++c) {
     int top = kRows;
     for (int r = 0; r < kRows; ++r) {
-      if (occ[r][c]) {
+      if (occ(r, c)) {
         top = r;
         break;
       }
@@ -113,40 +147,30 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
   double bump = 0.0;
   for (int c = 0; c + 1 < kCols; ++c) bump += std::abs(heights[c] - heights[c + 1]);
 
-  // Flood fill from the spawn cells (row 0, columns 3-4) through empty cells, sideways and down.
-  bool reach[kRows][kCols] = {};
-  int stack[kRows * kCols], n = 0;
-  for (int c = 3; c <= 4; ++c) {
-    if (!occ[0][c]) {
-      reach[0][c] = true;
-      stack[n++] = c;
-    }
-  }
-  int access = n;
-  while (n > 0) {
-    const int cell = stack[--n];
-    const int r = cell / kCols, c = cell % kCols;
-    const int nbr[3][2] = {{r, c - 1}, {r, c + 1}, {r + 1, c}};
-    for (const auto& q : nbr) {
-      if (q[0] >= kRows || q[1] < 0 || q[1] >= kCols) continue;
-      if (occ[q[0]][q[1]] || reach[q[0]][q[1]]) continue;
-      reach[q[0]][q[1]] = true;
-      stack[n++] = q[0] * kCols + q[1];
-      ++access;
-    }
+  // Free cells reachable from the spawn cells (row 0, columns 3-4) moving sideways and down:
+  // with no move up, one pass from the top, row by row, finds them all.
+  int access = 0;
+  unsigned reach = 0x18u;
+  for (int r = 0; r < kRows && reach != 0; ++r) {
+    reach = spread_row(reach, ~occ_row[r] & 0xFFu);
+    access += bits8(reach);
   }
 
-  double piece = 0, holes = 0, vsame = 0, on_virus = 0, hsame = 0, danger = 0;
+  int piece = 0, holes = 0, vsame = 0, on_virus = 0, hsame = 0;
+  double danger = 0.0;
   for (int r = 0; r < kRows; ++r) {
+    const unsigned o = occ_row[r];
+    piece += bits8(o & ~virus_row[r]);
+    holes += bits8(covered_row[r] & ~o);
+    if (o == 0) continue;
     for (int c = 0; c < kCols; ++c) {
-      piece += occ[r][c] && !virus[r][c];
-      holes += covered[r][c] && !occ[r][c];
-      if (occ[r][c] && p.danger != nullptr) danger += p.danger[r * kCols + c];
-      if (r + 1 < kRows && occ[r][c] && occ[r + 1][c]) {
+      if (!((o >> c) & 1u)) continue;
+      if (p.danger != nullptr) danger += p.danger[r * kCols + c];
+      if (r + 1 < kRows && occ(r + 1, c)) {
         vsame += col[r][c] == col[r + 1][c];
-        on_virus += !virus[r][c] && virus[r + 1][c] && col[r][c] != col[r + 1][c];
+        on_virus += !virus(r, c) && virus(r + 1, c) && col[r][c] != col[r + 1][c];
       }
-      if (c + 1 < kCols && occ[r][c] && occ[r][c + 1]) hsame += col[r][c] == col[r][c + 1];
+      if (c + 1 < kCols && occ(r, c + 1)) hsame += col[r][c] == col[r][c + 1];
     }
   }
   out[kTermHalves] = halves;
@@ -159,6 +183,33 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
   out[kTermOnVirus] = on_virus;
   out[kTermHSame] = hsame;
   out[kTermDanger] = danger;
+}
+
+double leaf_value(const uint8_t* field, int viruses, int phase, double frames,
+                  const LeafWeights& w) {
+  if (phase == kPhaseStageClear) return kLeafClear - frames;
+  if (phase == kPhaseTopOut) return kLeafTopped + frames;
+  double t[kNumBoardTerms];
+  board_terms(field, w.terms, t);
+  // policy.teacher.leaf_values, term by term, left to right.
+  double v = -frames;
+  v = v - w.virus * static_cast<double>(viruses);
+  v = v - w.half * t[kTermHalves];
+  v = v - w.piece * t[kTermPiece];
+  v = v - w.hole * t[kTermHoles];
+  v = v + w.vsame * t[kTermVSame];
+  v = v - w.on_virus * t[kTermOnVirus];
+  v = v + w.hsame * t[kTermHSame];
+  v = v - w.bury * t[kTermBury];
+  v = v - w.bump * t[kTermBump];
+  v = v - w.access * std::max(0.0, w.access_target - t[kTermAccess]);
+  v = v - t[kTermDanger];
+  return v;
+}
+
+double mobility_penalty(int reachable, const LeafWeights& w) {
+  const double shortfall = std::max(0.0, w.mobility_target - reachable);
+  return w.mobility * shortfall * shortfall;
 }
 
 }  // namespace drm

@@ -32,4 +32,25 @@ struct TermParams {
 // Fills out[kNumBoardTerms] for one board of kFieldSize cell codes.
 void board_terms(const uint8_t* field, const TermParams& p, double* out);
 
+// The teacher's leaf weights (policy.teacher.Weights), frames per unit of each term.
+struct LeafWeights {
+  double virus = 0, half = 0, piece = 0, hole = 0, vsame = 0, on_virus = 0, hsame = 0, bury = 0,
+         bump = 0, access = 0, access_target = 0;
+  double mobility = 0, mobility_target = 0;  // the next pill's reachable-set penalty
+  TermParams terms;
+};
+
+// A stage clear's and a top-out's leaf values are kLeafClear - frames and kLeafTopped + frames.
+constexpr double kLeafClear = 1.0e7;
+constexpr double kLeafTopped = -1.0e7;
+
+// policy.teacher.leaf_values for one leaf (frames, higher is better): `frames` spent since the
+// root, `viruses` left, `phase` (Phase) after settling. Same operations in the same order as
+// the numpy formula, so the same double.
+double leaf_value(const uint8_t* field, int viruses, int phase, double frames,
+                  const LeafWeights& w);
+
+// The penalty for a next pill with `reachable` placements: mobility * max(0, target - n)^2.
+double mobility_penalty(int reachable, const LeafWeights& w);
+
 }  // namespace drm

@@ -248,7 +248,15 @@ class Decision:
         self.ahead = None
         if not self.ponder:
             return
-        a = ponder(pill, g0, game, full, self.planner, self.policy.choose)
+        a = ponder(
+            pill,
+            g0,
+            game,
+            full,
+            self.planner,
+            self.policy.choose,
+            getattr(self.policy, "choose_pairs", None),
+        )
         if a is None:
             return
         self.ahead, self._ahead_level = a, self.tracker.lv

@@ -112,10 +112,13 @@ def ponder(
     full: Sequence[int] | U8,
     planner: Callable[[engine.Game, U8], Any],
     choose: Callable[[engine.Game, Any], int],
+    choose_pairs: Callable[[engine.Game, Any, Sequence[tuple[int, int]]], dict] | None = None,
 ) -> Ahead | None:
     """Pill ``pill + 1`` decided from the state ``game`` before console frame ``g0`` and the
     masks ``full`` (uint8, one per frame from ``g0``) that lock pill ``pill``: ``planner(state,
-    prefix)`` as the runtime's (engine.plan), ``choose(state, reachable)`` the policy's.
+    prefix)`` as the runtime's (engine.plan), ``choose(state, reachable)`` the policy's;
+    ``choose_pairs(state, reachable, pairs)`` -> {pair: placement}, when the policy has it,
+    makes choose()'s choice for every next pill at once (the search shares its work).
     ``game`` is not changed. None when the pill does not lock on the last mask, the game ends
     before another pill can move (stage clear, top-out), or nothing is reachable."""
     import time
@@ -138,10 +141,14 @@ def ponder(
         return None
     choices: dict[tuple[int, int], tuple[int, U8]] = {}
     by_placement: dict[int, U8] = {}
+    picked = dict(choose_pairs(pred, plan.reachable, PAIRS)) if choose_pairs is not None else {}
     for pair in PAIRS:
-        h = pred.clone()
-        h.next_colors[:] = pair
-        idx = int(choose(h, plan.reachable))
+        if pair in picked:
+            idx = int(picked[pair])
+        else:
+            h = pred.clone()
+            h.next_colors[:] = pair
+            idx = int(choose(h, plan.reachable))
         if idx not in by_placement:
             by_placement[idx] = np.asarray(plan.masks(idx), np.uint8)
         choices[pair] = (idx, by_placement[idx])

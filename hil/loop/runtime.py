@@ -125,11 +125,26 @@ def make_policy(name: str) -> Policy:
                 self.player = SearchPlayer(prior=PlacementPolicy())
 
             def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
-                ok = np.asarray(reachable, dtype=bool)
                 first = PlayedPly(game, engine.plan(game))
                 if len(first) == 0:
                     raise ValueError("no placement to choose")
                 e, values = self.player.search(game, first)
+                return self._best(e, values, reachable)
+
+            def choose_pairs(
+                self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
+            ) -> dict[tuple[int, int], int]:
+                """choose() on a copy of `game` with each next pill of `pairs`, from one
+                SearchPlayer.search_pairs (pondering: the first ply is played once)."""
+                first = PlayedPly(game, engine.plan(game))
+                if len(first) == 0:
+                    raise ValueError("no placement to choose")
+                e, by_pair = self.player.search_pairs(game, pairs, first)
+                return {p: self._best(e, v, reachable) for p, v in by_pair.items()}
+
+            @staticmethod
+            def _best(e: Any, values: Any, reachable: npt.ArrayLike) -> int:
+                ok = np.asarray(reachable, dtype=bool)
                 for k in np.argsort(-values, kind="stable"):
                     idx = int(e.placements[int(k)])
                     if ok[idx]:
