@@ -31,6 +31,19 @@ inline unsigned spread_row(unsigned seed, unsigned empty) {
   }
 }
 
+// Per cell code: bit 0 occupied (kinds $4x-$Dx except the clearing $Bx), bit 1 virus ($Dx).
+struct CodeTable {
+  uint8_t flags[256];
+  constexpr CodeTable() : flags{} {
+    for (int code = 0; code < 256; ++code) {
+      const int kind = code >> 4;
+      const bool occ = kind >= 0x4 && kind <= 0xD && kind != 0xB;
+      flags[code] = static_cast<uint8_t>((occ ? 1 : 0) | (kind == 0xD ? 2 : 0));
+    }
+  }
+};
+constexpr CodeTable kCodes{};
+
 }  // namespace
 
 void board_terms(const uint8_t* field, const TermParams& p, double* out) {
@@ -40,11 +53,10 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
     unsigned o = 0, v = 0;
     for (int c = 0; c < kCols; ++c) {
       const uint8_t code = field[r * kCols + c];
-      const int kind = code >> 4;
-      const bool occ = kind >= 0x4 && kind <= 0xD && kind != 0xB;
-      o |= static_cast<unsigned>(occ) << c;
-      v |= static_cast<unsigned>(kind == 0xD) << c;
-      col[r][c] = static_cast<int8_t>(occ ? (code & 0x0F) : 9);
+      const unsigned f = kCodes.flags[code];
+      o |= (f & 1u) << c;
+      v |= ((f >> 1) & 1u) << c;
+      col[r][c] = static_cast<int8_t>((f & 1u) ? (code & 0x0F) : 9);
     }
     occ_row[r] = o;
     virus_row[r] = v;
@@ -63,31 +75,34 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
   for (int r = 0; r < kRows; ++r)
     ext_row[r] = ~covered_row[r] & (r == kRows - 1 ? 0xFFu : occ_row[r + 1]) & 0xFFu;
 
-  // Vertical runs: length ending at each cell from above (up) and from below (down).
-  int8_t up[kRows][kCols], down[kRows][kCols];
-  for (int c = 0; c < kCols; ++c) {
-    for (int r = 0; r < kRows; ++r) {
-      const bool same = r > 0 && occ(r, c) && col[r][c] == col[r - 1][c];
-      up[r][c] = static_cast<int8_t>(occ(r, c) ? (same ? up[r - 1][c] + 1 : 1) : 0);
-    }
-    for (int r = kRows - 1; r >= 0; --r) {
-      const bool same = r < kRows - 1 && occ(r, c) && col[r][c] == col[r + 1][c];
-      down[r][c] = static_cast<int8_t>(occ(r, c) ? (same ? down[r + 1][c] + 1 : 1) : 0);
-    }
-  }
-  // dig[r][c]: halves to clear the runs wholly above row r (each counted at its bottom cell).
-  // Only read at the top of a virus's run, so it is kept per column as a running sum.
-  double dig[kRows][kCols];
+  // Vertical same-colour runs, walked down each column. For a virus cell: its run's top and
+  // bottom rows, the viruses in the run, and the dig cost above the run (the halves to clear
+  // the runs wholly above it, each run counted once: need = max(0, 4 - length), plus no_room
+  // per missing row above its top).
+  int8_t run_top[kRows][kCols], run_bottom[kRows][kCols], run_viruses[kRows][kCols];
+  double dig_above[kRows][kCols];
   for (int c = 0; c < kCols; ++c) {
     double acc = 0.0;
     for (int r = 0; r < kRows; ++r) {
-      dig[r][c] = acc;
-      if (occ(r, c) && down[r][c] == 1) {
-        const int lv = up[r][c] + down[r][c] - 1;
-        const int top = r - up[r][c] + 1;
-        const int need = std::max(4 - lv, 0);
-        acc += need + p.no_room * std::max(0, need - top);
+      if (!occ(r, c)) continue;
+      const int top = r;
+      const int8_t colour = col[r][c];
+      int nv = static_cast<int>(virus(r, c));
+      while (r + 1 < kRows && occ(r + 1, c) && col[r + 1][c] == colour) {
+        ++r;
+        nv += static_cast<int>(virus(r, c));
       }
+      const int bottom = r;
+      if (nv > 0) {
+        for (int k = top; k <= bottom; ++k) {
+          run_top[k][c] = static_cast<int8_t>(top);
+          run_bottom[k][c] = static_cast<int8_t>(bottom);
+          run_viruses[k][c] = static_cast<int8_t>(nv);
+          dig_above[k][c] = acc;
+        }
+      }
+      const int need = std::max(4 - (bottom - top + 1), 0);
+      acc += need + p.no_room * std::max(0, need - top);
     }
   }
 
@@ -109,14 +124,12 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
     }
     for (int c = 0; c < kCols; ++c) {
       if (!virus(r, c)) continue;
-      const int lv = up[r][c] + down[r][c] - 1;
-      const int top = r - up[r][c] + 1;
-      const int bottom = r + down[r][c] - 1;
-      const double dig_top = dig[top][c];
+      const int top = run_top[r][c];
+      const int lv = run_bottom[r][c] - top + 1;
+      const double dig_top = dig_above[r][c];
       const double need_v =
           (4 - lv) + p.blocker * dig_top + p.no_room * std::max(0, (4 - lv) - top);
-      int nv_v = 0;
-      for (int k = top; k <= bottom; ++k) nv_v += static_cast<int>(virus(k, c));
+      const int nv_v = run_viruses[r][c];
       const int lh = left[c] + right[c] - 1;
       const int lcol = c - left[c], rcol = c + right[c];
       const int room_l = lcol >= 0 ? e_fwd[lcol] : 0;
@@ -165,7 +178,10 @@ void board_terms(const uint8_t* field, const TermParams& p, double* out) {
     if (o == 0) continue;
     for (int c = 0; c < kCols; ++c) {
       if (!((o >> c) & 1u)) continue;
-      if (p.danger != nullptr) danger += p.danger[r * kCols + c];
+      if (p.danger != nullptr) {
+        const double d = p.danger[r * kCols + c];
+        danger += d;
+      }
       if (r + 1 < kRows && occ(r + 1, c)) {
         vsame += col[r][c] == col[r + 1][c];
         on_virus += !virus(r, c) && virus(r + 1, c) && col[r][c] != col[r + 1][c];
