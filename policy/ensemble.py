@@ -1,6 +1,7 @@
 """Several trained placement networks as one ONNX policy (torch; training only).
 
     python -m policy.ensemble out/r5/policy.pt out/w48/policy.pt --out policy/models/policy.onnx
+    python -m policy.ensemble policy/models/policy.onnx --split --out out/members   # the reverse
 
 The members' masked logits become log-probabilities (log-softmax over the reachable
 placements) and are averaged; the graph has the same inputs and output as one PlacementNet
@@ -62,6 +63,37 @@ def load_member(path: str | Path) -> PlacementNet:
     return net.eval()
 
 
+def split(onnx_path: str | Path, out_dir: str | Path) -> list[Path]:
+    """The members of an ensemble ONNX file (``build``'s output, e.g. the shipped
+    policy/models/policy.onnx) as policy.pt state dicts ``out_dir/member{i}.pt``, read from the
+    graph's initializers ``members.{i}.*`` (the TorchScript exporter keeps the state dict's
+    names): so a shipped ensemble can be trained further (policy.train --init). Raises
+    FileNotFoundError, or ValueError for a file with no members."""
+    import onnx
+    from onnx import numpy_helper
+
+    p = Path(onnx_path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no ONNX file at {p}")
+    states: dict[int, dict[str, torch.Tensor]] = {}
+    for init in onnx.load(str(p)).graph.initializer:
+        parts = init.name.split(".", 2)
+        if len(parts) == 3 and parts[0] == "members" and parts[1].isdigit():
+            arr = np.array(numpy_helper.to_array(init))
+            states.setdefault(int(parts[1]), {})[parts[2]] = torch.from_numpy(arr)
+    if not states:
+        raise ValueError(f"{p} holds no ensemble members (initializers members.N.*)")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in sorted(states):
+        path = out / f"member{i}.pt"
+        torch.save(states[i], path)
+        load_member(path)  # the state dict must be a whole PlacementNet
+        paths.append(path)
+    return paths
+
+
 def build(paths: Sequence[str | Path], out: str | Path) -> dict[str, object]:
     """Exports the ensemble of the checkpoints ``paths`` to ``out`` and checks onnxruntime
     against torch on random inputs; returns a JSON-ready summary."""
@@ -94,9 +126,20 @@ def build(paths: Sequence[str | Path], out: str | Path) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m policy.ensemble", description=__doc__)
     ap.add_argument("members", nargs="+", help="policy.pt checkpoints (policy.train --out)")
-    ap.add_argument("--out", required=True, help="ONNX file to write")
+    ap.add_argument("--out", required=True, help="ONNX file to write (--split: a folder)")
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="the reverse: write the members of the ensemble ONNX file given as OUT/member{i}.pt",
+    )
     args = ap.parse_args(argv)
     try:
+        if args.split:
+            if len(args.members) != 1:
+                raise ValueError("--split takes one ensemble ONNX file")
+            paths = split(args.members[0], args.out)
+            print(json.dumps({"members": [str(x) for x in paths]}, indent=2))
+            return 0
         report = build(args.members, args.out)
     except (FileNotFoundError, ValueError) as exc:
         print(f"policy.ensemble: {exc}", file=sys.stderr)

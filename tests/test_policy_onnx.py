@@ -132,3 +132,36 @@ def test_an_ensemble_averages_its_members_log_probabilities(
     with pytest.raises(ValueError, match="not a PlacementNet"):
         torch.save({"x": torch.zeros(1)}, tmp_path / "bad.pt")
         load_member(tmp_path / "bad.pt")
+
+
+def test_split_gives_back_an_ensembles_members(torch: ModuleType, tmp_path: Path) -> None:
+    """policy.ensemble --split: the members of an ensemble ONNX file, tensor for tensor, which
+    rebuild the same ensemble (so a shipped policy.onnx can be trained further)."""
+    from policy.ensemble import build, main, split
+    from policy.model import PlacementNet
+
+    torch.manual_seed(5)
+    nets = [PlacementNet(channels=8, blocks=1), PlacementNet(channels=12, blocks=2)]
+    paths = []
+    for i, net in enumerate(nets):
+        paths.append(tmp_path / f"m{i}.pt")
+        torch.save(net.state_dict(), paths[-1])
+    build(paths, tmp_path / "ens.onnx")
+    got = split(tmp_path / "ens.onnx", tmp_path / "members")
+    assert [p.name for p in got] == ["member0.pt", "member1.pt"]
+    for net, path in zip(nets, got, strict=True):
+        state = torch.load(path, weights_only=True)
+        assert set(state) == set(net.state_dict())
+        for k, v in net.state_dict().items():
+            assert torch.equal(state[k], v), k
+    build(got, tmp_path / "again.onnx")
+    board, extras, mask = random_inputs(16, np.random.default_rng(6))
+    a = PlacementPolicy(tmp_path / "ens.onnx").logits(board, extras, mask)
+    b = PlacementPolicy(tmp_path / "again.onnx").logits(board, extras, mask)
+    assert np.array_equal(a, b)
+    # a single net's ONNX file has no members: one line, exit 2
+    from policy.model import export_onnx
+
+    export_onnx(nets[0].eval(), tmp_path / "one.onnx")
+    assert main([str(tmp_path / "one.onnx"), "--split", "--out", str(tmp_path / "x")]) == 2
+    assert main([str(tmp_path / "nothing.onnx"), "--split", "--out", str(tmp_path / "x")]) == 2

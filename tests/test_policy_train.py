@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from policy.eval import EVAL_SEED_START
 from policy.train import FIELDS, TRAIN_SEED_LIMIT, Dataset, K, training_episodes
@@ -50,3 +51,23 @@ def test_training_games_never_use_evaluation_seeds() -> None:
     assert TRAIN_SEED_LIMIT <= EVAL_SEED_START
     assert {e.level for e in eps} == {15, 20} and {e.speed for e in eps} == {2}
     assert {e.speed for e in training_episodes(60, rng, [0])} == {0, 1, 2}
+
+
+def test_the_search_labels_a_game_with_its_ranked_values() -> None:
+    """--labeller search: every state of a played game is labelled with the play-time search's
+    best placements (values descending, the first its choice), and the game is its play."""
+    from policy.play import Episode
+    from policy.train import LabelJob, _label_game
+
+    ep = Episode(1, 2, 0x6014, 4)
+    d, result = _label_game(LabelJob(ep, None, True, 4, 3000, "search"))
+    assert result.cleared and len(d) == result.pills > 0
+    cand, value = d.arrays["cand"], d.arrays["value"]
+    assert (d.arrays["choice"] == cand[:, 0]).all()
+    for c, v in zip(cand, value, strict=True):
+        n = int((c >= 0).sum())
+        assert n >= 2 and (np.diff(v[:n]) <= 0).all()
+    t, _ = _label_game(LabelJob(ep, None, True, 4, 3000, "teacher"))
+    assert len(t) > 0
+    with pytest.raises(ValueError, match="labeller"):
+        _label_game(LabelJob(ep, None, True, 4, 3000, "oracle"))
