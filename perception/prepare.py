@@ -173,6 +173,9 @@ def _screens_result(job: multiprocessing.process.BaseProcess, path: Path) -> str
     return None
 
 
+REPORT_FILE = "board.report.json"  # and board.report.md beside it
+
+
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Run the four steps (module docstring). Returns the report's summary and paths.
 
@@ -212,12 +215,13 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         else:
             say(f"hil prepare: no screen prototypes ({problem}); the menus must be driven by hand")
             screens = None
+    from perception.evaluate import write_report
+
+    # The report is written once, now that the time includes the screens step.
+    meta, evaluation = result.pop("meta"), result.pop("evaluation")
+    meta["total_s"] = result["total_s"] = time.time() - start
     result["screens"] = screens
-    result["total_s"] = time.time() - start
-    meta_path = Path(result["report"][0])
-    report = json.loads(meta_path.read_text())
-    report["meta"]["total_s"] = result["total_s"]
-    meta_path.write_text(json.dumps(report, indent=1) + "\n")
+    result["report"] = [str(p) for p in write_report(evaluation, meta, out_dir / REPORT_FILE)]
     return result
 
 
@@ -231,9 +235,10 @@ def _fit(
     say: Any,
     cap: str,
 ) -> dict[str, Any]:
-    """Steps 2, 3 and 5: fine-tune, validate, store the model and its report."""
+    """Steps 2, 3 and 5: fine-tune, validate, store the model; its report's facts are returned
+    (``meta``, ``evaluation``) for prepare() to write once the screens step is done."""
     from perception import train as trainer
-    from perception.evaluate import evaluate, write_report
+    from perception.evaluate import evaluate
 
     say(f"hil prepare: ROM CRC-32 {crc}; fine-tuning {args.init} for {args.steps} steps{cap}")
     targs = trainer.build_parser().parse_args(
@@ -308,7 +313,6 @@ def _fit(
         "cpus": os.cpu_count(),
         "history": result["history"],
     }
-    paths = write_report(evaluation, meta, out_dir / "board.report.json")
     wrote_profile = None
     if profile is not None and args.profile and Path(args.profile).is_file():
         profile.replace(rom_crc32=crc).save(args.profile)
@@ -316,9 +320,10 @@ def _fit(
     return {
         "rom_crc32": crc,
         "model": str(model_path),
-        "report": [str(p) for p in paths],
         "profile_updated": wrote_profile,
         "total_s": meta["total_s"],
+        "meta": meta,
+        "evaluation": evaluation,
         "train_s": result["train_s"],
         "eval_s": meta["eval_s"],
         "steps_done": result["steps_done"],
