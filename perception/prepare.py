@@ -37,6 +37,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -145,13 +146,28 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
     return crc, profile
 
 
+def _exit_when_orphaned(poll_s: float = 1.0) -> None:
+    """Ends this process (status 1) once its parent is gone: a watcher thread sees it
+    re-parented (os.getppid changes; checked every ``poll_s`` seconds)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _build_screens(rom: str, path: str) -> None:
     """Step 4 in the background process: the screen prototypes of ``rom`` saved at ``path``,
     or the reason there are none in ``path + ".error"`` (engine.RomError: a file cynes cannot
     run as the game; any other error by its type and message). Ctrl-C is the parent's to
-    handle (it ends this process)."""
+    handle (it ends this process); a parent that dies without ending it (SIGKILL) ends it
+    too, within a second."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(10)
+    _exit_when_orphaned()
     try:
         from perception.screens import rom_prototypes
 

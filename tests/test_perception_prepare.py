@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import zlib
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -181,3 +182,45 @@ def test_calibrate_latency_writes_the_profile(tmp_path):
     assert written.timing.latency_frames == pytest.approx(result["latency_frames"])
     assert written.timing.jitter_ms == pytest.approx(result["jitter_ms"])
     assert written.geometry == base.geometry
+
+
+def test_the_background_step_ends_when_its_parent_is_killed(tmp_path):
+    """A parent killed with SIGKILL (no chance to end its children) leaves no screens process
+    behind: the child sees itself re-parented and exits."""
+    import signal
+    import time
+
+    child = (
+        "from perception.prepare import _exit_when_orphaned; import time; "
+        "_exit_when_orphaned(0.05); time.sleep(60)"
+    )
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            f"p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
+            "print(p.pid, flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pid = int(parent.stdout.readline())
+    time.sleep(1.0)  # the child is up and watching
+    assert _alive(pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    parent.stdout.close()
+    deadline = time.time() + 10
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the orphaned child kept running"
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie nobody reaped counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in state
