@@ -52,6 +52,33 @@ def test_the_predicted_spawn_is_the_state_the_game_reaches(decided):
     assert bytes(game.state_bytes()) != bytes(real.state_bytes())  # the input was not changed
 
 
+def test_a_policys_choose_pairs_replaces_its_nine_choose_calls(decided):
+    """ponder() asks a policy with choose_pairs for the 9 next pills at once and uses its
+    answers as the choices; without it, choose() per pair."""
+    game, masks, planner, policy = decided
+    base = ponder(1, 0, game, masks, planner, policy.choose)
+    asked = []
+
+    def choose_pairs(state, reachable, pairs):
+        asked.append(list(pairs))
+        return {p: policy.choose(_with_next(state, p), reachable) for p in pairs}
+
+    def refuse(state, reachable):
+        raise AssertionError("choose() called although choose_pairs answered")
+
+    a = ponder(1, 0, game, masks, planner, refuse, choose_pairs)
+    assert asked == [list(PAIRS)]
+    assert a is not None and base is not None
+    assert {p: c[0] for p, c in a.choices.items()} == {p: c[0] for p, c in base.choices.items()}
+    assert np.array_equal(a.common, base.common)
+
+
+def _with_next(state, pair):
+    h = state.clone()
+    h.next_colors[:] = pair
+    return h
+
+
 def test_take_plays_the_choice_only_when_the_spawn_state_is_confirmed(decided):
     game, masks, planner, policy = decided
     a = ponder(1, 0, game, masks, planner, policy.choose)
