@@ -105,18 +105,26 @@ def test_shipped_model_loads_and_masks() -> None:
     assert plan.reachable[policy.choose(Observation.from_game(g), plan.reachable)]
 
 
-def test_an_ensemble_averages_its_members_log_probabilities(
-    torch: ModuleType, tmp_path: Path
-) -> None:
-    from policy.ensemble import build, load_member
-    from policy.model import PlacementNet, torch_logits
+def two_members(torch: ModuleType, tmp_path: Path, seed: int) -> tuple[list[Any], list[Path]]:
+    """Two small random PlacementNets of different shapes and their policy.pt files."""
+    from policy.model import PlacementNet
 
-    torch.manual_seed(3)
+    torch.manual_seed(seed)
     nets = [PlacementNet(channels=8, blocks=1), PlacementNet(channels=12, blocks=2)]
     paths = []
     for i, net in enumerate(nets):
         paths.append(tmp_path / f"m{i}.pt")
         torch.save(net.state_dict(), paths[-1])
+    return nets, paths
+
+
+def test_an_ensemble_averages_its_members_log_probabilities(
+    torch: ModuleType, tmp_path: Path
+) -> None:
+    from policy.ensemble import build, load_member
+    from policy.model import torch_logits
+
+    nets, paths = two_members(torch, tmp_path, seed=3)
     assert (load_member(paths[1]).channels, load_member(paths[1]).num_blocks) == (12, 2)
     report = build(paths, tmp_path / "ens.onnx")
     assert report["onnx_vs_torch_max_diff"] < 1e-4
@@ -138,14 +146,8 @@ def test_split_gives_back_an_ensembles_members(torch: ModuleType, tmp_path: Path
     """policy.ensemble --split: the members of an ensemble ONNX file, tensor for tensor, which
     rebuild the same ensemble (so a shipped policy.onnx can be trained further)."""
     from policy.ensemble import build, main, split
-    from policy.model import PlacementNet
 
-    torch.manual_seed(5)
-    nets = [PlacementNet(channels=8, blocks=1), PlacementNet(channels=12, blocks=2)]
-    paths = []
-    for i, net in enumerate(nets):
-        paths.append(tmp_path / f"m{i}.pt")
-        torch.save(net.state_dict(), paths[-1])
+    nets, paths = two_members(torch, tmp_path, seed=5)
     build(paths, tmp_path / "ens.onnx")
     got = split(tmp_path / "ens.onnx", tmp_path / "members")
     assert [p.name for p in got] == ["member0.pt", "member1.pt"]

@@ -85,21 +85,23 @@ drm::LeafWeights leaf_weights(const py::handle& packed, const py::handle& danger
   const std::vector<double> v = doubles(packed, "weights", kPackedWeights, kPackedDoc);
   danger = doubles(danger_obj, "danger", drm::kFieldSize, "frames per occupied cell");
   drm::LeafWeights w;
-  w.virus = v[0];
-  w.half = v[1];
-  w.piece = v[2];
-  w.hole = v[3];
-  w.vsame = v[4];
-  w.on_virus = v[5];
-  w.hsame = v[6];
-  w.bury = v[7];
-  w.bump = v[8];
-  w.access = v[9];
-  w.access_target = v[10];
-  w.mobility = v[11];
-  w.mobility_target = v[12];
-  w.terms.blocker = v[13];
-  w.terms.no_room = v[14];
+  // kPackedDoc's order
+  double* const slot[kPackedWeights] = {&w.virus,
+                                        &w.half,
+                                        &w.piece,
+                                        &w.hole,
+                                        &w.vsame,
+                                        &w.on_virus,
+                                        &w.hsame,
+                                        &w.bury,
+                                        &w.bump,
+                                        &w.access,
+                                        &w.access_target,
+                                        &w.mobility,
+                                        &w.mobility_target,
+                                        &w.terms.blocker,
+                                        &w.terms.no_room};
+  for (py::ssize_t i = 0; i < kPackedWeights; ++i) *slot[i] = v[static_cast<size_t>(i)];
   w.terms.danger = danger.data();
   return w;
 }
