@@ -124,6 +124,7 @@ class LabelJob:
     beam: int
     max_frames: int
     labeller: str = "teacher"  # "teacher" (policy.teacher) or "search" (policy.search)
+    prior: str | None = None  # the search's prior ONNX (None: the shipped policy.onnx)
 
 
 def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
@@ -145,13 +146,12 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
             return teacher.search(game)
 
     elif job.labeller == "search":
-        from policy.onnx_policy import PlacementPolicy
+        # the play-time search (policy.eval's "search") with the network `prior` as its prior
+        from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
         from policy.search import SearchPlayer
 
-        # the play-time search with the shipped network as its prior (policy.eval's "search")
-        searcher = SearchPlayer(
-            beam=job.beam, prior=PlacementPolicy(threads=1), taps_only=job.taps_only
-        )
+        prior = PlacementPolicy(job.prior or DEFAULT_MODEL, threads=1)
+        searcher = SearchPlayer(beam=job.beam, prior=prior, taps_only=job.taps_only)
 
         def values_of(game: engine.Game) -> tuple[Any, Any, Any]:
             e, values = searcher.search(game)
@@ -404,6 +404,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="who labels the states: the 2-ply teacher or the play-time search (slower, stronger)",
     )
     ap.add_argument(
+        "--search-prior",
+        default=None,
+        help="ONNX prior of --labeller search (default: the shipped policy/models/policy.onnx)",
+    )
+    ap.add_argument(
         "--player",
         default=None,
         help="ONNX policy that plays the DAgger games (default: the network being trained)",
@@ -434,7 +439,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         lv, sp = (levels, speeds) if stage == 0 else (dagger_levels, dagger_speeds)
         eps = training_episodes(count, rng, lv, None if sp == [0, 1, 2] else sp)
         return [
-            LabelJob(ep, model, args.taps_only, args.beam, args.max_frames, args.labeller)
+            LabelJob(
+                ep,
+                model,
+                args.taps_only,
+                args.beam,
+                args.max_frames,
+                args.labeller,
+                args.search_prior,
+            )  # fmt: skip
             for ep in eps
         ]
 

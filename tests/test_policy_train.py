@@ -71,3 +71,5 @@ def test_the_search_labels_a_game_with_its_ranked_values() -> None:
     assert len(t) > 0
     with pytest.raises(ValueError, match="labeller"):
         _label_game(LabelJob(ep, None, True, 4, 3000, "oracle"))
+    with pytest.raises(FileNotFoundError):  # --search-prior is the prior it loads
+        _label_game(LabelJob(ep, None, True, 4, 3000, "search", "/nonexistent/prior.onnx"))
