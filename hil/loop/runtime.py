@@ -78,8 +78,8 @@ class EnginePlanner:
 def make_policy(name: str) -> Policy:
     """``heuristic`` (hil's stand-in, one-ply greedy), ``onnx`` (the policy room's network,
     once it is installed) or ``search`` (policy.search with the network as prior: stronger,
-    ~0.1-0.4 s of one core per choice, 9 choices per pondered pill). Raises ValueError for an
-    unknown or unavailable policy."""
+    tens of ms of one core per choice; the 9 choices of a pondered pill share their first ply,
+    ``choose_pairs``). Raises ValueError for an unknown or unavailable policy."""
     if name == "heuristic":
         from hil.loop.heuristic import HeuristicPolicy
 
