@@ -146,10 +146,10 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
     return crc, profile
 
 
-def _exit_when_orphaned(poll_s: float = 1.0) -> None:
-    """Ends this process (status 1) once its parent is gone: a watcher thread sees it
-    re-parented (os.getppid changes; checked every ``poll_s`` seconds)."""
-    parent = os.getppid()
+def _exit_when_orphaned(parent: int, poll_s: float = 1.0) -> None:
+    """Ends this process (status 1) once its parent ``parent`` (the pid the parent gave, so a
+    parent killed while this process was still starting counts too) is gone: a watcher thread
+    sees this process re-parented (os.getppid differs; checked every ``poll_s`` seconds)."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -159,7 +159,7 @@ def _exit_when_orphaned(poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _build_screens(rom: str, path: str) -> None:
+def _build_screens(rom: str, path: str, parent: int) -> None:
     """Step 4 in the background process: the screen prototypes of ``rom`` saved at ``path``,
     or the reason there are none in ``path + ".error"`` (engine.RomError: a file cynes cannot
     run as the game; any other error by its type and message). Ctrl-C is the parent's to
@@ -167,7 +167,7 @@ def _build_screens(rom: str, path: str) -> None:
     too, within a second."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.nice(10)
-    _exit_when_orphaned()
+    _exit_when_orphaned(parent)
     try:
         from perception.screens import rom_prototypes
 
@@ -210,17 +210,24 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
 
         screens_staged = Path(screens_tmp) / SCREENS_FILE
         job = multiprocessing.get_context("spawn").Process(
-            target=_build_screens, args=(str(args.rom), str(screens_staged)), daemon=True
+            target=_build_screens,
+            args=(str(args.rom), str(screens_staged), os.getpid()),
+            daemon=True,
         )
         job.start()
         say(
             "hil prepare: screen prototypes (title, options, demo, game over) from the ROM in "
             "cynes, in the background"
         )
+        result: dict[str, Any] | None = None
         try:
             result = _fit(args, crc, profile, out_dir, start, load_start, say, cap)
             say("hil prepare: waiting for the screen prototypes")
             problem = _screens_result(job, screens_staged)
+        except KeyboardInterrupt:
+            if result is not None:  # the model is stored: its report too, without screens
+                _write_report(result, out_dir, start, None)
+            raise
         finally:
             if job.is_alive():  # training failed or was interrupted
                 job.terminate()
@@ -231,9 +238,17 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         else:
             say(f"hil prepare: no screen prototypes ({problem}); the menus must be driven by hand")
             screens = None
+    # The report is written once, now that the time includes the screens step.
+    return _write_report(result, out_dir, start, screens)
+
+
+def _write_report(
+    result: dict[str, Any], out_dir: Path, start: float, screens: str | None
+) -> dict[str, Any]:
+    """Writes the report of _fit's ``result`` (its meta's total time up to now) beside the
+    model; returns ``result`` with the report's paths and ``screens`` in it."""
     from perception.evaluate import write_report
 
-    # The report is written once, now that the time includes the screens step.
     meta, evaluation = result.pop("meta"), result.pop("evaluation")
     meta["total_s"] = result["total_s"] = time.time() - start
     result["screens"] = screens

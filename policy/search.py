@@ -106,20 +106,22 @@ class SearchPlayer:
 
     def _prior_picks_many(self, games: Sequence[engine.Game], e: Any) -> list[list[int]]:
         """_prior_picks for several spawn states that share the expansion `e` (the same board
-        and pill; the next pill's colours may differ), in one batch of the network."""
+        and pill; the next pill's colours may differ). One network call per state, as
+        search() makes it: a batch could round the logits otherwise (the CPU kernels do not
+        promise the same float32 per row whatever the batch), and a near tie in the top
+        `prior_k` would then change the search."""
         if self.prior is None or self.prior_k == 0:
             return [[] for _ in games]
         from policy.features import Observation, encode
 
-        enc = [encode(Observation.from_game(g)) for g in games]
-        board = np.concatenate([b for b, _ in enc])
-        extras = np.concatenate([x for _, x in enc])
-        mask = np.repeat(np.asarray(e.reachable)[None], len(games), axis=0)
-        logits = self.prior.logits(board, extras, mask)
+        mask = np.asarray(e.reachable)[None]
         pl = np.asarray(e.placements, dtype=np.int64)
-        return [
-            [int(k) for k in np.argsort(-row[pl], kind="stable")[: self.prior_k]] for row in logits
-        ]
+        picks = []
+        for g in games:
+            board, extras = encode(Observation.from_game(g))
+            row = self.prior.logits(board, extras, mask)[0]
+            picks.append([int(k) for k in np.argsort(-row[pl], kind="stable")[: self.prior_k]])
+        return picks
 
     def _third_ply(self, g2: engine.Game, t0: float, w: Weights) -> float:
         """Expected best value over the unseen third pill's colours at spawn state g2 (reached
@@ -215,9 +217,9 @@ class SearchPlayer:
         expansion, {pair: value per child}), each what search() gives on a copy of `game` with
         next_colors = pair (the pondering for the 9 pairs). Shared between the pairs: the
         first ply (the board after this pill does not depend on the next one's colours; its
-        children differ only in their falling pill, which expand_colours sets), the network's
-        prior (one batch) and the plans of the second ply (one engine._core.expand_colours per
-        child: 2 plans for all pairs); the third ply is each pair's own. `first` as in
+        children differ only in their falling pill, which expand_colours sets) and the plans
+        of the second ply (one engine._core.expand_colours per child: 2 plans for all pairs);
+        the prior runs once per pair and the third ply is each pair's own. `first` as in
         search(). Raises ValueError when `game` has no pill to plan."""
         pairs = [(int(a), int(b)) for a, b in pairs]
         w = self.weights_for(game)

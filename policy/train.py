@@ -154,8 +154,12 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
         searcher = SearchPlayer(beam=job.beam, prior=prior, taps_only=job.taps_only)
 
         def values_of(game: engine.Game) -> tuple[Any, Any, Any]:
+            # Every child is ranked: search() keeps the children it did not search as deep
+            # in their order, shifted below the deep ones, so the top K are the deep ones
+            # first (3-ply values) and then the best of the rest, whose gap to the deep ones
+            # is the shift, not a frame count (their soft targets are small).
             e, values = searcher.search(game)
-            return e, values, np.ones(len(values), bool)  # every child is ranked
+            return e, values, np.ones(len(values), bool)
 
     else:
         raise ValueError(f"unknown labeller {job.labeller!r}: teacher or search")
@@ -372,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m policy.train", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="out/train", help="datasets, checkpoints and logs")
     ap.add_argument("--model-out", default=None, help="ONNX path (default OUT/policy.onnx)")
-    ap.add_argument("--games", type=int, default=600, help="teacher games for imitation")
+    ap.add_argument("--games", type=int, default=600, help="labeller games for imitation")
     ap.add_argument("--dagger-rounds", type=int, default=2)
     ap.add_argument("--dagger-games", type=int, default=300, help="network games per round")
     ap.add_argument("--levels", default="0-20", help="levels of the teacher games")
@@ -461,14 +465,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = [Dataset.load(Path(p)) for p in args.data]
     t0 = time.time()
     if args.games > 0:
-        d, res = label(jobs(args.games, None, 0), args.workers, "teacher games", args.address)
-        d.save(out / "teacher.npz")
+        who = args.labeller  # "teacher" (the default) or "search": the games' player
+        d, res = label(jobs(args.games, None, 0), args.workers, f"{who} games", args.address)
+        d.save(out / f"{who}.npz")
         parts.append(d)
-        log["teacher"] = summary(res)
-        (out / "teacher_games.json").write_text(json.dumps([r.as_dict() for r in res]))
+        log[who] = summary(res)
+        (out / f"{who}_games.json").write_text(json.dumps([r.as_dict() for r in res]))
         if args.label_only:
             (out / "train_log.json").write_text(json.dumps(log, indent=1, default=str))
-            print(json.dumps(log["teacher"]))
+            print(json.dumps(log[who]))
             return 0
     data = Dataset.concat(parts)
     if len(data) == 0:

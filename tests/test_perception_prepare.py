@@ -191,15 +191,15 @@ def test_the_background_step_ends_when_its_parent_is_killed(tmp_path):
     import time
 
     child = (
-        "from perception.prepare import _exit_when_orphaned; import time; "
-        "_exit_when_orphaned(0.05); time.sleep(60)"
+        "import sys, time; from perception.prepare import _exit_when_orphaned; "
+        "_exit_when_orphaned(int(sys.argv[1]), 0.05); time.sleep(60)"
     )
     parent = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import subprocess, sys, time; "
-            f"p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
+            "import os, subprocess, sys, time; "
+            f"p = subprocess.Popen([sys.executable, '-c', {child!r}, str(os.getpid())]); "
             "print(p.pid, flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -215,6 +215,9 @@ def test_the_background_step_ends_when_its_parent_is_killed(tmp_path):
     while _alive(pid) and time.time() < deadline:
         time.sleep(0.05)
     assert not _alive(pid), "the orphaned child kept running"
+    # a parent already gone before the child watched (the pid it was given is not its parent)
+    other = subprocess.run([sys.executable, "-c", child, "1"], timeout=30)
+    assert other.returncode == 1
 
 
 def _alive(pid: int) -> bool:

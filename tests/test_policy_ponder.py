@@ -55,3 +55,36 @@ def test_a_decision_that_does_not_lock_is_refused() -> None:
     before = game.state_bytes()
     predict(game, d)
     assert game.state_bytes() == before and int(game.phase) == int(engine.Phase.PLAYING)
+
+
+def test_ponder_asks_a_policy_with_act_pairs_once_for_the_nine_pairs() -> None:
+    """Ponder.ahead uses the policy's act_pairs (the search shares work between the pairs)
+    instead of nine act calls, and its answers are the decisions."""
+    teacher = Teacher(taps_only=True)
+
+    class Shared:
+        name = "shared"
+        calls: list[list[tuple[int, int]]] = []
+
+        def act(self, game: engine.Game) -> Decision:
+            raise AssertionError("act() called although act_pairs exists")
+
+        def act_pairs(self, game, pairs):
+            self.calls.append(list(pairs))
+            out = {}
+            for pair in pairs:
+                h = game.clone()
+                h.next_colors[:] = pair
+                out[pair] = teacher.act(h)
+            return out
+
+    game = Episode(20, 2, 0x8002, 1).game()
+    to_spawn(game)
+    decision = teacher.act(game)
+    shared = Shared()
+    got = Ponder(shared).ahead(game, decision)
+    want = Ponder(teacher).ahead(game, decision)
+    assert shared.calls == [list(COLOUR_PAIRS_ORDERED)]
+    assert {p: d.placement for p, d in got.decisions.items()} == {
+        p: d.placement for p, d in want.decisions.items()
+    }

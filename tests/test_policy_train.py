@@ -73,3 +73,41 @@ def test_the_search_labels_a_game_with_its_ranked_values() -> None:
         _label_game(LabelJob(ep, None, True, 4, 3000, "oracle"))
     with pytest.raises(FileNotFoundError):  # --search-prior is the prior it loads
         _label_game(LabelJob(ep, None, True, 4, 3000, "search", "/nonexistent/prior.onnx"))
+
+
+def test_a_small_training_run_end_to_end(tmp_path) -> None:
+    """CI's small version of docs/POLICY.md "Reproduce": labels (here the search's), imitation,
+    one DAgger round with the trained net playing, ONNX export checked against torch, then an
+    ensemble of two such nets and its members split back out."""
+    pytest.importorskip("torch")
+    import json
+
+    from policy.ensemble import build, split
+    from policy.onnx_policy import PlacementPolicy
+    from policy.train import main
+
+    def run(out: str, *extra: str) -> dict:
+        argv = [
+            "--out", str(tmp_path / out), "--games", "2", "--levels", "0", "--speeds", "hi",
+            "--epochs", "1", "--dagger-rounds", "1", "--dagger-games", "1", "--dagger-epochs", "1",
+            "--channels", "4", "--blocks", "1", "--batch", "32", "--workers", "1",
+            "--threads", "1", "--max-frames", "1500", *extra,
+        ]  # fmt: skip
+        assert main(argv) == 0
+        return json.loads((tmp_path / out / "train_log.json").read_text())
+
+    log = run("a", "--labeller", "search")
+    assert (tmp_path / "a" / "search.npz").is_file() and "search" in log
+    assert [r["round"] for r in log["rounds"]] == [0, 1]
+    assert log["rounds"][1]["states"] > log["rounds"][0]["states"] > 0
+    assert log["export_max_abs_diff"] < 1e-3
+    run("b", "--seed", "1")  # the teacher labels
+    assert (tmp_path / "b" / "teacher.npz").is_file()
+    report = build(
+        [tmp_path / "a" / "policy.pt", tmp_path / "b" / "policy.pt"], tmp_path / "e.onnx"
+    )
+    assert report["onnx_vs_torch_max_diff"] < 1e-3
+    assert len(split(tmp_path / "e.onnx", tmp_path / "members")) == 2
+    board, extras, mask = Dataset.load(tmp_path / "a" / "search.npz").tensors()
+    logits = PlacementPolicy(tmp_path / "e.onnx").logits(board[:4], extras[:4], mask[:4])
+    assert mask[np.arange(4), logits.argmax(axis=1)].all()  # a reachable placement each
