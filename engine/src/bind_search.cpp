@@ -63,6 +63,19 @@ std::vector<std::array<uint8_t, 2>> colour_pairs(const py::handle& pairs) {
   return cs;
 }
 
+// fields uint8[N, 128] (C-contiguous), checked: N boards of kFieldSize cell codes.
+py::array_t<uint8_t> boards(const py::handle& fields) {
+  if (!py::isinstance<py::array>(fields)) {
+    throw py::type_error("fields must be a numpy.ndarray uint8[N, 128]");
+  }
+  const auto arr = py::reinterpret_borrow<py::array>(fields);
+  if (arr.size() % drm::kFieldSize != 0) {
+    throw py::value_error("fields must hold N boards of 128 cells, got " +
+                          std::to_string(arr.size()) + " cells");
+  }
+  return pa::uint8_vector(fields, "fields", arr.size());
+}
+
 // float64 array of exactly n numbers (a copy).
 std::vector<double> doubles(const py::handle& obj, const char* name, py::ssize_t n,
                             const char* what) {
@@ -180,20 +193,12 @@ fields uint8[P, 128] (the board after settling); child(k) -> Game (a copy of tha
   m.def(
       "board_terms",
       [](const py::handle& fields, double blocker, double no_room, const py::handle& danger) {
-        if (!py::isinstance<py::array>(fields)) {
-          throw py::type_error("fields must be a numpy.ndarray uint8[N, 128]");
-        }
-        const auto arr = py::reinterpret_borrow<py::array>(fields);
-        if (arr.size() % drm::kFieldSize != 0) {
-          throw py::value_error("fields must hold N boards of 128 cells, got " +
-                                std::to_string(arr.size()) + " cells");
-        }
-        auto f = pa::uint8_vector(fields, "fields", arr.size());
+        const auto f = boards(fields);
+        const py::ssize_t n = f.size() / drm::kFieldSize;
         auto d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(danger);
         if (!d || d.size() != drm::kFieldSize) {
           throw py::value_error("danger must be 128 numbers (frames per occupied cell)");
         }
-        const py::ssize_t n = arr.size() / drm::kFieldSize;
         py::array_t<double> out({n, static_cast<py::ssize_t>(drm::kNumBoardTerms)});
         drm::TermParams p;
         p.blocker = blocker;
@@ -217,16 +222,8 @@ bury, piece, holes, bump, access, vsame, on_virus, hsame, danger. blocker, no_ro
       "leaf_values",
       [](const py::handle& fields, const py::handle& viruses, const py::handle& phases,
          const py::handle& frames, const py::handle& weights, const py::handle& danger) {
-        if (!py::isinstance<py::array>(fields)) {
-          throw py::type_error("fields must be a numpy.ndarray uint8[N, 128]");
-        }
-        const auto arr = py::reinterpret_borrow<py::array>(fields);
-        if (arr.size() % drm::kFieldSize != 0) {
-          throw py::value_error("fields must hold N boards of 128 cells, got " +
-                                std::to_string(arr.size()) + " cells");
-        }
-        const py::ssize_t n = arr.size() / drm::kFieldSize;
-        auto f = pa::uint8_vector(fields, "fields", arr.size());
+        const auto f = boards(fields);
+        const py::ssize_t n = f.size() / drm::kFieldSize;
         const std::vector<double> vir = doubles(viruses, "viruses", n, "one per board");
         const std::vector<double> ph = doubles(phases, "phases", n, "one per board");
         const std::vector<double> t = doubles(frames, "frames", n, "one per board");
