@@ -120,7 +120,7 @@ def _held_then(dev: EmulatedFirmware, link: Link, action: str) -> tuple[int, lis
         name = "port_close"
     else:
         dev.command(f"usb {action}")
-        name = {"suspend": "usb_suspend", "unmount": "usb_reset"}[action]
+        name = {"suspend": "usb_suspend", "unmount": "usb_reset"}[action.split("-")[0]]
     _, at, _ = dev.wait_event(name, since=mark)
     dev.wait_frame(at + 10)
     held = [f for f in range(at + 1, at + 11) if dev.reads[f] != (0, 0)]
@@ -128,8 +128,13 @@ def _held_then(dev: EmulatedFirmware, link: Link, action: str) -> tuple[int, lis
 
 
 @pytest.mark.usefixtures("emulator")
-@pytest.mark.parametrize("action", ["close", "suspend", "unmount"])
+@pytest.mark.parametrize("action", ["close", "suspend", "unmount", "unmount-after-out"])
 def test_host_gone_releases_within_one_frame(action: str) -> None:
+    """"unmount-after-out": the bus reset right after a CDC OUT transfer completed, its
+    transfer-complete event still queued: firmware 1.1.0 then panicked in TinyUSB (a new
+    transfer through the endpoint entry the reset had cleared, firmware/src/usb_guard.c)
+    and held A until the loop watchdog; a plain "unmount" landed there about 1 time in 20
+    on a loaded machine."""
     with _device() as dev, _link(dev) as link:
         at, held = _held_then(dev, link, action)
     # The frame in progress and the one already armed in the PIO may still read A.
@@ -198,7 +203,7 @@ def test_reset_reason_tells_a_uf2_copy_from_a_stuck_firmware(boot: str, reason: 
         assert link.hello is not None and link.hello.reset_reason == reason
         info = link.info()
     assert info.reset_reason == reason and info.board == "pico"
-    assert info.firmware_version == "1.1.0" and info.latches > 0 and info.latches_lost == 0
+    assert info.firmware_version == "1.1.1" and info.latches > 0 and info.latches_lost == 0
 
 
 @pytest.mark.usefixtures("emulator")
@@ -209,7 +214,7 @@ def test_hil_link_check_prints_version_board_reason_and_latch_rate(
 
     assert main(["link", "check", "--port", "emulated", "--seconds", "1"]) == 0
     out = capsys.readouterr().out
-    assert "firmware: 1.1.0 (protocol 1), board: pico" in out
+    assert "firmware: 1.1.1 (protocol 1), board: pico" in out
     assert "reset reason: power-on, boot 1" in out
     # NTSC: 60.0988 frames/s, two latches per frame (getInputs [$B7E1] reads twice)
     assert "latch rate: 120." in out and "60.1" in out and "2.00 latches per frame" in out

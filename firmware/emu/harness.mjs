@@ -5,7 +5,10 @@
 // - The RP2040: rp2040js (npm, pinned in package.json), no boot ROM. The image calls no
 //   ROM function (firmware/CMakeLists.txt), so the harness does what boot2 would: with
 //   XIP already readable it starts the core at the image's vector table (0x10000100).
-//   The boot ROM region stays empty (rp2040js's zeros); nothing is copied from a ROM.
+//   No boot ROM code is loaded; the ROM region is read-only as on the chip (rp2040js would
+//   let a stray write change it) and reads zeros, except word 0: the ROM vector table's
+//   initial stack pointer, 0x20041F00 (pico-bootrom bootrom.ld, _stacktop), which is what a
+//   read through a NULL pointer gets on the chip (firmware/src/usb_guard.c).
 // - The pads are left as rp2040js resets them (input buffers disabled): the firmware must
 //   enable LATCH and CLOCK itself (defect 6).
 // - The PIO is stepped by this loop (rp2040js would otherwise run it from timers,
@@ -34,7 +37,8 @@
 // stdout, one line each: "READY <port>" once USB is enumerated and the server listens;
 // "F <frame> <read1> <read2>" per NES frame (hex bytes, 1 = pressed, A = 0x80);
 // "E <event> <frame> <t_us>" for events; "DONE <json>" at the end.
-// stdin, one line each: "usb unmount" (bus reset), "usb unplug" (port gone + bus reset),
+// stdin, one line each: "usb unmount" (bus reset), "usb unmount-after-out" (a bus reset
+// right after the next CDC OUT completion), "usb unplug" (port gone + bus reset),
 // "usb suspend", "usb resume", "nes stop", "nes start", "quit"; in --lockstep mode
 // "frame N" plays N more NES frames. In --driven mode there is no free-running NES: the
 // caller drives the firmware clock, "adv US" runs to firmware time US (answer "A US") and
@@ -108,6 +112,14 @@ if ('boot-after-watchdog' in args) {
   watchdog.reason = 1;
   watchdog.scratchData[4] = 0x6ab73121;
 }
+// The boot ROM (see the header): read-only, word 0 the initial SP of its vector table.
+mcu.bootrom[0] = 0x20041f00;
+for (const name of ['writeUint32', 'writeUint16', 'writeUint8']) {
+  const write = mcu[name].bind(mcu);
+  mcu[name] = (address, value) => {
+    if ((address >>> 0) >= mcu.bootrom.length * 4) write(address, value);
+  };
+}
 mcu.core.VTOR = 0x10000100;
 mcu.core.reset(); // SP and PC from the image's vector table (what boot2 ends with)
 
@@ -141,9 +153,82 @@ function dataPressed() {
 const cdc = new USBCDC(mcu.usbCtrl);
 let serveUntil = 0;
 let usbReady = false, client = null, fromHost = [], hostBytesFrom = 0;
+// A bus reset (SIE_BUS_RESET) ends the transfers on the endpoints of the configuration it
+// removes: the host sends them no more tokens (and this host never configures the device
+// again). rp2040js 1.4.1 still completes reads and writes armed before the reset 10 us
+// later, and TinyUSB, whose reset handler deactivated those endpoints, panics on such a
+// completion ("Can't continue xfer on inactive ep", dcd_rp2040.c hw_handle_buff_status).
+// So from the reset on, only endpoint 0 has traffic.
+//
+// SET_CONTROL_LINE_STATE (DTR) one control transfer at a time, as a real host does: the
+// next SETUP only after the device's status stage (its zero-length IN on endpoint 0).
+// rp2040js's USBCDC sends each SETUP at once, so its own DTR|RTS at configuration, the
+// harness's "no port open" right after it and a port open 19 us later overlapped, and the
+// firmware could end with DTR low while the port was open: it then dropped its replies and
+// a Hello went unanswered (about 1 connection in 8 on a loaded machine with firmware 1.1.1).
+let busWasReset = false;
+let lineBusy = false, lineNext = null, lineSent = 0;
+function setLineState(value) {
+  if (lineBusy) {
+    lineNext = value; // only the latest state matters
+    return;
+  }
+  lineBusy = true;
+  lineSent = value;
+  cdc.cdcSetControlLineState(value);
+}
+function lineStateDone() {
+  lineBusy = false;
+  // The host's bytes wait until the firmware has DTR high (an OS raises DTR when a program
+  // opens the port, before the program can write); 500 us for its ACK stage.
+  if (lineSent & 1 && client && lineNext === null) hostBytesFrom = mcu.clock.nanos + 500_000;
+  if (lineNext !== null) {
+    const value = lineNext;
+    lineNext = null;
+    setLineState(value);
+  }
+}
+{
+  const usb = mcu.usbCtrl, read = usb.onEndpointRead, write = usb.onEndpointWrite;
+  usb.onEndpointRead = (ep, size) => {
+    if (ep === 0 || !busWasReset) read(ep, size);
+  };
+  usb.onEndpointWrite = (ep, buf) => {
+    const statusStage = ep === 0 && buf.length === 0 && lineBusy;
+    if (ep === 0 || !busWasReset) write(ep, buf);
+    if (statusStage) lineStateDone();
+  };
+}
+function busReset() {
+  const usb = mcu.usbCtrl;
+  busWasReset = true;
+  for (const alarms of [usb.endpointReadAlarms, usb.endpointWriteAlarms]) {
+    for (let ep = 1; ep < alarms.length; ep++) alarms[ep].buffers = [];
+  }
+  usb.sieStatus |= 1 << 19; // SIE_BUS_RESET
+  usb.sieStatusUpdated();
+}
+// "usb unmount-after-out": the bus reset lands right after the next CDC OUT transfer
+// completes, with its transfer-complete interrupt still pending: TinyUSB's bus-reset race
+// made certain (firmware/src/usb_guard.c), where a plain "usb unmount" lands anywhere.
+let resetAfterOut = false;
+{
+  const usb = mcu.usbCtrl, finish = usb.finishRead.bind(usb);
+  usb.finishRead = (ep, buffer) => {
+    finish(ep, buffer);
+    if (resetAfterOut && ep === cdc.outEndpoint) {
+      resetAfterOut = false;
+      busReset();
+      event('usb_reset');
+    }
+  };
+}
 cdc.onDeviceConnected = () => {
   usbReady = true;
-  cdc.cdcSetControlLineState(0); // no host has the port open yet
+  // rp2040js has just sent DTR|RTS itself; then "no host has the port open yet".
+  lineBusy = true;
+  lineSent = 3;
+  setLineState(0);
   event('usb_configured');
 };
 cdc.onSerialData = (buf) => {
@@ -157,10 +242,8 @@ const server = createServer((sock) => {
   }
   client = sock;
   sock.setNoDelay(true);
-  cdc.cdcSetControlLineState(3); // DTR | RTS: port open
-  // An OS raises DTR when a program opens the port, before the program can write: hold
-  // the host's bytes until the line state has reached the firmware.
-  hostBytesFrom = mcu.clock.nanos + 500_000;
+  hostBytesFrom = Infinity; // until the firmware has DTR (lineStateDone)
+  setLineState(3); // DTR | RTS: port open
   event('port_open');
   sock.on('data', (d) => {
     for (const b of d) fromHost.push(b);
@@ -169,7 +252,7 @@ const server = createServer((sock) => {
   sock.on('close', () => {
     client = null;
     fromHost = [];
-    cdc.cdcSetControlLineState(0); // DTR low: port closed
+    setLineState(0); // DTR low: port closed
     event('port_close');
   });
   sock.on('error', () => {});
@@ -328,8 +411,7 @@ rl.on('line', (line) => {
   }
   else if (w[0] === 'usb' && w[1] === 'unplug') {
     if (client) client.destroy(); // the host's port goes away
-    mcu.usbCtrl.sieStatus |= 1 << 19; // and the device sees a bus reset
-    mcu.usbCtrl.sieStatusUpdated();
+    busReset(); // and the device sees a bus reset
     event('usb_unplug');
   }
   else if (w[0] === 'frame' && LOCKSTEP) {
@@ -342,10 +424,11 @@ rl.on('line', (line) => {
     nesOn = true;
     if (nextFrameAt === Infinity && edgeIdx >= EDGES.length) nextFrameAt = clock.nanos;
     event('nes_start');
+  } else if (w[0] === 'usb' && w[1] === 'unmount-after-out') {
+    resetAfterOut = true;
   } else if (w[0] === 'usb' && w[1] === 'unmount') {
     // A bus reset now (the host's port reset / re-plug): the device is unconfigured.
-    mcu.usbCtrl.sieStatus |= 1 << 19; // SIE_BUS_RESET
-    mcu.usbCtrl.sieStatusUpdated();
+    busReset();
     event('usb_reset');
   } else if (w[0] === 'usb' && (w[1] === 'suspend' || w[1] === 'resume')) {
     const SUSPENDED = 1 << 4, RESUME = 1 << 11;
