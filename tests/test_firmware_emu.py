@@ -130,8 +130,8 @@ def _held_then(dev: EmulatedFirmware, link: Link, action: str) -> tuple[int, lis
 @pytest.mark.usefixtures("emulator")
 @pytest.mark.parametrize("action", ["close", "suspend", "unmount", "unmount-after-out"])
 def test_host_gone_releases_within_one_frame(action: str) -> None:
-    """"unmount-after-out": the bus reset right after a CDC OUT transfer completed, its
-    transfer-complete event still queued: firmware 1.1.0 then panicked in TinyUSB (a new
+    """With "unmount-after-out" the bus reset lands right after a CDC OUT transfer completed,
+    its transfer-complete event still queued: firmware 1.1.0 then panicked in TinyUSB (a new
     transfer through the endpoint entry the reset had cleared, firmware/src/usb_guard.c)
     and held A until the loop watchdog; a plain "unmount" landed there about 1 time in 20
     on a loaded machine."""

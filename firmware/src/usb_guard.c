@@ -36,8 +36,10 @@ bool __wrap_dcd_edpt_xfer(uint8_t rhport, uint8_t ep_addr, uint8_t* buffer, uint
     return __real_dcd_edpt_xfer(rhport, ep_addr, buffer, total_bytes);
   }
   uint32_t irq = save_and_disable_interrupts();
-  uint32_t ctrl = (ep_addr & 0x80) ? usb_dpram->ep_ctrl[num - 1].in : usb_dpram->ep_ctrl[num - 1].out;
-  bool started = (ctrl & EP_CTRL_ENABLE) && __real_dcd_edpt_xfer(rhport, ep_addr, buffer, total_bytes);
+  uint32_t ctrl =
+      (ep_addr & 0x80) ? usb_dpram->ep_ctrl[num - 1].in : usb_dpram->ep_ctrl[num - 1].out;
+  bool started =
+      (ctrl & EP_CTRL_ENABLE) && __real_dcd_edpt_xfer(rhport, ep_addr, buffer, total_bytes);
   restore_interrupts(irq);
   return started;
 }
