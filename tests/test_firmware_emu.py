@@ -137,6 +137,8 @@ def test_host_gone_releases_within_one_frame(action: str) -> None:
     on a loaded machine."""
     with _device() as dev, _link(dev) as link:
         at, held = _held_then(dev, link, action)
+        no_out = [e for e in dev.events if e[0] == "no_out_completion"]
+    assert not no_out, "the reset did not land right after an OUT completion"
     # The frame in progress and the one already armed in the PIO may still read A.
     assert dev.reads[at - 1] == (0x80, 0x80)
     assert held in ([], [at + 1]), f"{action} at frame {at}: A still read on {held}"

@@ -155,22 +155,25 @@ let serveUntil = 0;
 let usbReady = false, client = null, fromHost = [], hostBytesFrom = 0;
 // A bus reset (SIE_BUS_RESET) ends the transfers on the endpoints of the configuration it
 // removes: the host sends them no more tokens (and this host never configures the device
-// again). rp2040js 1.4.1 still completes reads and writes armed before the reset 10 us
-// later, and TinyUSB, whose reset handler deactivated those endpoints, panics on such a
-// completion ("Can't continue xfer on inactive ep", dcd_rp2040.c hw_handle_buff_status).
-// So from the reset on, only endpoint 0 has traffic.
+// again). rp2040js 1.4.1 still completes OUT reads armed before the reset 10 us later (and
+// delivers IN bytes already armed), and TinyUSB, whose reset handler deactivated those
+// endpoints, panics on such a completion ("Can't continue xfer on inactive ep",
+// dcd_rp2040.c hw_handle_buff_status). So from the reset on, only endpoint 0 has traffic.
 //
-// SET_CONTROL_LINE_STATE (DTR) one control transfer at a time, as a real host does: the
-// next SETUP only after the device's status stage (its zero-length IN on endpoint 0).
-// rp2040js's USBCDC sends each SETUP at once, so its own DTR|RTS at configuration, the
+// SET_CONTROL_LINE_STATE (DTR) one control transfer at a time, in order, as a real host
+// does: the next SETUP only after the device's status stage (its zero-length IN on endpoint
+// 0). rp2040js's USBCDC sends each SETUP at once, so its own DTR|RTS at configuration, the
 // harness's "no port open" right after it and a port open 19 us later overlapped, and the
 // firmware could end with DTR low while the port was open: it then dropped its replies and
 // a Hello went unanswered (about 1 connection in 8 on a loaded machine with firmware 1.1.1).
+// After a bus reset the device is not configured, so no class request goes to it.
 let busWasReset = false;
-let lineBusy = false, lineNext = null, lineSent = 0;
+let lineBusy = false, lineSent = 0;
+const lineQueue = [];
 function setLineState(value) {
+  if (busWasReset) return;
   if (lineBusy) {
-    lineNext = value; // only the latest state matters
+    lineQueue.push(value);
     return;
   }
   lineBusy = true;
@@ -181,12 +184,8 @@ function lineStateDone() {
   lineBusy = false;
   // The host's bytes wait until the firmware has DTR high (an OS raises DTR when a program
   // opens the port, before the program can write); 500 us for its ACK stage.
-  if (lineSent & 1 && client && lineNext === null) hostBytesFrom = mcu.clock.nanos + 500_000;
-  if (lineNext !== null) {
-    const value = lineNext;
-    lineNext = null;
-    setLineState(value);
-  }
+  if (lineSent & 1 && client && lineQueue.length === 0) hostBytesFrom = mcu.clock.nanos + 500_000;
+  if (lineQueue.length) setLineState(lineQueue.shift());
 }
 {
   const usb = mcu.usbCtrl, read = usb.onEndpointRead, write = usb.onEndpointWrite;
@@ -202,6 +201,8 @@ function lineStateDone() {
 function busReset() {
   const usb = mcu.usbCtrl;
   busWasReset = true;
+  lineBusy = false;
+  lineQueue.length = 0;
   for (const alarms of [usb.endpointReadAlarms, usb.endpointWriteAlarms]) {
     for (let ep = 1; ep < alarms.length; ep++) alarms[ep].buffers = [];
   }
@@ -210,8 +211,10 @@ function busReset() {
 }
 // "usb unmount-after-out": the bus reset lands right after the next CDC OUT transfer
 // completes, with its transfer-complete interrupt still pending: TinyUSB's bus-reset race
-// made certain (firmware/src/usb_guard.c), where a plain "usb unmount" lands anywhere.
-let resetAfterOut = false;
+// made certain (firmware/src/usb_guard.c), where a plain "usb unmount" lands anywhere. With
+// no OUT completion within 5 ms of emulated time (no read armed: suspended, after a reset,
+// receive buffer full) the reset lands then, after an event "no_out_completion".
+let resetAfterOut = false, resetAfterOutBy = 0;
 {
   const usb = mcu.usbCtrl, finish = usb.finishRead.bind(usb);
   usb.finishRead = (ep, buffer) => {
@@ -389,6 +392,12 @@ function runSlice(sliceNs) {
       if (clock.nanos < pioUntil) stepPio(1);
     }
   }
+  if (resetAfterOut && clock.nanos >= resetAfterOutBy) {
+    resetAfterOut = false;
+    event('no_out_completion');
+    busReset();
+    event('usb_reset');
+  }
   // Host bytes into the CDC OUT endpoint FIFO (rp2040js's USBCDC holds 512).
   while (fromHost.length && clock.nanos >= hostBytesFrom && cdc.txFIFO.itemCount < cdc.txFIFO.size) {
     cdc.sendSerialByte(fromHost.shift());
@@ -426,6 +435,7 @@ rl.on('line', (line) => {
     event('nes_start');
   } else if (w[0] === 'usb' && w[1] === 'unmount-after-out') {
     resetAfterOut = true;
+    resetAfterOutBy = mcu.clock.nanos + 5_000_000;
   } else if (w[0] === 'usb' && w[1] === 'unmount') {
     // A bus reset now (the host's port reset / re-plug): the device is unconfigured.
     busReset();
