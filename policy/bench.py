@@ -28,15 +28,16 @@ from engine import _core
 from policy.play import Episode, at_spawn, to_spawn
 
 
-def spawn_states(count: int, seed: int = 0) -> list[engine.Game]:
-    """`count` spawn states from random play over levels 0-20 and all speeds."""
+def spawn_states(count: int, seed: int = 0, first_seed: int = 0x4000) -> list[engine.Game]:
+    """`count` spawn states from random play over levels 0, 5, 10, 15, 20 and all speeds; game
+    n has the seed first_seed + 2n (training seeds: keep them below 0x8000)."""
     rng = np.random.default_rng(seed)
     states: list[engine.Game] = []
     cells = [(lv, sp) for lv in (0, 5, 10, 15, 20) for sp in (0, 1, 2)]
     game_no = 0
     while len(states) < count:
         lv, sp = cells[game_no % len(cells)]
-        g = Episode(lv, sp, 0x4000 + 2 * game_no, game_no & 0xFF).game()
+        g = Episode(lv, sp, first_seed + 2 * game_no, game_no & 0xFF).game()
         game_no += 1
         to_spawn(g)
         for _ in range(int(rng.integers(0, 12))):
@@ -81,17 +82,20 @@ def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -
     }
 
 
-def level20_states(count: int, seed: int = 0) -> list[engine.Game]:
-    """`count` level-20 HI spawn states along games of the shipped network (training seeds
-    below 0x8000), 0-120 pills in: the boards the play-time search decides on."""
-    from policy.onnx_policy import PlacementPolicy
+def level20_states(
+    count: int, seed: int = 0, first_seed: int = 0x7000, model: str | None = None
+) -> list[engine.Game]:
+    """`count` level-20 HI spawn states along games of the network `model` (None: the shipped
+    one), 0-120 pills in: the boards the play-time search decides on. Game n has the seed
+    first_seed + 2n (training seeds: keep them below 0x8000)."""
+    from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
 
     rng = np.random.default_rng(seed)
-    net = PlacementPolicy(threads=1)
+    net = PlacementPolicy(model or DEFAULT_MODEL, threads=1)
     states: list[engine.Game] = []
     game_no = 0
     while len(states) < count:
-        g = Episode(20, 2, 0x7000 + 2 * game_no, game_no & 0xFF).game()
+        g = Episode(20, 2, first_seed + 2 * game_no, game_no & 0xFF).game()
         game_no += 1
         to_spawn(g)
         for _ in range(int(rng.integers(0, 120))):

@@ -1,7 +1,10 @@
 """Several trained placement networks as one ONNX policy (torch; training only).
 
-    python -m policy.ensemble out/r5/policy.pt out/w48/policy.pt --out policy/models/policy.onnx
-    python -m policy.ensemble policy/models/policy.onnx --split --out out/members   # the reverse
+    python -m policy.ensemble out/r5/policy.pt out/w48/policy.pt --out out/ens.onnx
+    python -m policy.ensemble policy/models/policy_fp32.onnx --split --out out/members  # reverse
+
+(The shipped float32 ensemble is policy/models/policy_fp32.onnx; the players load its int8
+copy, policy/models/policy.onnx, made by policy.quantize.)
 
 The members' masked logits become log-probabilities (log-softmax over the reachable
 placements) and are averaged; the graph has the same inputs and output as one PlacementNet
@@ -65,10 +68,11 @@ def load_member(path: str | Path) -> PlacementNet:
 
 def split(onnx_path: str | Path, out_dir: str | Path) -> list[Path]:
     """The members of an ensemble ONNX file (``build``'s output, e.g. the shipped
-    policy/models/policy.onnx) as policy.pt state dicts ``out_dir/member{i}.pt``, read from the
-    graph's initializers ``members.{i}.*`` (the TorchScript exporter keeps the state dict's
-    names): so a shipped ensemble can be trained further (policy.train --init). Raises
-    FileNotFoundError, or ValueError for a file with no members."""
+    policy/models/policy_fp32.onnx, not its int8 copy policy.onnx) as policy.pt state dicts
+    ``out_dir/member{i}.pt``, read from the graph's initializers ``members.{i}.*`` (the
+    TorchScript exporter keeps the state dict's names): so a shipped ensemble can be trained
+    further (policy.train --init). Raises FileNotFoundError, or ValueError for a file with no
+    members."""
     import onnx
     from onnx import numpy_helper
 

@@ -25,7 +25,9 @@ class PlacementPolicy:
 
     model: path of the ONNX file. threads: onnxruntime intra-op threads (1: one core).
     taps_only: plan with engine.plan(taps_only=True) in act() (faster, may miss placements).
-    Raises FileNotFoundError when the model file is missing.
+    The shipped model is the int8 copy of the trained ensemble (policy.quantize; the float32
+    ensemble is policy/models/policy_fp32.onnx). Raises FileNotFoundError when the model file
+    is missing, ValueError when onnxruntime cannot load it.
     """
 
     name = "onnx"
@@ -40,9 +42,12 @@ class PlacementPolicy:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self.session = ort.InferenceSession(
-            str(path), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+        try:
+            self.session = ort.InferenceSession(
+                str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime's InvalidProtobuf, InvalidGraph, Fail, ...
+            raise ValueError(f"{path}: not an ONNX model onnxruntime can run ({exc})") from exc
         self.taps_only = taps_only
 
     def logits(

@@ -15,7 +15,7 @@
 `--labeller search` labels with the play-time search (policy.search, the network as its prior:
 ~20 ms a state against the teacher's ~3 ms) instead of the teacher; `--player ONNX` has a fixed
 policy play the DAgger games (e.g. the shipped ensemble) instead of the network being trained;
-`python -m policy.ensemble policy.onnx --split --out DIR` gives an ensemble's members back as
+`python -m policy.ensemble policy_fp32.onnx --split --out DIR` gives an ensemble's members back as
 policy.pt files for --init (docs/POLICY.md "Distilling the search").
 
 Labelling runs as Ray tasks (--workers local CPUs, or --address of a Ray cluster) with a
