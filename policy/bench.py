@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.search_states:
         from policy.search import SearchPlayer
 
-        sub = level20_states(args.search_states)
+        sub = level20_states(args.search_states, model=args.model)
         player = SearchPlayer(prior=policy)
         report["level20_states"] = len(sub)
         report["search_decision"] = timing(player.act, sub, warmup=1)

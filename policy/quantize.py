@@ -14,16 +14,25 @@ shipped ensemble takes 0.85 ms per decision against 1.4-1.9 ms as float32 (docs/
 "Int8").
 
 Calibration states: spawn states of the project's own seeded games, all below the held-out
-seeds 0x8000 (``policy.bench.spawn_states`` from seed 0x4000 over levels 0-20 and all speeds,
-and ``level20_states`` along the float model's own level-20 HI games from seed 0x7000). The
-result is checked on other states (seeds 0x5000 and 0x7800): how often its pick is the float
-model's, and the time of one call of each; both are printed as JSON.
+seeds 0x8000 (``policy.bench.spawn_states`` from seed 0x4000 over levels 0, 5, 10, 15, 20 and
+all speeds, and ``level20_states`` along the float model's own level-20 HI games from seed
+0x7000). The result is checked on other states (seeds 0x5000 and 0x7800): how often its pick is
+the float model's, and the median time of one call of each (after a warm-up); both are printed
+as JSON. The file is written only once that check has loaded it. The graph keeps only the
+operator-set imports its nodes use (onnxruntime's optimizer, run before quantizing, stamps nine;
+onnxruntime 1.17 refuses such a file).
+
+Refused with one line and exit 2: a missing or unreadable model, one that is already quantized
+(the shipped policy.onnx: quantize policy_fp32.onnx), an --out that is the model itself or a
+folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 import tempfile
 import time
@@ -41,8 +50,9 @@ Feed = dict[str, npt.NDArray[Any]]
 
 
 def feeds(states: Sequence[engine.Game]) -> list[Feed]:
-    """The network's inputs (batch 1) at each spawn state, the mask being the planner's
-    reachable set."""
+    """The network's inputs at each spawn state: board float32[1, 11, 16, 8], extras
+    float32[1, 18] (policy.features.encode) and mask bool[1, 512], the planner's reachable
+    placements (engine.plan)."""
     from policy.features import Observation, encode
 
     out = []
@@ -54,8 +64,8 @@ def feeds(states: Sequence[engine.Game]) -> list[Feed]:
 
 
 def calibration_states(count: int, model: str | Path) -> list[engine.Game]:
-    """`count` spawn states (half random play over levels 0-20, half along `model`'s level-20
-    HI games), training seeds only."""
+    """`count` spawn states (half random play over levels 0, 5, 10, 15, 20 and all speeds, half
+    along `model`'s level-20 HI games), training seeds only."""
     from policy.bench import level20_states, spawn_states
 
     half = count // 2
@@ -74,10 +84,28 @@ def check_states(count: int, model: str | Path) -> list[engine.Game]:
     )
 
 
+def is_quantized(path: str | Path) -> bool:
+    """Whether the ONNX file at `path` already holds quantization nodes (QDQ or QLinear)."""
+    data = Path(path).read_bytes()
+    return b"DequantizeLinear" in data or b"QLinearConv" in data
+
+
+def prune_opsets(path: str | Path) -> None:
+    """Rewrites the ONNX file at `path` with only the operator-set imports its nodes use."""
+    import onnx
+
+    model = onnx.load(str(path))
+    used = {n.domain for n in model.graph.node} | {""}
+    keep = [o for o in model.opset_import if o.domain in used]
+    del model.opset_import[:]
+    model.opset_import.extend(keep)
+    onnx.save(model, str(path))
+
+
 def quantize(src: str | Path, out: str | Path, calibration: Sequence[Feed]) -> None:
     """Writes the int8 (QDQ) copy of the float ONNX model `src` to `out`, its activation ranges
     from the `calibration` inputs. Raises FileNotFoundError for a missing `src`, ValueError for
-    no calibration input."""
+    no calibration input or a `src` that is already quantized."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -90,6 +118,11 @@ def quantize(src: str | Path, out: str | Path, calibration: Sequence[Feed]) -> N
         raise FileNotFoundError(f"no ONNX model at {src}")
     if not calibration:
         raise ValueError("quantization needs at least one calibration state")
+    if is_quantized(src):
+        raise ValueError(
+            f"{src} is already quantized (the int8 copy): quantize the float32 ensemble, "
+            "policy/models/policy_fp32.onnx"
+        )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -112,35 +145,47 @@ def quantize(src: str | Path, out: str | Path, calibration: Sequence[Feed]) -> N
             per_channel=True,
             op_types_to_quantize=["Conv"],
         )
+    prune_opsets(out)
 
 
 def compare(a: str | Path, b: str | Path, check: Sequence[Feed]) -> dict[str, Any]:
-    """How often models `a` and `b` pick the same placement on `check`, and each one's median
-    time per call (ms, one onnxruntime thread)."""
+    """How often models `a` (float) and `b` (int8) pick the same placement on `check`, and each
+    one's median time per call over `check` (ms, one onnxruntime thread, after 20 warm-up
+    calls, each model timed in a loop of its own)."""
     from policy.onnx_policy import PlacementPolicy
 
     pa, pb = PlacementPolicy(a, threads=1), PlacementPolicy(b, threads=1)
-    same = 0
-    times: dict[str, list[float]] = {"a": [], "b": []}
-    for f in check:
-        picks = []
-        for key, p in (("a", pa), ("b", pb)):
+
+    def pick(p: PlacementPolicy, f: Feed) -> int:
+        logits = p.logits(f["board"], f["extras"], f["mask"])[0]
+        return int(np.argmax(np.where(f["mask"][0], logits, -np.inf)))
+
+    same = sum(pick(pa, f) == pick(pb, f) for f in check)
+    ms = {}
+    for key, p in (("a", pa), ("b", pb)):
+        for f in list(check[:20]) * max(1, 20 // max(len(check), 1)):
+            p.logits(f["board"], f["extras"], f["mask"])
+        times = []
+        for f in check:
             t = time.perf_counter()
-            logits = p.logits(f["board"], f["extras"], f["mask"])[0]
-            times[key].append(time.perf_counter() - t)
-            picks.append(int(np.argmax(np.where(f["mask"][0], logits, -np.inf))))
-        same += picks[0] == picks[1]
+            p.logits(f["board"], f["extras"], f["mask"])
+            times.append(time.perf_counter() - t)
+        ms[key] = 1e3 * float(np.median(times))
     return {
         "states": len(check),
         "same_pick": same,
         "same_pick_fraction": same / max(len(check), 1),
-        "float_ms_median": 1e3 * float(np.median(times["a"])),
-        "int8_ms_median": 1e3 * float(np.median(times["b"])),
+        "float_ms_median": ms["a"],
+        "int8_ms_median": ms["b"],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m policy.quantize", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m policy.quantize",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("model", help="float32 ONNX placement model (policy.ensemble's output)")
     ap.add_argument("--out", required=True, help="int8 ONNX file to write")
     ap.add_argument("--states", type=int, default=400, help="calibration states (default 400)")
@@ -156,6 +201,33 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    model, out = Path(args.model), Path(args.out)
+    problem = None
+    if not model.is_file():
+        problem = f"no ONNX model at {model}"
+    elif out.is_dir():
+        problem = f"--out {out} is a folder: give the file to write"
+    elif out.resolve() == model.resolve():
+        problem = f"--out {out} is the model itself: write the int8 copy elsewhere"
+    elif is_quantized(model):
+        problem = (
+            f"{model} is already quantized (the int8 copy): quantize the float32 ensemble, "
+            "policy/models/policy_fp32.onnx"
+        )
+    if problem is None:
+        from policy.onnx_policy import PlacementPolicy
+
+        try:
+            PlacementPolicy(model)  # loadable at all (a damaged file: one line, at once)
+        except ValueError as exc:
+            problem = str(exc)
+    if problem:
+        print(f"policy.quantize: {problem}", file=sys.stderr)
+        return 2
+    # onnxruntime.quantization logs through the root logger (a line per tensor it skips).
+    logging.getLogger().setLevel(logging.ERROR)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         from rich.console import Console
 
@@ -163,12 +235,15 @@ def main(argv: list[str] | None = None) -> int:
         with console.status("calibration states (the float model's games)"):
             calib = feeds(calibration_states(args.states, args.model))
         with console.status(f"quantizing over {len(calib)} states"):
-            quantize(args.model, args.out, calib)
+            quantize(model, tmp, calib)
         with console.status("checking against the float model"):
-            report = compare(args.model, args.out, feeds(check_states(args.check, args.model)))
+            report = compare(model, tmp, feeds(check_states(args.check, model)))
+        os.replace(tmp, out)
     except (FileNotFoundError, ValueError) as exc:
         print(f"policy.quantize: {exc}", file=sys.stderr)
         return 2
+    finally:
+        tmp.unlink(missing_ok=True)
     report = {
         "model": str(args.model),
         "out": str(args.out),

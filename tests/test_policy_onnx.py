@@ -142,9 +142,12 @@ def test_an_ensemble_averages_its_members_log_probabilities(
         load_member(tmp_path / "bad.pt")
 
 
-def test_split_gives_back_an_ensembles_members(torch: ModuleType, tmp_path: Path) -> None:
+def test_split_gives_back_an_ensembles_members(
+    torch: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """policy.ensemble --split: the members of an ensemble ONNX file, tensor for tensor, which
-    rebuild the same ensemble (so a shipped policy.onnx can be trained further)."""
+    rebuild the same ensemble (so the shipped policy_fp32.onnx can be trained further; its int8
+    copy policy.onnx is refused in one line)."""
     from policy.ensemble import build, main, split
 
     nets, paths = two_members(torch, tmp_path, seed=5)
@@ -167,3 +170,9 @@ def test_split_gives_back_an_ensembles_members(torch: ModuleType, tmp_path: Path
     export_onnx(nets[0].eval(), tmp_path / "one.onnx")
     assert main([str(tmp_path / "one.onnx"), "--split", "--out", str(tmp_path / "x")]) == 2
     assert main([str(tmp_path / "nothing.onnx"), "--split", "--out", str(tmp_path / "x")]) == 2
+    # the shipped int8 copy is not the float ensemble: refused before any file is written
+    capsys.readouterr()
+    assert main([str(DEFAULT_MODEL), "--split", "--out", str(tmp_path / "int8")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "int8 copy" in err and "policy_fp32.onnx" in err and "\n" not in err
+    assert not (tmp_path / "int8").exists()

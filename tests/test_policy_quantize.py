@@ -45,9 +45,10 @@ def test_quantize_command_writes_a_model_every_player_loads(
     assert main([str(FLOAT_MODEL), "--out", str(out), "--states", "8", "--check", "8"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["calibration_states"] == 8 and report["states"] == 8
-    assert 0 <= report["same_pick"] <= 8
+    assert report["same_pick"] >= 6, report  # 8 of 8 on this machine
     assert report["bytes"] == out.stat().st_size
     assert b"DequantizeLinear" in out.read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["int8.onnx"]  # no temporary file left
     net = PlacementPolicy(out)
     for f in feeds(check_states(6, FLOAT_MODEL)):
         mask = f["mask"][0]
@@ -55,18 +56,35 @@ def test_quantize_command_writes_a_model_every_player_loads(
         assert mask[int(np.argmax(logits))]
 
 
+def test_shipped_network_imports_only_the_operator_sets_it_uses() -> None:
+    """onnxruntime 1.17 (the oldest pyproject allows) refuses a model that imports operator
+    sets it does not know; the optimizer run before quantizing stamps nine."""
+    onnx = pytest.importorskip("onnx")
+    model = onnx.load(str(DEFAULT_MODEL))
+    used = {n.domain for n in model.graph.node} | {""}
+    assert {o.domain for o in model.opset_import} <= used
+
+
 def test_quantize_refuses_bad_input_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("onnx")
-    assert main([str(tmp_path / "missing.onnx"), "--out", str(tmp_path / "o.onnx")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("policy.quantize:") and "\n" not in err and "missing.onnx" in err
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
-    assert main([str(bad), "--out", str(tmp_path / "o.onnx")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("policy.quantize:") and "\n" not in err
-    assert not (tmp_path / "o.onnx").exists()
+    out = tmp_path / "o.onnx"
+    cases = [
+        ([str(tmp_path / "missing.onnx"), "--out", str(out)], "missing.onnx"),
+        ([str(bad), "--out", str(out)], "bad.onnx"),
+        ([str(DEFAULT_MODEL), "--out", str(out)], "already quantized"),
+        ([str(FLOAT_MODEL), "--out", str(FLOAT_MODEL)], "the model itself"),
+        ([str(FLOAT_MODEL), "--out", str(tmp_path)], "is a folder"),
+    ]
+    before = FLOAT_MODEL.read_bytes()
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("policy.quantize:") and "\n" not in err and words in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.onnx"]  # nothing written
+    assert FLOAT_MODEL.read_bytes() == before
     with pytest.raises(ValueError, match="not an ONNX model"):
         PlacementPolicy(bad)
