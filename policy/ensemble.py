@@ -79,14 +79,15 @@ def split(onnx_path: str | Path, out_dir: str | Path) -> list[Path]:
     p = Path(onnx_path)
     if not p.is_file():
         raise FileNotFoundError(f"no ONNX file at {p}")
-    graph = onnx.load(str(p)).graph
-    if any(n.op_type in ("DequantizeLinear", "QLinearConv") for n in graph.node):
+    from policy.quantize import is_quantized
+
+    if is_quantized(p):
         raise ValueError(
             f"{p} is an int8 copy (policy.quantize), not the float ensemble: split "
             "policy/models/policy_fp32.onnx"
         )
     states: dict[int, dict[str, torch.Tensor]] = {}
-    for init in graph.initializer:
+    for init in onnx.load(str(p)).graph.initializer:
         parts = init.name.split(".", 2)
         if len(parts) == 3 and parts[0] == "members" and parts[1].isdigit():
             arr = np.array(numpy_helper.to_array(init))

@@ -102,10 +102,25 @@ def prune_opsets(path: str | Path) -> None:
     onnx.save(model, str(path))
 
 
+def check_source(src: str | Path) -> None:
+    """Raises FileNotFoundError when there is no file at `src`, ValueError when it is already
+    quantized or onnxruntime cannot load it."""
+    from policy.onnx_policy import PlacementPolicy
+
+    if not Path(src).is_file():
+        raise FileNotFoundError(f"no ONNX model at {src}")
+    if is_quantized(src):
+        raise ValueError(
+            f"{src} is already quantized (the int8 copy): quantize the float32 ensemble, "
+            "policy/models/policy_fp32.onnx"
+        )
+    PlacementPolicy(src)  # ValueError for a file onnxruntime cannot load
+
+
 def quantize(src: str | Path, out: str | Path, calibration: Sequence[Feed]) -> None:
     """Writes the int8 (QDQ) copy of the float ONNX model `src` to `out`, its activation ranges
-    from the `calibration` inputs. Raises FileNotFoundError for a missing `src`, ValueError for
-    no calibration input or a `src` that is already quantized."""
+    from the `calibration` inputs. Raises FileNotFoundError or ValueError as check_source(src),
+    ValueError for no calibration input."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -114,15 +129,9 @@ def quantize(src: str | Path, out: str | Path, calibration: Sequence[Feed]) -> N
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    if not Path(src).is_file():
-        raise FileNotFoundError(f"no ONNX model at {src}")
+    check_source(src)
     if not calibration:
         raise ValueError("quantization needs at least one calibration state")
-    if is_quantized(src):
-        raise ValueError(
-            f"{src} is already quantized (the int8 copy): quantize the float32 ensemble, "
-            "policy/models/policy_fp32.onnx"
-        )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -163,7 +172,8 @@ def compare(a: str | Path, b: str | Path, check: Sequence[Feed]) -> dict[str, An
     same = sum(pick(pa, f) == pick(pb, f) for f in check)
     ms = {}
     for key, p in (("a", pa), ("b", pb)):
-        for f in list(check[:20]) * max(1, 20 // max(len(check), 1)):
+        for i in range(20):
+            f = check[i % len(check)]
             p.logits(f["board"], f["extras"], f["mask"])
         times = []
         for f in check:
@@ -202,27 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     model, out = Path(args.model), Path(args.out)
-    problem = None
-    if not model.is_file():
-        problem = f"no ONNX model at {model}"
-    elif out.is_dir():
-        problem = f"--out {out} is a folder: give the file to write"
-    elif out.resolve() == model.resolve():
-        problem = f"--out {out} is the model itself: write the int8 copy elsewhere"
-    elif is_quantized(model):
-        problem = (
-            f"{model} is already quantized (the int8 copy): quantize the float32 ensemble, "
-            "policy/models/policy_fp32.onnx"
-        )
-    if problem is None:
-        from policy.onnx_policy import PlacementPolicy
-
-        try:
-            PlacementPolicy(model)  # loadable at all (a damaged file: one line, at once)
-        except ValueError as exc:
-            problem = str(exc)
-    if problem:
-        print(f"policy.quantize: {problem}", file=sys.stderr)
+    try:
+        check_source(model)  # at once, before minutes of calibration
+        if out.is_dir():
+            raise ValueError(f"--out {out} is a folder: give the file to write")
+        if out.resolve() == model.resolve():
+            raise ValueError(f"--out {out} is the model itself: write the int8 copy elsewhere")
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"policy.quantize: {exc}", file=sys.stderr)
         return 2
     # onnxruntime.quantization logs through the root logger (a line per tensor it skips).
     logging.getLogger().setLevel(logging.ERROR)
@@ -233,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
 
         console = Console(stderr=True)
         with console.status("calibration states (the float model's games)"):
-            calib = feeds(calibration_states(args.states, args.model))
+            calib = feeds(calibration_states(args.states, model))
         with console.status(f"quantizing over {len(calib)} states"):
             quantize(model, tmp, calib)
         with console.status("checking against the float model"):
