@@ -8,8 +8,10 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
    time, never copied or stored);
 2. fine-tunes the shipped network (perception.model.from_onnx) on renders drawn with the ROM's
    tiles, through random capture chains (perception.data), with a progress bar, for ``--steps``
-   optimizer steps (the budget is in steps, so a busy machine takes longer but makes the same
-   model; ``--minutes`` caps the wall time instead, with fewer steps on a busy machine);
+   optimizer steps (6000) or ``--minutes`` of training (13.5), whichever ends first: a fast
+   machine makes the same model every time (the steps end first: 12.0 minutes on a quiet
+   2-core EPYC at 0.12 s a step), a slow or busy one stops at the time with the learning rate
+   annealed, so that the command stays within about 15 minutes (docs/PERCEPTION.md, run H);
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
    every shipped profile, ``--random-chains`` random chains and the rig's own profile
    (perception.evaluate), and prints the numbers against the goals;
@@ -71,16 +73,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--minutes",
         type=float,
-        default=0.0,
-        help="cap the training's wall time (minutes; 0: none, the default): on a busy machine "
-        "the capped run does fewer steps, with the learning rate still annealed",
+        default=13.5,
+        help="cap the training's wall time (minutes, 13.5; 0: none): a slow or busy machine "
+        "stops there, fewer steps, with the learning rate still annealed, so that the whole "
+        "command stays within about 15 minutes",
     )
     p.add_argument(
         "--steps",
         type=int,
-        default=2000,
-        help="optimizer steps (2000: about 11.5 minutes on a quiet 2-core AVX2 machine, 5 where "
-        "the CPU has bfloat16 (AMX / AVX-512 BF16); validation and the screens add about 2.5)",
+        default=6000,
+        help="optimizer steps (6000: 12.0 minutes on a quiet 2-core EPYC at 0.12 s a step; "
+        "a slower CPU reaches --minutes first; validation adds 0.5-1.3)",
     )
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
