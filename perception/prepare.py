@@ -9,7 +9,7 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 2. fine-tunes the shipped network (perception.model.from_onnx) on renders drawn with the ROM's
    tiles, through random capture chains (perception.data), with a progress bar, for ``--steps``
    optimizer steps (6000) or ``--minutes`` of training (13.5), whichever ends first: a fast
-   machine makes the same model every time (the steps end first: 12.0 minutes on a quiet
+   machine makes the same model every time (the steps end first: about 12 minutes on a quiet
    2-core EPYC at 0.12 s a step), a slow or busy one stops at the time with the learning rate
    annealed, so that the command stays within about 15 minutes (docs/PERCEPTION.md, run H);
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
