@@ -38,13 +38,24 @@ CPU_MHZ = 25.0
 
 
 def _device(**kw: object) -> EmulatedFirmware:  # tests that call it take the emulator fixture
+    """The NES stays off until _link has configured the latch window (nes_running=False)."""
     uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    kw.setdefault("nes_running", False)
     return EmulatedFirmware(uf2, frame_us=PERIOD_US, cpu_mhz=CPU_MHZ, **kw)  # type: ignore[arg-type]
 
 
-def _link(dev: EmulatedFirmware) -> Link:
+def _link(dev: EmulatedFirmware, *, gated: bool = False) -> Link:
+    """Opens the link, sets the 1 ms latch window, then starts the NES: NES frame n is then
+    the firmware's frame n. Frames here are 3 ms apart, inside the firmware's default 5 ms
+    window, so frames played before the CONFIG landed were one frame to the firmware and its
+    numbers lagged the NES's by one (a CI run read every scheduled mask a frame late).
+    ``gated``: the NES stops after frame 0 until _stream lets it on (harness "gate")."""
     link = Link(dev.port, timeout_s=2.0)
     link.configure(WINDOW_US, WATCHDOG_MS)
+    if gated:
+        dev.command("gate 0")
+    dev.command("nes start")
+    dev.wait_frame(0)
     return link
 
 
@@ -52,7 +63,9 @@ def _stream(dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20) -> 
     """Schedules masks from a frame ``lead`` frames ahead, keeping up to 240 frames queued;
     returns the first frame. Waits until the last one was read. The NES may not start a
     frame that is not scheduled yet (harness "gate"): the emulator runs at its own pace, and
-    a host slowed down by a loaded machine must not make frames late."""
+    a host slowed down by a loaded machine must not make frames late. The link must come
+    from ``_link(dev, gated=True)``: the NES then waits at frame 0, so no frame passes
+    between reading ``dev.last_frame`` and the gate."""
     first = dev.last_frame + lead
     dev.command(f"gate {first - 1}")
     sent, end = first, first + len(masks)
@@ -83,7 +96,7 @@ def _wrong(
 def test_10000_scheduled_frames_both_reads_exact() -> None:
     rng = random.Random(18)
     masks = bytes(rng.randrange(256) for _ in range(10_000))
-    with _device() as dev, _link(dev) as link:
+    with _device() as dev, _link(dev, gated=True) as link:
         assert link.hello is not None and link.hello.window_us == 5000
         first = _stream(dev, link, masks)
         st = link.wait_status(first + len(masks) - 1, timeout_s=10)  # the stream's last frame
@@ -97,7 +110,7 @@ def test_10000_scheduled_frames_both_reads_exact() -> None:
 
 @pytest.mark.usefixtures("emulator")
 def test_underrun_reads_no_buttons_and_is_counted() -> None:
-    with _device() as dev, _link(dev) as link:
+    with _device() as dev, _link(dev, gated=True) as link:
         first = _stream(dev, link, b"\x80" * 10)
         link.wait_status(first + 15, timeout_s=10)
         sts = {s.frame: s for s in link.statuses}
@@ -201,7 +214,7 @@ def test_fuzzed_stream_never_crashes_never_acts_on_a_bad_frame_counts_every_erro
 def test_reset_reason_tells_a_uf2_copy_from_a_stuck_firmware(boot: str, reason: int) -> None:
     """Defect 1: the boot ROM reboots through the watchdog after a UF2 copy; only the
     firmware's own watchdog is "stuck" (reset_reason 1)."""
-    with _device(boot=boot) as dev, Link(dev.port, timeout_s=2.0) as link:
+    with _device(boot=boot, nes_running=True) as dev, Link(dev.port, timeout_s=2.0) as link:
         assert link.hello is not None and link.hello.reset_reason == reason
         info = link.info()
     assert info.reset_reason == reason and info.board == "pico"

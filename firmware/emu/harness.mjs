@@ -39,7 +39,8 @@
 // "E <event> <frame> <t_us>" for events; "DONE <json>" at the end.
 // stdin, one line each: "usb unmount" (bus reset), "usb unmount-after-out" (a bus reset
 // right after the next CDC OUT completion), "usb unplug" (port gone + bus reset),
-// "usb suspend", "usb resume", "nes stop", "nes start", "quit"; in --lockstep mode
+// "usb suspend", "usb resume", "nes stop", "nes start", "quit"; with --nes-stopped the NES
+// plays no frame until "nes start"; in --lockstep mode
 // "frame N" plays N more NES frames. In --driven mode there is no free-running NES: the
 // caller drives the firmware clock, "adv US" runs to firmware time US (answer "A US") and
 // "read US" does one controller read there (answer "R <byte> <t_us>"); while no command is
@@ -287,7 +288,8 @@ const DRIVEN = 'driven' in args;
 const EDGES = DRIVEN ? frameEdges().slice(0, 2 + 3 * 8) : frameEdges();
 let readDone = false;
 
-let nesOn = !LOCKSTEP && !DRIVEN, nesFrame = -1, frameStart = 0, edgeIdx = EDGES.length;
+// --nes-stopped: no frame until "nes start" (a test host configures the window first).
+let nesOn = !LOCKSTEP && !DRIVEN && !('nes-stopped' in args), nesFrame = -1, frameStart = 0, edgeIdx = EDGES.length;
 let nextFrameAt = Infinity, lockstepPending = 0;
 // "gate N": NES frames after N wait (emulated time runs on, no latch) until a later gate
 // lets them start: a test's host then cannot fall behind the NES however slow its machine.

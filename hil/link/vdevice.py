@@ -265,6 +265,9 @@ class EmulatedFirmware:
     (``hil.consoles.sim.SimConsole`` takes it as its ``device``).
     ``boot``: "power_on", "after_uf2_copy" (boot ROM rebooted through the watchdog) or
     "after_watchdog" (the firmware's own watchdog fired).
+    ``nes_running``: False keeps the NES off (no latch) until ``command("nes start")``, so
+    a host can CONFIG the latch window before the first frame: frames closer together than
+    the window (the default 5 ms) are one frame to the firmware.
 
     ``reads[f]`` is ``(read1, read2)`` of NES frame f (1 = pressed, A = 0x80); ``events``
     lists ``(name, nes_frame, t_us)``. Raises EmulatorError if Node.js or the harness's
@@ -280,6 +283,7 @@ class EmulatedFirmware:
         frames: int | None = None,
         driven: bool = False,
         boot: str = "power_on",
+        nes_running: bool = True,
         start_timeout_s: float = 60.0,
     ) -> None:
         import shutil
@@ -298,6 +302,8 @@ class EmulatedFirmware:
             cmd += ["--frames", str(frames)]
         if driven:
             cmd.append("--driven")
+        if not nes_running:
+            cmd.append("--nes-stopped")
         if boot != "power_on":
             cmd.append(
                 {
