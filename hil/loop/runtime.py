@@ -894,7 +894,7 @@ class Runtime:
                 self.log.write("gave_up", reason="controller link lost")
                 return False
         try:
-            frame = self.source.newest(self.s.frame_timeout_s)
+            frame = self._next_frame()
         except CaptureError as exc:
             self.log.write("capture_end", message=str(exc))
             return False
@@ -932,6 +932,27 @@ class Runtime:
                 self.log.write("frame_budget_spent", frames=self.s.max_frames)
                 return False
         return True
+
+    # While waiting for the next captured frame the link is read every LINK_POLL_S.
+    LINK_POLL_S = 0.001
+
+    def _next_frame(self) -> Frame | None:
+        """The next captured frame (None after ``frame_timeout_s`` without one), reading the
+        controller link while it waits. A STATUS is stamped with the host time it is read at,
+        and FrameClock takes the device-to-host offset from the least late of them: read only
+        once per captured frame, after the frame's handling, every STATUS was read 2 ms late
+        or more for seconds at a time (the phase between captures and latches drifts by one
+        frame in ~10 s at 60 Hz against 60.0988), so the clock put each latch ~2 ms late,
+        captures taken near a frame boundary were given the frame before the one they show,
+        and the level start's alignment chose a frameCounter phase one off in 9 of 10
+        real-time level-20 runs on the simulated console (docs/RUN.md, "Frame clock")."""
+        deadline = time.monotonic() + self.s.frame_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            frame = self.source.newest(max(0.0, min(self.LINK_POLL_S, left)))
+            if frame is not None or left <= 0:
+                return frame
+            self._poll()
 
     def _latency_sample(self, frame: Frame) -> None:
         g = self.tracker.frame_match
