@@ -28,7 +28,7 @@ import numpy as np
 
 from policy.play import DEFAULT_MAX_FRAMES, Episode, Policy, Result, episodes, play
 
-POLICIES = ("random", "greedy", "teacher", "onnx", "search")
+POLICIES = ("random", "greedy", "teacher", "onnx", "search", "search-late5", "search-ponder")
 DEFAULT_POLICIES = ("random", "greedy", "teacher", "onnx")
 SPEEDS = {"low": 0, "med": 1, "hi": 2}
 SPEED_NAMES = {v: k for k, v in SPEEDS.items()}
@@ -101,10 +101,15 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
         return Teacher(taps_only=cfg.taps_only)
     if name == "onnx":
         return _onnx_policy(cfg)
-    if name == "search":
-        from policy.search import SearchPlayer
+    if name in ("search", "search-late5", "search-ponder"):
+        from policy.search import LateSearch, PonderedSearch, SearchPlayer
 
-        return SearchPlayer(prior=_onnx_policy(cfg), taps_only=cfg.taps_only)
+        player = SearchPlayer(prior=_onnx_policy(cfg), taps_only=cfg.taps_only)
+        if name == "search-late5":
+            return LateSearch(player, 5)
+        if name == "search-ponder":
+            return PonderedSearch(player)
+        return player
     raise ValueError(f"unknown policy {name!r}")
 
 
@@ -250,7 +255,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
-        help="among random,greedy,teacher,onnx,search (default: all but search)",
+        help="among random,greedy,teacher,onnx,search,search-late5,search-ponder (default: the"
+        " first four; search-late5 and search-ponder: the search as the live loop decides, 5 frames"
+        " after the spawn or pondered without the next pill, docs/POLICY.md)",
     )
     ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
     ap.add_argument("--out", default="out/eval", help="folder for eval.json and eval.png")

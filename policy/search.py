@@ -318,4 +318,46 @@ class PlayedPly:
         return self._children[k].clone()
 
 
-__all__ = ["COLOUR_PAIRS", "PlayedPly", "SearchPlayer"]
+class LateSearch:
+    """The live loop's decision at a spawn it sees through the capture: `player` (a
+    SearchPlayer) decides from the state `delay` frames after the spawn, played with no
+    buttons, the next pill known; the Decision's masks are those `delay` zeros, then the plan
+    from there (engine.plan). `python -m policy.eval --policies search-late5`. Raises
+    ValueError when the pill locks within the delay (it cannot at a spawn state)."""
+
+    def __init__(self, player: SearchPlayer, delay: int = 5) -> None:
+        self.player, self.delay = player, int(delay)
+        self.name = f"search-late{self.delay}"
+
+    def act(self, game: engine.Game) -> Decision:
+        g = game.clone()
+        g.run(np.zeros(self.delay, np.uint8))
+        plan = engine.plan(g)
+        first = PlayedPly(g, plan)
+        if len(first) == 0:
+            raise ValueError(f"no placement {self.delay} frames after the spawn")
+        e, values = self.player.search(g, first)
+        idx = int(e.placements[int(np.argmax(values))])
+        return Decision(idx, np.concatenate([np.zeros(self.delay, np.uint8), plan.masks(idx)]))
+
+
+class PonderedSearch:
+    """The live loop's pondered decision (hil run --policy search, SearchPolicy.choose_pairs):
+    at the spawn, without the next pill's colours, the placement best on average over the 9
+    pairs it can have (SearchPlayer.search_pairs). `python -m policy.eval --policies
+    search-ponder`."""
+
+    name = "search-ponder"
+
+    def __init__(self, player: SearchPlayer) -> None:
+        self.player = player
+
+    def act(self, game: engine.Game) -> Decision:
+        pairs = [(a, b) for a in range(3) for b in range(3)]
+        e, by_pair = self.player.search_pairs(game, pairs)
+        mean = np.mean(np.stack([by_pair[p] for p in pairs]), axis=0)
+        idx = int(e.placements[int(np.argmax(mean))])
+        return Decision(idx, _core.plan(game, taps_only=self.player.taps_only).masks(idx))
+
+
+__all__ = ["COLOUR_PAIRS", "LateSearch", "PlayedPly", "PonderedSearch", "SearchPlayer"]

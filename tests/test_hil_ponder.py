@@ -132,3 +132,35 @@ def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys, small_profi
     assert rc in (0, 1)  # 700 frames: the level may not be over
     p = json.loads(capsys.readouterr().out)["ponder"]
     assert p["pondered"] == 0 and p["margin_frames"]["max"] <= 0
+
+
+def test_the_search_ponders_one_placement_for_every_next_pill(decided):
+    """SearchPolicy.choose_pairs: the placement best on average over the 9 next pills, for
+    all of them, even where each pair prefers another (here pair i prefers child i mod 2 by
+    20 frames; child 2 is the best on average), so the pondered plan agrees and goes on the
+    wire whole before the spawn."""
+    from hil.loop.runtime import make_policy
+
+    game = decided[0]
+    policy = make_policy("search")
+    plan = engine.plan(game)
+    placements = np.asarray(plan.placements[:3], np.int16)
+
+    class Stub:
+        def search_pairs(self, g, pairs, first):
+            class E:
+                pass
+
+            e = E()
+            e.placements = placements
+            out = {}
+            for i, p in enumerate(pairs):
+                v = np.zeros(3)
+                v[i % 2] = 20.0
+                v[2] = 11.5
+                out[p] = v
+            return e, out
+
+    policy.player = Stub()
+    got = policy.choose_pairs(game, plan.reachable, PAIRS)
+    assert got == {p: int(placements[2]) for p in PAIRS}

@@ -9,7 +9,7 @@ import pytest
 import engine
 from engine import _core
 from policy.play import MAX_SETTLE_FRAMES, Episode, play, to_spawn
-from policy.search import _PROBS, COLOUR_PAIRS, PlayedPly, SearchPlayer
+from policy.search import _PROBS, COLOUR_PAIRS, LateSearch, PlayedPly, PonderedSearch, SearchPlayer
 from policy.teacher import Teacher, Weights, leaf_values_numpy, packed_weights
 from tests.test_policy_teacher import constructed
 
@@ -152,9 +152,11 @@ def test_hil_search_policy_chooses_the_searchs_placement_from_the_falling_pill()
         policy.choose(falling, np.zeros(512, bool))
 
 
-def test_hil_search_policys_choose_pairs_is_choose_for_each_next_pill() -> None:
-    """The live loop's pondering (hil.loop.ponder) asks for all 9 next pills at once: the same
-    placements as choose() on a copy with each, from the falling pill (PlayedPly)."""
+def test_hil_search_policys_choose_pairs_is_the_best_on_average_over_the_next_pills() -> None:
+    """The live loop's pondering (hil.loop.ponder) asks for all 9 next pills at once: one
+    placement for all, the best by the mean over the pairs of the values search() gives on a
+    copy with each, from the falling pill (PlayedPly); on pills where the pairs' own choices
+    (choose() on each copy) differ."""
     from hil.loop.runtime import make_policy
     from policy.ponder import COLOUR_PAIRS_ORDERED
 
@@ -167,11 +169,16 @@ def test_hil_search_policys_choose_pairs_is_choose_for_each_next_pill() -> None:
         falling.step(0)
         plan = engine.plan(falling)
         many = policy.choose_pairs(falling, plan.reachable, COLOUR_PAIRS_ORDERED)
+        values, own = [], set()
         for pair in COLOUR_PAIRS_ORDERED:
             h = falling.clone()
             h.next_colors[:] = pair
-            assert many[pair] == policy.choose(h, plan.reachable), pair
-        varied += len(set(many.values())) > 1
+            e, v = policy.player.search(h, PlayedPly(h, engine.plan(h)))
+            values.append(v)
+            own.add(policy.choose(h, plan.reachable))
+        best = policy._best(e, np.mean(values, axis=0), plan.reachable)
+        assert many == {pair: best for pair in COLOUR_PAIRS_ORDERED}
+        varied += len(own) > 1
         game.run(Teacher(depth=1, taps_only=True).act(game).masks)
         to_spawn(game)
     assert varied > 0, "the next pill never changed the choice: the test shows nothing"
@@ -243,3 +250,33 @@ def test_act_pairs_is_act_for_each_next_pill() -> None:
     assert varied > 0, "the next pill never changed the decision: the test shows nothing"
     with pytest.raises(ValueError, match="spawn state"):
         player.act_pairs(Episode(5, 2, 0x6010, 0).game(), [(0, 1)])  # before the first spawn
+
+
+def test_the_live_loops_decisions_late_by_five_frames_or_pondered_without_the_next_pill() -> None:
+    """policy.eval's search-late5 and search-ponder: the late decision presses nothing for 5
+    frames, then plays the search's choice from the state there (the next pill known), to its
+    lock; the pondered one is the placement best on average over the 9 next pills, from the
+    spawn."""
+    player = SearchPlayer()
+    game = Episode(20, 2, 0x6012, 3).game()
+    to_spawn(game)
+    late = LateSearch(player, 5).act(game)
+    assert not late.masks[:5].any() and len(late.masks) > 5
+    g = game.clone()
+    g.run(np.zeros(5, np.uint8))
+    e, v = player.search(g, PlayedPly(g, engine.plan(g)))
+    assert late.placement == int(e.placements[int(np.argmax(v))])
+    g = game.clone()
+    g.run(late.masks)
+    assert int(g.lock_event)
+    pondered = PonderedSearch(player).act(game)
+    values = []
+    for pair in [(a, b) for a in range(3) for b in range(3)]:
+        h = game.clone()
+        h.next_colors[:] = pair
+        e, v = player.search(h)
+        values.append(v)
+    assert pondered.placement == int(e.placements[int(np.argmax(np.mean(values, axis=0)))])
+    g = game.clone()
+    g.run(pondered.masks)
+    assert int(g.lock_event)
