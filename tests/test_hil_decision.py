@@ -119,3 +119,25 @@ def test_the_real_time_margin_is_the_longest_recent_decision():
     assert d.margin_ms() == max(d.recent_ms) and len(d.recent_ms) == 1
     fast, _, _, _, _ = make(game, g0=0, first=0)
     assert fast.margin_ms() == 0.0
+
+
+def test_in_real_time_no_buttons_are_fed_past_the_pondering_before_it_starts(monkeypatch):
+    """Pondering (the search: p99 ~150 ms, 9 frames) can outlast the feed's few frames ahead
+    and the pill's lock: "no buttons" is fed PONDER_FEED_FRAMES ahead first (the real-time
+    run's underruns fell from 44 to 11), and not in lockstep."""
+    import hil.loop.decision as dec
+
+    game = spawn_state()
+    plan = engine.plan(game)
+    full = plan.masks(int(np.flatnonzero(np.asarray(plan.reachable))[-1]))
+    for fast in (False, True):
+        d, _, _, fed, _ = make(game, g0=0, first=0, fast=fast)
+        d.ponder = True
+        seen: list[list[int]] = []
+        monkeypatch.setattr(dec, "ponder", lambda *a, **k: seen.append(list(fed)))
+        d._ponder(1, 0, game, full)
+        assert len(seen) == 1
+        if fast:
+            assert seen[0] == []
+        else:
+            assert seen[0] and seen[0][-1] >= dec.PONDER_FEED_FRAMES

@@ -68,6 +68,10 @@ def placement_record(pill: int, idx: int, lock_frame: int) -> dict[str, Any]:
     }
 
 
+# Frames of "no buttons" kept scheduled while a pill is pondered in real time (500 ms).
+PONDER_FEED_FRAMES = 30
+
+
 class Decision:
     """The decision stage (see the module docstring).
 
@@ -248,6 +252,11 @@ class Decision:
         self.ahead = None
         if not self.ponder:
             return
+        if not self.fast:
+            # "No buttons" past the pondering (the search's p99 is ~150 ms, 9 frames, more than
+            # the feed keeps ahead): the pill may lock meanwhile, and the frames after its plan
+            # would be underruns. The pondered plan replaces what it needs from the spawn on.
+            self.feed(max(PONDER_FEED_FRAMES, 2 * self.feed_frames))
         a = ponder(
             pill,
             g0,

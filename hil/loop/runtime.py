@@ -143,7 +143,7 @@ def make_policy(name: str) -> Policy:
                 HI, 100 training seeds, docs/POLICY.md "The search's pondering"): deciding 5
                 frames after each spawn cost 415 +- 33 frames a game against deciding at the
                 spawn; committing without the colours cost 95 +- 100, and waiting only when the
-                colours were worth 4 frames or more 294 +- 99."""
+                colours were worth 4 frames or more 293 +- 81."""
                 first = PlayedPly(game, engine.plan(game))
                 if len(first) == 0:
                     raise ValueError("no placement to choose")
