@@ -134,7 +134,9 @@ def test_in_real_time_no_buttons_are_fed_past_the_pondering_before_it_starts(mon
         d, _, _, fed, _ = make(game, g0=0, first=0, fast=fast)
         d.ponder = True
         seen: list[list[int]] = []
-        monkeypatch.setattr(dec, "ponder", lambda *a, **k: seen.append(list(fed)))
+        monkeypatch.setattr(
+            dec, "ponder", lambda *a, seen=seen, fed=fed, **k: seen.append(list(fed))
+        )
         d._ponder(1, 0, game, full)
         assert len(seen) == 1
         if fast:
