@@ -42,6 +42,8 @@ class Config:
     model: str | None
     taps_only: bool
     max_frames: int
+    search_beam3: int | None = None  # None: SearchPlayer's default
+    search_width3: int | None = None
 
 
 def parse_levels(text: str) -> list[int]:
@@ -105,6 +107,10 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
         from policy.search import LateSearch, PonderedSearch, SearchPlayer
 
         player = SearchPlayer(prior=_onnx_policy(cfg), taps_only=cfg.taps_only)
+        if cfg.search_beam3 is not None:
+            player.beam3 = cfg.search_beam3
+        if cfg.search_width3 is not None:
+            player.width3 = cfg.search_width3
         if name == "search-late5":
             return LateSearch(player, 5)
         if name == "search-ponder":
@@ -266,6 +272,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--address", default=None, help="a running Ray cluster (default: local)")
     ap.add_argument("--max-frames", type=int, default=DEFAULT_MAX_FRAMES)
     ap.add_argument("--taps-only", action="store_true", help="plan with taps_only (not exact)")
+    ap.add_argument(
+        "--search-beam3",
+        type=int,
+        default=None,
+        help="the search's third-ply children (default policy.search.SearchPlayer's, 12)",
+    )
+    ap.add_argument(
+        "--search-width3",
+        type=int,
+        default=None,
+        help="the search's third-ply grandchildren per child (default SearchPlayer's, 4)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -276,9 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
         if args.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        for flag in ("search_beam3", "search_width3"):
+            v = getattr(args, flag)
+            if v is not None and v < 1:
+                raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
     except ValueError as e:
         ap.error(str(e))
-    cfg = Config(model=args.model, taps_only=args.taps_only, max_frames=args.max_frames)
+    cfg = Config(
+        model=args.model,
+        taps_only=args.taps_only,
+        max_frames=args.max_frames,
+        search_beam3=args.search_beam3,
+        search_width3=args.search_width3,
+    )
     try:
         results, rows = evaluate(
             policies,

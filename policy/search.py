@@ -63,15 +63,16 @@ class SearchPlayer:
     beam: first-ply children expanded with the next pill (by one-ply value). prior: an object
     with `logits(board, extras, mask)` (policy.onnx_policy.PlacementPolicy) whose `prior_k` top
     placements are added to that beam, or None. beam3, width3: first-ply children and, under
-    each, grandchildren expanded with every colour pair of the unseen third pill (8 x 2:
-    chosen on training seeds, docs/POLICY.md). endgame_weights: the leaf weights used instead
+    each, grandchildren expanded with every colour pair of the unseen third pill (12 x 4:
+    chosen on training seeds, docs/POLICY.md "Play-time search"; beam3 12 keeps every child
+    that ply 2 searched, at most beam + prior_k). endgame_weights: the leaf weights used instead
     of `weights` once the viruses left are at most `endgame_viruses` (None: never).
     """
 
     depth: int = 3
     beam: int = 8
-    beam3: int = 8
-    width3: int = 2
+    beam3: int = 12
+    width3: int = 4
     prior: Any = None
     prior_k: int = 3
     weights: Weights = field(default_factory=Weights)

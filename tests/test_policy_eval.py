@@ -47,3 +47,20 @@ def test_argument_parsing() -> None:
         parse_levels("0-30")
     with pytest.raises(ValueError, match="low, med, hi"):
         parse_speeds("fast")
+
+
+def test_search_widths_reach_the_player_and_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from policy.eval import make_policy
+    from policy.play import Episode
+    from policy.search import SearchPlayer
+
+    ep = Episode(20, 2, 0x8000, 0)
+    shipped = make_policy("search", CFG, ep)
+    assert isinstance(shipped, SearchPlayer) and (shipped.beam3, shipped.width3) == (12, 4)
+    narrow = make_policy("search", Config(None, True, 2500, search_beam3=8, search_width3=2), ep)
+    assert isinstance(narrow, SearchPlayer) and (narrow.beam3, narrow.width3) == (8, 2)
+    with pytest.raises(SystemExit) as e:
+        main(["--policies", "search", "--search-width3", "0", "--out", str(tmp_path)])
+    assert e.value.code == 2 and "--search-width3 must be >= 1" in capsys.readouterr().err
