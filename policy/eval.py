@@ -325,8 +325,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(rows)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    recorded = {k: v for k, v in vars(args).items() if k != "no_progress"}
+    if any(name.startswith("search") for name in policies):  # the widths the search used
+        from policy.search import SearchPlayer
+
+        shipped = SearchPlayer()
+        recorded["search_beam3"] = args.search_beam3 or shipped.beam3
+        recorded["search_width3"] = args.search_width3 or shipped.width3
     doc = {
-        "args": {k: v for k, v in vars(args).items() if k != "no_progress"},
+        "args": recorded,
         "summary": rows,
         "games": [{"policy": name, **r.as_dict()} for name, r in results],
     }

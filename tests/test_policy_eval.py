@@ -61,6 +61,11 @@ def test_search_widths_reach_the_player_and_are_checked(
     assert isinstance(shipped, SearchPlayer) and (shipped.beam3, shipped.width3) == (12, 4)
     narrow = make_policy("search", Config(None, True, 2500, search_beam3=8, search_width3=2), ep)
     assert isinstance(narrow, SearchPlayer) and (narrow.beam3, narrow.width3) == (8, 2)
+    out = tmp_path / "ev"
+    args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", "search"]
+    assert main([*args, "--search-width3", "1", "--workers", "1", "--out", str(out)]) == 0
+    recorded = json.loads((out / "eval.json").read_text())["args"]
+    assert (recorded["search_beam3"], recorded["search_width3"]) == (12, 1)
     with pytest.raises(SystemExit) as e:
         main(["--policies", "search", "--search-width3", "0", "--out", str(tmp_path)])
     assert e.value.code == 2 and "--search-width3 must be >= 1" in capsys.readouterr().err

@@ -133,3 +133,23 @@ def test_each_level_result_counts_its_own_desyncs():
         (5, 3, 2),
         (6, 1, 0),
     ]
+
+
+def test_a_level_played_out_to_reach_the_options_screen_takes_no_listed_seed(tmp_path):
+    """Level 0 twice: after the first clear, Start chains level 1, which the loop plays out to a
+    game over to get back to the options screen; the second level 0 still gets the second seed
+    (it took the third, the cycled first, when the chained level counted as one of the list)."""
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(SMALL))
+    settings = RunSettings(levels=[LevelPlan(0, 1), LevelPlan(0, 1)], fast=True, max_frames=20000)
+    summary, console = run_sim(
+        settings,
+        SimOptions(profile=str(path), seeds=[0x8988, 0x1234], console_seed=4),
+        reader="oracle",
+        policy="heuristic",
+    )
+    assert summary["levels_cleared"] == summary["levels_played"] == 2, summary
+    played = [(r.spec.level, r.spec.seed) for r in console.records]
+    assert played[0] == (0, 0x8988) and played[-1] == (0, 0x1234), played
+    assert any(level == 1 for level, _ in played[1:-1]), played  # the chain it played out
+    assert console.levels_begun == 2 and console.finished

@@ -198,8 +198,13 @@ class SimConsole:
         )
         self._menu_shown: dict[int, tuple[int, ...]] = {}  # console frame -> menu picture key
         self.late_rng = np.random.default_rng([console_seed, 11])
-        self.level_index = -1  # index into levels of the current (or last) game
+        self.level_index = -1  # index into records of the current (or last) game
         self.records: list[LevelRecord] = []
+        # How many of `levels` have begun: a Start on the options screen takes the next one
+        # (its seed); a stage clear's chain takes it only when it is that level and speed (the
+        # seed is then the game's). A chained level the loop only plays out to get back to the
+        # options screen (a game over) takes none, so the next level still gets its own seed.
+        self.levels_begun = 0
         # console frame -> byte the game used there, for the last MASKS_KEPT frames (a long
         # run's memory stays flat)
         self.masks: dict[int, int] = {}
@@ -303,6 +308,10 @@ class SimConsole:
         """Keeps the level records in step with the flow after frame g."""
         if flow.levels_started != levels_before:  # a stage clear's Start chained a level
             spec = SimLevel(int(flow.level), int(flow.speed), int(flow.rng))
+            if self.levels_begun < len(self.levels):
+                want = self.levels[self.levels_begun]
+                if (want.level, want.speed) == (spec.level, spec.speed):
+                    self.levels_begun += 1
             self.records.append(LevelRecord(spec, -1, start_press=g))
             self.level_index = len(self.records) - 1
             flow.late_init = bool(self.late_rng.random() < LATE_INIT_RATE)
@@ -342,7 +351,10 @@ class SimConsole:
     def _new_game(self, g: int, mask: int, level: int, speed: int, rng: int) -> None:
         """Start latched in frame g on the options screen set to ``level`` and ``speed``: that
         level begins, with the next of ``levels``' seeds (else ``rng``, the menus' RNG)."""
-        seed = self.levels[len(self.records)].seed if len(self.records) < len(self.levels) else rng
+        seed = rng
+        if self.levels_begun < len(self.levels):
+            seed = self.levels[self.levels_begun].seed
+            self.levels_begun += 1
         try:
             spec = SimLevel(level, speed, seed)
         except ValueError:
@@ -365,7 +377,7 @@ class SimConsole:
         progress is dropped and the options screen comes back set to the next of ``levels``
         (a run with a screen reader sets it with the pad, hil.menus.MenuDriver)."""
         with self._lock:
-            nxt = self.levels[min(len(self.records), len(self.levels) - 1)]
+            nxt = self.levels[min(self.levels_begun, len(self.levels) - 1)]
             self.flow = None
             self.menu = engine.Menu(
                 "options",
@@ -405,7 +417,7 @@ class SimConsole:
     @property
     def finished(self) -> bool:
         """True once the last level has ended (stage clear or top-out)."""
-        return len(self.records) >= len(self.levels) and self.records[-1].result is not None
+        return self.levels_begun >= len(self.levels) and self.records[-1].result is not None
 
     def _advance_to(self, sim_ns: float) -> None:
         """Runs every console event (latch, window close) up to sim time ``sim_ns``."""
