@@ -258,6 +258,17 @@ class SearchPlayer:
             values[pair] = self._deeper(e, w, t1, v1, order, expand2)
         return e, values
 
+    def mean_over_pairs(
+        self, game: engine.Game, pairs: Sequence[tuple[int, int]], first: Any = None
+    ) -> tuple[Any, F64]:
+        """(the root's expansion, value per child float64[P]) averaged over the next pill's
+        colour `pairs`, each equally likely (the 9 ordered pairs: generateNextPill $8E9D draws
+        each half alone): the decision without the next pill, as the live loop ponders it
+        (PonderedSearch, hil's SearchPolicy.choose_pairs). `first` as in search(). Raises
+        ValueError when `game` has no pill to plan."""
+        e, by_pair = self.search_pairs(game, pairs, first)
+        return e, np.mean(np.stack([by_pair[p] for p in by_pair]), axis=0)
+
     def act_pairs(
         self, game: engine.Game, pairs: Sequence[tuple[int, int]]
     ) -> dict[tuple[int, int], Decision]:
@@ -354,9 +365,9 @@ class PonderedSearch:
         self.player = player
 
     def act(self, game: engine.Game) -> Decision:
-        pairs = [(a, b) for a in range(3) for b in range(3)]
-        e, by_pair = self.player.search_pairs(game, pairs)
-        mean = np.mean(np.stack([by_pair[p] for p in pairs]), axis=0)
+        from policy.ponder import COLOUR_PAIRS_ORDERED
+
+        e, mean = self.player.mean_over_pairs(game, COLOUR_PAIRS_ORDERED)
         idx = int(e.placements[int(np.argmax(mean))])
         return Decision(idx, _core.plan(game, taps_only=self.player.taps_only).masks(idx))
 

@@ -140,6 +140,7 @@ def test_the_search_ponders_one_placement_for_every_next_pill(decided):
     20 frames; child 2 is the best on average), so the pondered plan agrees and goes on the
     wire whole before the spawn."""
     from hil.loop.runtime import make_policy
+    from policy.search import SearchPlayer
 
     game = decided[0]
     policy = make_policy("search")
@@ -147,6 +148,8 @@ def test_the_search_ponders_one_placement_for_every_next_pill(decided):
     placements = np.asarray(plan.placements[:3], np.int16)
 
     class Stub:
+        mean_over_pairs = SearchPlayer.mean_over_pairs  # the real average over this stub's
+
         def search_pairs(self, g, pairs, first):
             class E:
                 pass

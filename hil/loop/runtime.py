@@ -147,10 +147,9 @@ def make_policy(name: str) -> Policy:
                 first = PlayedPly(game, engine.plan(game))
                 if len(first) == 0:
                     raise ValueError("no placement to choose")
-                e, by_pair = self.player.search_pairs(game, pairs, first)
-                mean = np.mean(np.stack([by_pair[p] for p in by_pair]), axis=0)
+                e, mean = self.player.mean_over_pairs(game, pairs, first)
                 idx = self._best(e, mean, reachable)
-                return {p: idx for p in by_pair}
+                return {(int(a), int(b)): idx for a, b in pairs}
 
             @staticmethod
             def _best(e: Any, values: Any, reachable: npt.ArrayLike) -> int:
