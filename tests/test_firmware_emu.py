@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import time
 
 import pytest
 
@@ -241,6 +242,56 @@ def test_hil_link_check_bad_port_is_one_line_exit_2(capsys: pytest.CaptureFixtur
     assert main(["link", "check", "--port", "/nonexistent/tty"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("hil link check:")
+
+
+def _idle_clock_us(dev: EmulatedFirmware) -> int:
+    """Driven mode: the firmware clock once the emulation has stopped serving the host."""
+    idle = dev.clock_us()
+    while (now := dev.clock_us()) != idle:
+        idle = now
+        time.sleep(0.2)
+    return idle
+
+
+@pytest.mark.usefixtures("emulator")
+def test_a_planned_driven_read_is_made_at_its_time_while_the_host_is_served() -> None:
+    """Driven mode (the device of `hil run --fast --firmware`): each host request runs the
+    emulated clock on ~3 ms to send the reply; a read planned before is made at its own time
+    inside that run (a console's latch waits for no host), one not planned when asked."""
+    uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    with EmulatedFirmware(uf2, driven=True) as dev, Link(dev.port, timeout_s=2.0) as link:
+        t0 = _idle_clock_us(dev) + 1000  # after the run-on of opening the link
+        dev.plan_reads([t0])
+        link.ping()
+        passed = _idle_clock_us(dev)
+        assert passed > t0 + 1000
+        assert dev.read(t0) == 0x00 and dev.last_read_us == t0
+        dev.read(passed - 200)  # not planned, asked for after its time: made now
+        assert dev.last_read_us is not None and dev.last_read_us >= passed
+
+
+@pytest.mark.usefixtures("emulator")
+def test_the_sim_clock_is_never_behind_the_emulated_firmware() -> None:
+    """`hil run --fast --firmware`: a PONG carries the firmware clock after the emulation ran
+    it on to answer; the runtime's clock (SimConsole.now_ns) is not earlier than that, or
+    the frame clock's offset (the least late message) would put every frame early."""
+    from calibration import Profile
+    from hil.consoles.sim import DEVICE_BOOT_US, SimConsole, SimLevel
+
+    uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
+    dev = EmulatedFirmware(uf2, driven=True)
+    console = SimConsole(
+        [SimLevel(0, 2, 0x1234)], Profile.load("ideal_720p_nearest"), max_frames=600, device=dev
+    )
+    try:
+        with Link(console.port, timeout_s=2.0) as link:
+            console.run_to_frame(3)
+            pong = link.ping()
+            pong_ns = console.host_ns((pong.device_us - DEVICE_BOOT_US) * 1000.0)
+            assert pong_ns > console.host_ns(console.latch_ns(3))  # ran on past the sim time
+            assert console.now_ns() >= pong_ns
+    finally:
+        console.close()
 
 
 @pytest.mark.usefixtures("emulator")

@@ -43,8 +43,10 @@
 // plays no frame until "nes start"; in --lockstep mode
 // "frame N" plays N more NES frames. In --driven mode there is no free-running NES: the
 // caller drives the firmware clock, "adv US" runs to firmware time US (answer "A US") and
-// "read US" does one controller read there (answer "R <byte> <t_us>"); while no command is
-// pending the emulation runs only to serve the host's bytes (hil.link.vdevice.EmulatedFirmware,
+// "read US" does one controller read there (answer "R <byte> <t_us>"; "plan US..." (answer
+// "A <now>") and numbers after either command's own plan reads ahead, made at their time
+// even while the emulation serves the host); while no command is pending the emulation runs only to serve
+// the host's bytes (hil.link.vdevice.EmulatedFirmware,
 // the device of `hil run --fast --firmware`).
 
 import { createServer } from 'node:net';
@@ -286,7 +288,21 @@ const DRIVEN = 'driven' in args;
 // --driven: the caller drives time and the reads ("adv US", "read US" on stdin), as
 // hil.consoles.sim's simulated console does with hil.link.vdevice.VirtualDevice; one read each.
 const EDGES = DRIVEN ? frameEdges().slice(0, 2 + 3 * 8) : frameEdges();
-let readDone = false;
+// Driven reads are planned ahead ("plan US..." or numbers after a command): the emulation
+// serving the host's bytes between two of the caller's commands runs the firmware clock on
+// (serveUntil), and a read asked for after that had passed its time was made late, up to
+// 9 ms, more on a loaded machine (the latches then came at uneven times and `hil run --fast
+// --firmware` lost the frame clock: 268 desyncs). A planned read is made at its own time
+// whatever runs the clock there, like a console's latch, which waits for no host.
+const plans = []; // firmware us of reads not yet begun, ascending
+const results = new Map(); // firmware us of a planned read -> [byte, start us]
+let readingUs = null;
+function addPlan(us) {
+  if (!Number.isFinite(us) || results.has(us) || us === readingUs || plans.includes(us)) return;
+  let i = plans.length;
+  while (i > 0 && plans[i - 1] > us) i--;
+  plans.splice(i, 0, us);
+}
 
 // --nes-stopped: no frame until "nes start" (a test host configures the window first).
 let nesOn = !LOCKSTEP && !DRIVEN && !('nes-stopped' in args), nesFrame = -1, frameStart = 0, edgeIdx = EDGES.length;
@@ -298,10 +314,19 @@ const reads = [0, 0], bits = [0, 0];
 let framesDone = 0;
 
 function nextEventNs() {
-  return edgeIdx < EDGES.length ? frameStart + EDGES[edgeIdx][0] : nextFrameAt;
+  if (edgeIdx < EDGES.length) return frameStart + EDGES[edgeIdx][0];
+  return DRIVEN && plans.length ? plans[0] * 1000 : nextFrameAt;
 }
 
 function nesEvent(now) {
+  if (edgeIdx >= EDGES.length && DRIVEN) {
+    // a planned read begins (at once if the one before it ran past its time)
+    readingUs = plans.shift();
+    frameStart = Math.max(now, clock.nanos);
+    edgeIdx = 0;
+    reads[0] = 0;
+    return;
+  }
   if (edgeIdx >= EDGES.length) {
     // start a frame
     nextFrameAt = Infinity;
@@ -320,7 +345,8 @@ function nesEvent(now) {
     bits[v]++;
   }
   if (edgeIdx >= EDGES.length && DRIVEN) {
-    readDone = true;
+    results.set(readingUs, [reads[0], Math.round(frameStart / 1000)]);
+    readingUs = null;
     return;
   }
   if (edgeIdx >= EDGES.length) {
@@ -412,7 +438,12 @@ const driven = [];
 rl.on('line', (line) => {
   const w = line.trim().split(/\s+/);
   if (w[0] === 'quit') quit = true;
-  else if (DRIVEN && (w[0] === 'adv' || w[0] === 'read')) driven.push([w[0], Number(w[1])]);
+  else if (DRIVEN && (w[0] === 'adv' || w[0] === 'read' || w[0] === 'plan')) {
+    // numbers after the command's own are reads planned from now on (above)
+    for (const us of w.slice(w[0] === 'plan' ? 1 : 2)) addPlan(Number(us));
+    if (w[0] !== 'plan') driven.push([w[0], Number(w[1])]);
+    else say(`A ${Math.round(clock.nanos / 1000)}`); // planned before any host byte after it
+  }
   else if (w[0] === 'gate') {
     gate = Number(w[1]);
     if (gated && nesFrame + 1 <= gate) {
@@ -457,23 +488,23 @@ rl.on('close', () => {
 const t0 = Date.now();
 let listening = false;
 
-// Driven mode: run to the caller's device time (us on the firmware clock); a time already
-// passed (USB service ran the clock on) is served at once.
+// Driven mode: run to the caller's device time (us on the firmware clock); an "adv" to a time
+// already passed (USB service ran the clock on) is answered at once; a read is answered when
+// made (at its planned time, or now if it was not planned).
 async function runDriven() {
   const cmd = driven.shift();
   if (cmd) {
     const [what, us] = cmd;
-    while (clock.nanos < us * 1000) {
-      runSlice(Math.min(200_000, us * 1000 - clock.nanos));
+    if (what === 'read') addPlan(us); // a read not planned is made now (late if its time passed)
+    while (clock.nanos < us * 1000 || (what === 'read' && !results.has(us))) {
+      const left = us * 1000 - clock.nanos;
+      runSlice(left > 0 ? Math.min(200_000, left) : 20_000);
       if ((clock.nanos / 1000) % 1000 < 200) await new Promise((res) => setImmediate(res));
     }
     if (what === 'read') {
-      edgeIdx = 0;
-      frameStart = clock.nanos;
-      reads[0] = 0;
-      readDone = false;
-      while (!readDone) runSlice(20_000);
-      say(`R ${hex(reads[0])} ${Math.round(frameStart / 1000)}`);
+      const [byte, startUs] = results.get(us);
+      results.delete(us);
+      say(`R ${hex(byte)} ${startUs}`);
     } else {
       say(`A ${Math.round(clock.nanos / 1000)}`);
     }

@@ -24,6 +24,7 @@ import sys
 import threading
 import tty
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 
 PIO_WORDS_KEPT = 1024  # newest PIO words a VirtualDevice keeps (consumers read the last few)
@@ -318,6 +319,7 @@ class EmulatedFirmware:
         self.done: dict[str, object] | None = None
         self._cv = threading.Condition()
         self._answers: list[list[str]] = []  # "R"/"A" replies of the driven mode
+        self.last_read_us: int | None = None  # firmware time the last driven read began
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -416,12 +418,30 @@ class EmulatedFirmware:
     def read(self, t_us: int) -> int:
         """Driven mode: one controller read (latch, 8 clocks with Dr. Mario's timing) at
         firmware time ``t_us`` (us; at once if the firmware clock is already past it,
-        because serving USB ran it on). Returns the byte read (1 = pressed, A = 0x80)."""
-        return int(self._ask(f"read {int(t_us)}")[1], 16)
+        because serving USB ran it on, unless it was planned: :meth:`plan_reads`). Returns
+        the byte read (1 = pressed, A = 0x80); ``last_read_us`` is when the read began."""
+        answer = self._ask(f"read {int(t_us)}")
+        self.last_read_us = int(answer[2])
+        return int(answer[1], 16)
 
     def advance(self, t_us: int) -> None:
         """Driven mode: runs the firmware up to time ``t_us`` (us) without a latch."""
         self._ask(f"adv {int(t_us)}")
+
+    def clock_us(self) -> int:
+        """Driven mode: the firmware clock now (us); serving the host's bytes may have run it
+        past the last time the caller drove it to."""
+        return int(self._ask("adv 0")[1])
+
+    def plan_reads(self, times_us: Sequence[int]) -> None:
+        """Driven mode: the reads :meth:`read` will ask for at these firmware times (us). The
+        emulation that serves the host's bytes between two commands runs the firmware clock
+        on; a planned read is made at its time even then, as a console's latch waits for no
+        host (asked for after its time had passed, a read was made late: up to 9 ms, and
+        `hil run --fast --firmware` lost its frame clock on a loaded machine). Each planned
+        time must then be read once with exactly that value. Returns once the harness has
+        them (host bytes sent after that cannot pass them)."""
+        self._ask("plan " + " ".join(str(int(t)) for t in times_us))
 
     def window_us(self) -> int:
         """The firmware's default latch window (us); a host's CONFIG may change it."""
