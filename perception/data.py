@@ -25,7 +25,7 @@ not at all.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -319,6 +319,8 @@ class GameStream:
         level = int(rng.integers(0, 25))
         speed = int(rng.integers(0, 3))
         seed = int(rng.integers(0, 1 << 15)) * 2 + (0 if self.split == "train" else 1)
+        while seed < 2:  # RNG state 0 places at most 8 viruses (engine.Game refuses more)
+            seed = int(rng.integers(0, 1 << 15)) * 2 + (0 if self.split == "train" else 1)
         game = engine.Game(level, speed, seed, int(rng.integers(0, 256)))
         endgame = rng.random() < 0.15
         if endgame:  # leave 1-3 viruses so the game can reach a stage clear
@@ -519,6 +521,9 @@ class TrainingSamples:
     and levels), draws a capture profile per sample, and mixes in ``other_rate`` pictures that
     are no level at all. ``tiles``: clean-room (default) or a ROM's TileSet. ``shapes``:
     randomised appearance changes the drawings too (False: only the palette; one ROM's model).
+    ``targets``: capture chains a model is being fitted for (the shipped profiles, a rig's
+    own); a share ``target_rate`` of the samples goes through one of them (still with the
+    jitter and colour error of a calibration), the rest through random chains.
     """
 
     def __init__(
@@ -529,7 +534,13 @@ class TrainingSamples:
         streams: int = 6,
         other_rate: float = 0.03,
         shapes: bool = True,
+        targets: Sequence[Profile] = (),
+        target_rate: float = 0.0,
     ) -> None:
+        if targets and not 0.0 <= target_rate <= 1.0:
+            raise ValueError(f"target_rate must be within 0..1, got {target_rate}")
+        self.targets = list(targets)
+        self.target_rate = target_rate if targets else 0.0
         self.rng = np.random.default_rng(seed)
         self.tiles = tiles or engine.TileSet.clean_room()
         self.noise = NoiseSource(int(self.rng.integers(1 << 31)))
@@ -549,7 +560,11 @@ class TrainingSamples:
 
     def __next__(self) -> tuple[np.ndarray, Labels]:
         rng = self.rng
-        profile = training_profile(rng)
+        # (no draw without targets: the shipped model's samples stay what they were)
+        if self.target_rate > 0.0 and rng.random() < self.target_rate:
+            profile = self.targets[int(rng.integers(len(self.targets)))]
+        else:
+            profile = training_profile(rng)
         if rng.random() < self.other_rate:
             pic = other_picture(rng, randomize(self.tiles, rng))
             shown = Shown(pic, pic, other_labels())

@@ -69,6 +69,12 @@ def _pair_cells(
             continue  # mended with an earlier one
         dr, dc = _PARTNER[int(field[r, c]) >> 4]
         pr, pc = r + dr, c + dc
+        if pr < 0:
+            # a bottom half in row 0 whose top half was locked above the field and dropped
+            # (confirmPlacement $8F62): the picture shows it alone until updateField makes it a
+            # single, and the model reads which; mending it took right readings to singles
+            # (3 of the 12 wrong cells of one held-out composite run)
+            continue
         place = [(r, c)] + ([(pr, pc)] if 0 <= pr < rows and 0 <= pc < cols else [])
         if covered is not None and any(covered[y, x] for y, x in place):
             continue

@@ -121,6 +121,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="extra next-pill loss on this fraction of the hardest samples of a batch "
         "(0.1; 0: off)",
     )
+    p.add_argument(
+        "--target-rate",
+        type=float,
+        default=0.0,
+        help="share of the training samples captured through the shipped profiles and the "
+        "rig's own (--profile), the rest through random chains (0: random only, the default; "
+        "0.5 read the composite chain better and the real game a little worse: "
+        "docs/PERCEPTION.md)",
+    )
     p.add_argument("--seed", type=int, default=17, help="training seed (17)")
     p.add_argument("--no-crc", action="store_true", help="accept a ROM of unknown CRC")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -144,6 +153,8 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
             raise PrepareError(f"--profile: {e}") from None
     if args.minutes < 0 or args.steps < 1 or args.batch < 1 or args.threads < 1:
         raise PrepareError("--steps, --batch and --threads must be positive, --minutes 0 or more")
+    if not 0.0 <= args.target_rate <= 1.0:
+        raise PrepareError(f"--target-rate must be within 0..1, got {args.target_rate}")
     if not args.init.is_file():
         raise PrepareError(f"--init: no such file {args.init}")
     return crc, profile
@@ -271,6 +282,7 @@ def _fit(
 ) -> dict[str, Any]:
     """Steps 2, 3 and 5: fine-tune, validate, store the model; its report's facts are returned
     (``meta``, ``evaluation``) for prepare() to write once the screens step is done."""
+    from calibration import builtin_profiles
     from perception import train as trainer
     from perception.evaluate import evaluate
 
@@ -300,6 +312,11 @@ def _fit(
             "--hard-samples",
             str(args.hard_samples),
             "--keep-shapes",
+            "--target-rate",
+            str(args.target_rate),
+            "--target-profiles",
+            *builtin_profiles(),
+            *([str(args.profile)] if args.profile else []),
         ]
         + (["--no-crc"] if args.no_crc else [])
         + (["--quiet"] if args.quiet else [])
@@ -340,6 +357,7 @@ def _fit(
         "time_bound": result["time_bound"],
         "minutes_budget": args.minutes,
         "batch": args.batch,
+        "target_rate": args.target_rate,
         "onnx_bytes": model_path.stat().st_size,
         "onnx_vs_torch_max_diff": diff,
         "load_average_start": load_start,

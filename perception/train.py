@@ -24,7 +24,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from calibration import Profile
 from perception.data import Labels, TrainingSamples
 from perception.layout import N_COLORS
 from perception.model import OUTPUT_NAMES, BoardNet, freeze_batch_norm, from_onnx
@@ -61,9 +62,13 @@ class SampleStream(IterableDataset):
         buffer: int,
         verify_crc: bool = True,
         shapes: bool = True,
+        targets: Sequence[Profile] = (),
+        target_rate: float = 0.0,
     ) -> None:
         self.verify_crc = verify_crc
         self.shapes = shapes
+        self.targets = list(targets)
+        self.target_rate = target_rate
         self.seed = seed
         self.batch = batch
         self.rom = rom
@@ -79,7 +84,11 @@ class SampleStream(IterableDataset):
         cv2.setNumThreads(1)
         rng = np.random.default_rng([self.seed, wid, 7])
         samples = TrainingSamples(
-            [self.seed, wid], tiles=_tiles(self.rom, self.verify_crc), shapes=self.shapes
+            [self.seed, wid],
+            tiles=_tiles(self.rom, self.verify_crc),
+            shapes=self.shapes,
+            targets=self.targets,
+            target_rate=self.target_rate,
         )
         pool: list[tuple[np.ndarray, Labels]] = []
         uses: list[int] = []
@@ -263,7 +272,18 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model = from_onnx(init) if init else BoardNet(tuple(args.width))
     verify = not getattr(args, "no_crc", False)
     shapes = not getattr(args, "keep_shapes", False)
-    stream = SampleStream(args.seed, args.batch, args.rom, args.reuse, args.buffer, verify, shapes)
+    targets = [Profile.load(t) for t in getattr(args, "target_profiles", None) or []]
+    stream = SampleStream(
+        args.seed,
+        args.batch,
+        args.rom,
+        args.reuse,
+        args.buffer,
+        verify,
+        shapes,
+        targets,
+        getattr(args, "target_rate", 0.0),
+    )
     loader = DataLoader(
         stream,
         batch_size=None,
@@ -400,6 +420,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-shapes",
         action="store_true",
         help="keep the tiles' drawings (vary only the RGB palette): a model for one ROM",
+    )
+    p.add_argument(
+        "--target-profiles",
+        nargs="*",
+        metavar="PROFILE",
+        help="capture chains (shipped names or profile files) the model is fitted for: "
+        "--target-rate of the samples go through one of them, the rest random chains",
+    )
+    p.add_argument(
+        "--target-rate",
+        type=float,
+        default=0.0,
+        help="share of the samples through --target-profiles (0: random chains only)",
     )
     p.add_argument(
         "--init",

@@ -181,6 +181,39 @@ def test_training_samples_are_seeded_and_labelled():
         assert la.cells.shape == (16, 8) and la.sprite.shape == (17, 8)
 
 
+def test_training_samples_go_through_the_target_chains_at_their_rate(monkeypatch):
+    """hil prepare fits a model for the shipped chains and the rig's own: that share of the
+    samples is captured through one of them, the rest through random chains."""
+    import perception.data as data
+
+    used: list[str] = []
+    real = data.capture_crop
+
+    def spy(profile, shown, noise, rng=None):
+        used.append(profile.name)
+        return real(profile, shown, noise, rng)
+
+    monkeypatch.setattr(data, "capture_crop", spy)
+    targets = [Profile.load("composite_480p_combing"), Profile.load("mjpeg_720p_q70")]
+    names = {t.name for t in targets}
+    samples = TrainingSamples(5, streams=2, targets=targets, target_rate=0.5)
+    for _ in range(40):
+        next(samples)
+    hits = sum(n in names for n in used)
+    assert 8 <= hits <= 32 and {n for n in used if n in names} == names
+    used.clear()
+    for _ in range(10):
+        next(TrainingSamples(6, streams=2, targets=targets, target_rate=1.0))
+    assert set(used) <= names and len(used) == 10
+    used.clear()
+    plain = TrainingSamples(7, streams=2)
+    for _ in range(10):
+        next(plain)
+    assert not set(used) & names
+    with pytest.raises(ValueError, match="target_rate"):
+        TrainingSamples(8, targets=targets, target_rate=1.5)
+
+
 def test_eval_games_use_odd_seeds_and_no_tile_changes():
     rng = np.random.default_rng(0)
     stream = GameStream(rng, "eval", engine.TileSet.clean_room(), randomize_tiles=False)

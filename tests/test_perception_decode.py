@@ -137,6 +137,16 @@ def test_decode_cells_tries_classes_of_at_least_one_percent(p_empty, mended):
     assert field[7, 1] == (0xFF if mended else 0x41)
 
 
+def test_decode_cells_leaves_a_bottom_half_in_row_0_as_read():
+    # its top half was locked above the field and dropped (confirmPlacement $8F62): the picture
+    # shows the bottom half alone until updateField makes it a single, so a bottom half read
+    # unsure there is not made a single; a bottom half elsewhere with nothing above it is
+    field, conf = decode_cells(probs_of({(0, 3): {0x50: 0.9, 0x80: 0.09}}))
+    assert field[0, 3] == 0x50 and conf[0, 3] == pytest.approx(0.9)
+    field, _ = decode_cells(probs_of({(1, 3): {0x50: 0.9, 0x80: 0.09}}))
+    assert field[1, 3] == 0x80
+
+
 def test_decode_cells_never_unpairs_another_half():
     # a top half read sure over a left half read unsure whose right half is read sure: a bottom
     # half there pairs the top half but unpairs the right half, so the reading stays
