@@ -574,6 +574,50 @@ def test_a_next_pill_misread_for_a_few_captures_is_not_a_divergence(misread):
     assert ("desync" in names(events)) == (misread >= soft)
 
 
+@pytest.mark.parametrize("misread", [3, 8])
+def test_a_repeated_capture_inside_a_misread_cell_run_is_not_a_divergence(misread):
+    """The real game's loop (MJPEG profile, level 19 HI): a virus read as empty on 3 captures
+    in a row, the second a repeat of the first (the card delivered its previous picture again,
+    so the pill falling with Down held is a frame or two old for the frames its arrival maps
+    to). The pill's difference is the mapping's, the cell's a misread: 3 captures are fewer
+    than soft_mismatch_frames, no divergence; a misread that lasts is one."""
+    con = Console(level=5, speed=2, seed=0x4321, start=15, frames=700)
+    spawn, _ = first_spawn(con)
+    second = spawn + 120  # the second pill is out 120 frames after the first (no input)
+    for g in range(second + 10, second + 40):
+        con.masks[g] = int(engine.Button.DOWN)  # a row every 2 frames
+    # A capture chain with little jitter: each capture maps to one frame (with 2 ms, to
+    # two, and a repeat often still lands on the frame it shows).
+    tracker = make_tracker(jitter_ms=0.5)
+    tracker.begin_level(5, 2, con.start)
+    log = {"prev": None, "bad": 0, "repeat_moved": False}
+
+    def seen(obs):
+        out = obs
+        lv = tracker.lv
+        playing = tracker.state == LevelState.TRACKING and lv.reported_spawn >= 2
+        prev, bad = log["prev"], log["bad"]
+        if playing and bad < misread and (bad >= 2 or obs.falling is not None):
+            if bad == 1 and prev.falling == obs.falling:
+                log["bad"] = 0  # the pill did not move: start again from the next capture
+            elif bad == 1:  # the repeat: the previous (misread) picture again
+                out = prev
+                log["repeat_moved"] = True
+                log["bad"] += 1
+            else:
+                field = obs.field.copy()
+                field[15, :][field[15, :] >> 4 == 0xD] = 0xFF  # bottom row viruses gone
+                out = replace(obs, field=field)
+                log["bad"] += 1
+        log["prev"] = out
+        return out
+
+    events = drive(tracker, con, seen=seen, until=second + 150, jitter_ms=0.5)
+    assert log["bad"] == misread and log["repeat_moved"]
+    assert names(events).count("spawn") >= 2
+    assert ("desync" in names(events)) == (misread >= tracker.cfg.soft_mismatch_frames)
+
+
 def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():
     # generateNextPill shows the reserve's next pill 2 frames before the spawn the tracker
     # counts; the tracker does not know the reserve, so those frames' preview is not compared

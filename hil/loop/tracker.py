@@ -681,7 +681,7 @@ class Tracker:
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
-            soft = set(worst) <= _SOFT
+            soft = set(worst) <= _SOFT or self._soft_beside(frames, obs)
             lv.soft_only = (lv.soft_only if lv.mismatch_run > 1 else True) and soft
             needed = self.cfg.soft_mismatch_frames if lv.soft_only else self.cfg.mismatch_frames
             if lv.mismatch_run >= needed:
@@ -711,6 +711,25 @@ class Tracker:
                 )
             )
         return events
+
+    def _soft_beside(self, frames: range, obs: Observation) -> bool:
+        """True when a frame up to 2 before or 1 after ``frames`` differs from ``obs`` in
+        board cells or the next pill only (not in nothing: that is a timing slip, see
+        _diverged). A repeated capture (the card delivers its previous picture again) or a late
+        one shows the falling pill of a frame before its range; if the reader also misread a
+        cell on it, the pill's difference is the mapping's and the cell's is soft. Seen in
+        the real game's loop (MJPEG profile, level 19 HI): a virus above a falling half of its
+        colour read as empty on 3 captures, one of them a repeat; counted as a hard mismatch,
+        the run diverged after 2 and its re-sync wrote the misread into the shadow (5 more
+        desyncs in that level)."""
+        wide = range(frames.start - 2, frames.stop + 1)
+        for g, pred, _spawns, known in self._candidates(wide):
+            if g in frames:
+                continue
+            diff = mismatches(pred, obs, self._track_match, known)
+            if diff and set(diff) <= _SOFT:
+                return True
+        return False
 
     def _learn_next(self, spawn: int, colors: tuple[int, int]) -> None:
         """The next pill's colours read after spawn ``spawn``: written into every state of that
