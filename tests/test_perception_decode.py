@@ -260,6 +260,28 @@ def test_a_picture_with_a_falling_pill_is_never_the_intro():
     assert still.falling is None and (still.kind, still.intro) == (ScreenKind.LEVEL, True)
 
 
+def test_an_unsure_falling_pill_over_a_sure_intro_is_dropped():
+    """The kind head (intro) and the sprite head (a falling pill) disagree: the likelier joint
+    reading wins. Composite chain, level 1 intro: two yellow viruses side by side read as a
+    yellow pill at 0.14-0.19 while the kind head said intro at 0.91."""
+    cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
+    cells[0] = 1.0
+    kind = np.full(N_KINDS, 0.01, np.float32)
+    kind[KindLabel.LEVEL_INTRO] = 0.91
+    kind[KindLabel.GAMEPLAY] = 0.05
+    nxt = np.array([0.0, 1, 0, 0, 1, 0, 0], np.float32)
+    weak = sprite_probs({(9, 1): 0, (9, 2): 0}, p=0.4)  # log-odds sum > 0: a pill, unsure
+    assert decode_falling(weak) is not None and decode_falling(weak).confidence < 0.2
+    obs = decode(cells, weak, nxt, kind)
+    assert obs.falling is None and obs.kind_label == KindLabel.LEVEL_INTRO
+    sure = decode(cells, sprite_probs({(9, 1): 0, (9, 2): 0}, p=0.995), nxt, kind)
+    assert sure.falling is not None and sure.kind_label == KindLabel.GAMEPLAY
+    # In play (the kind head says so) the same unsure pill stays: nothing disagrees.
+    play = kind.copy()
+    play[KindLabel.LEVEL_INTRO], play[KindLabel.GAMEPLAY] = 0.05, 0.91
+    assert decode(cells, weak, nxt, play).falling is not None
+
+
 def test_a_board_with_anything_but_viruses_is_never_the_intro():
     # the intro's board holds viruses only: a pill half, a single or a clearing tile on it
     # (with no falling pill, e.g. a later pill on its throw arc) is play
