@@ -14,7 +14,14 @@ from calibration import Timing, TimingModel
 from engine import ScreenKind
 from hil.loop.clock import FrameClock
 from hil.loop.observation import VirusAnimation
-from hil.loop.tracker import LevelState, MatchConfig, Tracker, TrackerConfig, mismatches
+from hil.loop.tracker import (
+    LevelState,
+    MatchConfig,
+    Tracker,
+    TrackerConfig,
+    mismatches,
+    virus_target,
+)
 from perception.observation import FallingPill, NextPill, Observation, observation_from_facts
 
 P = 1e9 / 60.0988  # ns per console frame
@@ -616,6 +623,43 @@ def test_a_repeated_capture_inside_a_misread_cell_run_is_not_a_divergence(misrea
     assert log["bad"] == misread and log["repeat_moved"]
     assert names(events).count("spawn") >= 2
     assert ("desync" in names(events)) == (misread >= tracker.cfg.soft_mismatch_frames)
+
+
+def test_viruses_the_intro_pictures_missed_are_written_in_by_a_resync():
+    """A reader that missed two viruses on every intro picture (the real game's loop, MJPEG
+    profile, level 20 HI: a board of 82 of the 84 viruses) gives the shadow a short board.
+    A virus read where the shadow has none is otherwise a reader's error, so no re-sync could
+    add them: 141 desyncs and a top-out. While the board is short of the level's count, a
+    re-sync (or the re-anchor at a spawn) writes such viruses in."""
+    con = Console(level=5, speed=1, seed=0x4321, start=15, frames=700)
+    board = np.asarray(engine.Game(*con.spec, frame_counter=con.fc0).field).reshape(16, 8)
+    hidden = []
+    for c in (3, 4):  # the top virus of the spawn columns: the first pill lands on it
+        r = int(np.flatnonzero((board[:, c] & 0xF0) == 0xD0)[0])
+        hidden.append((r, c))
+    tracker = make_tracker()
+    tracker.begin_level(5, 1, con.start)
+
+    def seen(obs):
+        if tracker.state in (LevelState.IDLE, LevelState.ALIGNING):
+            field = obs.field.copy()
+            for r, c in hidden:
+                field[r, c] = 0xFF
+            return replace(obs, field=field)
+        return obs
+
+    events = drive(tracker, con, seen=seen)
+    start = next(e for e in events if e.name == "level_start")
+    assert start.data["viruses"] == virus_target(5) - 2
+    # The first pill locks on them where the shadow lets it fall on: one divergence, re-anchored
+    # at the next spawn with the viruses, then tracked to the end.
+    _, game = tracker.confirmed_state()
+    field = np.asarray(game.field).reshape(16, 8)
+    for r, c in hidden:
+        assert field[r, c] == board[r, c]
+    assert tracker.lv.viruses_missing == 0
+    assert names(events).count("desync") == 1 and "resync" in names(events)
+    assert names(events).count("spawn") >= 4
 
 
 def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():

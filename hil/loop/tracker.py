@@ -273,6 +273,10 @@ class _Level:
         self.last_seen: Observation | None = None
         self.result: str | None = None  # "stage_clear" / "top_out" once seen
         self.pill_seen: int | None = None  # frame of the first capture with the first pill
+        # Viruses the level's board lacks against the level's count (virus_target): a board
+        # voted from pictures on which the reader missed a virus every time. Until they are
+        # found, a virus read where the shadow has none may be the shadow's error.
+        self.viruses_missing = 0
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
         self.soft_only = False  # the current disagreeing run differs in board or next only
         self.voted = 0
@@ -453,6 +457,7 @@ class Tracker:
         assert lv is not None
         lv.base, lv.fc0 = b, c
         state = self._make_state0(c)
+        lv.viruses_missing = max(0, virus_target(lv.level) - int(state.virus_count))
         lv.history = {0: state.clone()}
         lv.spawns = {0: 0}
         if lv.next0 is not None:
@@ -820,7 +825,9 @@ class Tracker:
                 before, spawns = got
                 for variant in _MICROSTATE_GUESSES:
                     game = before.clone()
-                    _write_board(game, obs, self.cfg.match.min_confidence)
+                    found = _write_board(
+                        game, obs, self.cfg.match.min_confidence, lv.viruses_missing
+                    )
                     if obs.falling is not None and falling(game):
                         _write_pill(game, obs.falling)
                         for name, value in variant:
@@ -832,6 +839,7 @@ class Tracker:
                     if self._explains(e - 1, game, run):
                         if obs.next_colors is not None:
                             lv.next_by_spawn[spawns] = obs.next_colors
+                        lv.viruses_missing -= found
                         self._rebase(e - 1, game, spawns)
                         guess = ", ".join(f"{n}={v}" for n, v in variant) or "none"
                         return g, f"board and pill from the capture; microstate guess: {guess}"
@@ -880,7 +888,9 @@ class Tracker:
         if template is None:
             return []
         game, spawns = template
-        _write_board(game, obs, self.cfg.match.min_confidence)
+        lv.viruses_missing -= _write_board(
+            game, obs, self.cfg.match.min_confidence, lv.viruses_missing
+        )
         game.pill_colors[:] = f.colors
         if obs.next_colors is not None:
             game.next_colors[:] = obs.next_colors
@@ -1004,15 +1014,35 @@ def _impossible_reads(
     )
 
 
-def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> None:
+def _write_board(
+    game: engine.Game, obs: Observation, min_confidence: float, viruses_missing: int = 0
+) -> int:
     """Confident observed cells into the field and the shown nametable (canonical $Bx is shown
     as tile $Fx); readings no game can show (_impossible_reads: a virus where the shadow has
     none, a virus seen as its clearing tile) and pill halves read without their partner
-    (perception.observation.unpaired_halves) keep the
-    shadow's cell."""
-    sure = (np.asarray(obs.confidence) >= min_confidence).reshape(-1)
+    (perception.observation.unpaired_halves) keep the shadow's cell.
+
+    ``viruses_missing``: viruses the shadow's level board lacks (it was voted from pictures
+    that missed them): up to that many viruses read where the shadow has an empty cell are
+    written in (the most confident first) and counted in virus_left_bcd. Returns how many.
+    (The real game's loop, MJPEG profile, level 20 HI: a board voted with 82 of the 84
+    viruses; every re-sync kept them out, 141 desyncs and a top-out.)"""
+    conf = np.asarray(obs.confidence).reshape(-1)
+    sure = conf >= min_confidence
     seen = canonical_cells(obs.field).reshape(-1)
     field = np.asarray(game.field)
+    found = 0
+    if viruses_missing > 0:
+        new = sure & ((seen & 0xF0) == 0xD0) & (field.reshape(-1) == 0xFF)
+        idx = np.flatnonzero(new)
+        idx = idx[np.argsort(-conf[idx], kind="stable")][:viruses_missing]
+        found = len(idx)
+        if found:
+            field[idx] = seen[idx]
+            np.asarray(game.shown)[idx] = seen[idx]
+            b = int(game.virus_left_bcd)
+            n = (b >> 4) * 10 + (b & 0x0F) + found
+            game.virus_left_bcd[()] = (n // 10) * 16 + n % 10
     sure &= ~_impossible_reads(field.reshape(-1), seen) & ~unpaired_halves(seen, clearing=False)
     shown = np.asarray(game.shown)
     field[sure] = seen[sure]
@@ -1020,6 +1050,7 @@ def _write_board(game: engine.Game, obs: Observation, min_confidence: float) -> 
     clearing = (tiles & 0xF0) == 0xB0
     tiles[clearing] = tiles[clearing] + 0x40
     shown[sure] = tiles[sure]
+    return found
 
 
 def _write_pill(game: engine.Game, pill: FallingPill) -> None:
