@@ -22,6 +22,7 @@ START = int(Button.START)
 def test_the_first_level_is_one_start_press_on_the_options_screen():
     p = start_with_pad(10, 2, 500, None)
     assert (p.first_frame, p.masks, p.start_frame, p.reset) == (500, [START, 0], 500, False)
+    assert p.last_start == 500
 
 
 def test_a_cleared_level_chains_by_holding_start_over_the_stage_clear_loop():
@@ -31,11 +32,14 @@ def test_a_cleared_level_chains_by_holding_start_over_the_stage_clear_loop():
     assert p.start_frame == 1030 and not p.reset
     held = p.masks[: accept + 8 - 1030 + 1]
     assert held == [START] * len(held) and p.masks[len(held)] == 0
+    # the Start latches by the end of the hold at the latest (the tracker's intro bound)
+    assert p.last_start == accept + 8
     # before a cutscene (engine.cutscene_before) a fresh press follows for its own loop
     q = start_with_pad(6, 1, 1030, LevelEnd(5, 1, "stage_clear", 1000))
     assert (
         engine.cutscene_before(6, 1) and q.masks[-2:] == [START, 0] and len(q.masks) > len(p.masks)
     )
+    assert q.last_start == q.first_frame + len(q.masks) - 2  # the cutscene loop's press
 
 
 def test_a_new_game_needs_the_consoles_reset():

@@ -329,6 +329,23 @@ def test_the_level_start_comes_from_the_intro_pictures_never_a_partial_bottle(le
     assert "desync" not in names(events)
 
 
+@pytest.mark.parametrize("told_last", [True, False])
+def test_a_start_held_before_the_stage_clear_loop_reads_it_gives_no_partial_board(told_last):
+    """A chained level's Start is held from the first frame a schedule reaches, which can be
+    well before the stage clear's loop reads it (the real game's loop, level 20 HI: 66
+    frames): with only that frame the tracker took the board from pictures 160 frames later,
+    while the intro still drew its last viruses (82 of 84). The frame the Start latches by at
+    the latest (StartPresses.last_start) bounds the intro instead."""
+    con = Console(level=20, speed=2, seed=0xD081, start=90, fc_phase=3, frames=200)
+    tracker = make_tracker()
+    early = con.start - 80
+    tracker.begin_level(20, 2, early, con.start if told_last else None)
+    events = drive(tracker, con)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1
+    assert (starts[0].data["viruses"] == virus_target(20)) == told_last
+
+
 @pytest.mark.parametrize("status_delay_ns", [0.0, P])
 def test_shadow_state_follows_a_played_pill_through_latency_and_jitter(status_delay_ns):
     # status_delay_ns P: the runtime reads the STATUS messages after a frame's decision, so

@@ -92,6 +92,14 @@ class StartPresses:
     start_frame: int
     reset: bool = False
 
+    @property
+    def last_start(self) -> int:
+        """The last frame whose mask holds Start: the Start that begins the level latches by
+        then at the latest (a stage clear's loop reads a held Start from its 97th frame,
+        which may come after ``start_frame``; a cutscene needs a second press)."""
+        held = [i for i, m in enumerate(self.masks) if m & int(Button.START)]
+        return self.first_frame + (held[-1] if held else 0)
+
 
 def chains_to(previous: LevelEnd | None, level: int, speed: int) -> bool:
     """The game's own next level: ``previous`` was cleared and (level, speed) is its level + 1

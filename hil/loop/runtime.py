@@ -769,7 +769,7 @@ class Runtime:
             ok &= self._schedule(first + k, masks[k : k + 60], "start")
         if ok:
             self.levels.started()
-            self.tracker.begin_level(nxt.level, nxt.speed, presses.start_frame)
+            self.tracker.begin_level(nxt.level, nxt.speed, presses.start_frame, presses.last_start)
             self.log.write(
                 "start_pressed", frame=presses.start_frame, level=nxt.level, speed=nxt.speed
             )

@@ -245,6 +245,7 @@ class _Level:
         self.level = level
         self.speed = speed
         self.start_frame = start_frame  # the frame the Start that begins the level latched in
+        self.last_start = start_frame  # ... at the latest (begin_level)
         # The base frame as the intro's pictures give it (None until the whole board is seen):
         # the first picture with every virus is the frame before State 0's.
         self.base_prior: int | None = None
@@ -348,15 +349,22 @@ class Tracker:
 
     # ---- levels --------------------------------------------------------------------------------
 
-    def begin_level(self, level: int, speed: int, start_frame: int) -> None:
+    def begin_level(
+        self, level: int, speed: int, start_frame: int, last_start: int | None = None
+    ) -> None:
         """A Start press that begins ``level`` at ``speed`` latches in frame ``start_frame``
-        (it need not be exact: captures of earlier frames are ignored, nothing more). The
+        or later, by ``last_start`` at the latest (default ``start_frame``): captures of frames
+        before ``start_frame`` are ignored, and a board is taken from pictures short of the
+        level's viruses only MAX_INTRO_FRAMES after ``last_start`` (the real game's loop,
+        level 20 HI chained: Start held from 66 frames before the stage clear's loop read it,
+        the board was voted while the intro still drew its last 2 viruses). The
         level's start is then taken from the pictures, as the game draws it (docs/LEVEL_FLOW.md):
         levelIntro [$9CAB] adds one virus a frame; the first picture that shows all
         ``(min(level, 20) + 1) * 4`` of them comes one frame before the engine's State 0, so a
         partly drawn bottle is never taken for the board, whatever the intro's length (addVirus
         retries, initData_level overrunning its frame) and on any console."""
         self.lv = _Level(level, speed, start_frame)
+        self.lv.last_start = start_frame if last_start is None else max(start_frame, last_start)
         self.state = LevelState.ALIGNING
         self.levels_started += 1
         self.log(Event("level_expected", start_frame, {"level": level, "speed": speed}))
@@ -611,7 +619,7 @@ class Tracker:
             # The whole board: every virus of the level in sight. After the longest intro the
             # board is surely complete, so a reader that misses a virus on every picture still
             # gets a board (its count is then what the pictures show).
-            late = frames.start > lv.start_frame + MAX_INTRO_FRAMES
+            late = frames.start > lv.last_start + MAX_INTRO_FRAMES
             full = obs.virus_count >= target or (late and obs.virus_count > 0)
             if obs.kind == ScreenKind.LEVEL and full and obs.falling is None:
                 if lv.votes is None:
