@@ -61,6 +61,39 @@ def test_run_emu_records_the_capture_with_the_emulators_truth(rom, capsys, tmp_p
     frames = [t["video_frame"] for t in truth]
     assert frames == sorted(frames) and len(set(frames)) > len(frames) // 2
     assert all("console_frame" in t and t["ram_mismatches"] == 0 for t in truth)
+    source = recording.meta["source"]
+    assert source["console"] == "emu" and source["seeds"] is None
+
+
+def test_an_emu_recording_names_its_rom_so_replay_reads_it_with_the_prepared_model(
+    tmp_path, monkeypatch
+):
+    """hil replay chooses its model by the recording's profile (perception.store.choose_model):
+    an --emu recording's profile names the ROM's CRC, so the model hil prepare made for that
+    ROM reads it (the shipped clean-room one read such a recording at 0.14 % whole boards).
+    CI has no Dr. Mario ROM: the CRC is stood in for."""
+    import perception.store as store
+    from calibration import Profile
+    from hil.cli import _naming_rom
+
+    monkeypatch.setenv("DRMARIO_BRIDGE_DATA", str(tmp_path / "data"))
+    model = store.prepared_dir("0BADF00D") / store.MODEL_FILE
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"onnx")
+    monkeypatch.setattr(store, "rom_crc32", lambda path, verify_crc=True: "0BADF00D")
+    plain = Profile.load("mjpeg_720p_q70")
+    assert store.choose_model(None, plain).path != model
+    named = _naming_rom(plain, "game.nes")
+    assert named.rom_crc32 == "0BADF00D" and store.choose_model(None, named).path == model
+    # A profile that names a ROM keeps it; a ROM that cannot be read leaves the profile.
+    rig = plain.replace(rom_crc32="12345678")
+    assert _naming_rom(rig, "game.nes").rom_crc32 == "12345678"
+
+    def unreadable(path, verify_crc=True):
+        raise OSError("no such file")
+
+    monkeypatch.setattr(store, "rom_crc32", unreadable)
+    assert _naming_rom(plain, "game.nes").rom_crc32 == ""
 
 
 @pytest.mark.parametrize(
