@@ -134,6 +134,8 @@ def calibrate(
     )
     png_path = Path(png) if png else out.with_suffix(".png")
     png_path.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(png_path), draw_fit(frames[0], result.profile, text)):
+    # The frame with the most detail: a recording or a video may begin with black frames.
+    shown = max(frames, key=lambda f: float(np.std(f)))
+    if not cv2.imwrite(str(png_path), draw_fit(shown, result.profile, text)):
         raise ValueError(f"{png_path}: OpenCV could not write the PNG")
     return result, out, png_path

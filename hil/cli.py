@@ -61,13 +61,13 @@ def _rom_message(e: Exception) -> str:
     return str(e).replace("; pass verify_crc=False to use it anyway", "")
 
 
-def _load_profile(name: str, cmd: str = "hil sim") -> Profile:
+def _load_profile(name: str, cmd: str = "hil sim", option: str = "--profile") -> Profile:
     from calibration import Profile, ProfileError
 
     try:
         return Profile.load(name)
     except (OSError, ProfileError, ValueError) as e:  # ValueError: UnicodeDecodeError too
-        raise SystemExit(f"{cmd}: --profile {name}: {e}") from None
+        raise SystemExit(f"{cmd}: {option} {name}: {e}") from None
 
 
 def _cmd_sim_record(args: argparse.Namespace) -> int:
@@ -716,7 +716,7 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
     from calibration.fit import FitError
     from hil.calibrate import calibrate
 
-    base = _load_profile(args.base, "hil calibrate") if args.base else None
+    base = _load_profile(args.base, "hil calibrate", "--base") if args.base else None
     try:
         result, out, png = calibrate(
             args.input,
@@ -729,6 +729,8 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
             rom=args.rom,
             verify_crc=not args.no_crc,
         )
+    except FileNotFoundError as e:
+        raise SystemExit(f"hil calibrate: {e.filename or e}: no such file") from None
     except (FitError, ValueError, OSError) as e:
         raise SystemExit(f"hil calibrate: {e}") from None
     g = result.profile.geometry
@@ -739,7 +741,7 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
         f"{g.crop_bottom}/{g.crop_left}/{g.crop_right}\n"
         f"geometry residual {result.geometry_residual_px:.3f} capture px, colour residual "
         f"{result.color_residual:.2f} code values, alignment correlation {align:.3f}\n"
-        f"grid drawn over the first frame: {png}"
+        f"grid drawn over the frame with the most detail: {png}"
         + (
             f"\nthe profile names ROM {result.profile.rom_crc32}: `hil prepare --rom "
             f"{args.rom} --profile {out}` fits perception to it"

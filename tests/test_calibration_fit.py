@@ -84,6 +84,7 @@ def test_hil_calibrate_writes_profile_and_grid_png(tmp_path):
     video = tmp_path / "capture.avi"
     writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 30, (1280, 720))
     noise = NoiseSource(0)
+    writer.write(np.zeros((720, 1280, 3), np.uint8))  # a video may begin black
     for p in gameplay(3, 9):
         writer.write(forward(profile, p, None, noise))
     writer.release()
@@ -109,6 +110,7 @@ def test_hil_calibrate_writes_profile_and_grid_png(tmp_path):
     assert boundary_error(fitted.geometry, profile.geometry) <= 0.25
     png = cv2.imread(str(tmp_path / "rig.png"))
     assert png is not None and png.shape == (720, 1280, 3)
+    assert float(png.mean()) > 20  # the grid is drawn over a picture of the game, not black
     assert json.loads(out.read_text())["name"] == "rig"
     bad = subprocess.run(
         [
@@ -125,3 +127,17 @@ def test_hil_calibrate_writes_profile_and_grid_png(tmp_path):
         text=True,
     )
     assert bad.returncode != 0 and "no such file" in bad.stderr
+    # A missing ROM and a malformed --base profile: one line each, naming what is wrong.
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    for extra, says in (
+        (["--rom", str(tmp_path / "nope.nes")], "nope.nes: no such file"),
+        (["--base", str(broken)], "--base "),
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "hil.cli", "calibrate", "--input", str(video), "--out",
+             str(tmp_path / "other.json"), "--frames", "3", *extra],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert run.returncode == 2 and says in run.stderr, run.stderr
+        assert run.stderr.strip().count("\n") == 0
