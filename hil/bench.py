@@ -108,7 +108,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (mjpeg_720p_q70)")
     p.add_argument("--reader", default="auto", help="auto, oracle or onnx")
     p.add_argument("--policy", default="auto", help="auto, heuristic or onnx")
-    p.add_argument("--planner", choices=["taps", "exact"], default="exact")
+    p.add_argument(
+        "--planner",
+        choices=["taps", "exact"],
+        default="exact",
+        help="exact: engine.plan, every reachable placement (default); taps: taps_only",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:

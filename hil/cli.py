@@ -580,13 +580,15 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         finally:
             rig.close()
     if not args.no_write and Path(args.profile).is_file():
-        result["profile_written"] = _write_latency(Path(args.profile), profile, result)
+        result["profile_written"] = _write_latency(Path(args.profile), profile, result, sim)
     print(json.dumps(result, indent=1))
     return 0
 
 
-def _write_latency(path: Path, profile: Profile, result: dict) -> str:
-    """Write the measured latency and jitter into the profile file's timing section."""
+def _write_latency(path: Path, profile: Profile, result: dict, sim: bool = False) -> str:
+    """Write the measured latency and jitter into the profile file's timing section (``sim``:
+    measured on the simulated console, which the line says: it is the profile's own model of
+    the chain, not a rig's)."""
     from dataclasses import replace
 
     timing = replace(
@@ -597,7 +599,8 @@ def _write_latency(path: Path, profile: Profile, result: dict) -> str:
     profile.replace(timing=timing).save(path)
     print(
         f"hil calibrate latency: wrote timing.latency_frames {timing.latency_frames:g} and "
-        f"timing.jitter_ms {timing.jitter_ms:g} into {path}",
+        f"timing.jitter_ms {timing.jitter_ms:g} into {path}"
+        + (" (measured on the simulated console: --port measures the rig)" if sim else ""),
         file=sys.stderr,
     )
     return str(path)
@@ -818,7 +821,12 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--frames", type=int, default=1800, help="captured frames at most (1800)")
     rec.add_argument("--profile", default="ideal_720p_nearest", help="profile name or JSON file")
     rec.add_argument("--out", required=True, help="recording directory to write")
-    rec.add_argument("--codec", choices=["ffv1", "mpeg4", "mjpeg"], default="ffv1")
+    rec.add_argument(
+        "--codec",
+        choices=["ffv1", "mpeg4", "mjpeg"],
+        default="ffv1",
+        help="video codec: ffv1 (lossless, default), mpeg4 or mjpeg (smaller, lossy)",
+    )
     rec.add_argument("--capture-seed", type=int, default=0, help="seed of noise and timing")
     rec.add_argument("--overwrite", action="store_true", help="replace a recording in --out")
     rec.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -926,7 +934,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from hil.bench import add_arguments as bench_arguments
 
-    bench = sub.add_parser("bench", help="runtime latencies as JSON (lockstep sim)")
+    bench = sub.add_parser(
+        "bench",
+        help="runtime latencies as JSON (lockstep sim)",
+        description="Play a chain of levels on the simulated console in lockstep and print the "
+        "runtime's latencies (capture to observation, spawn to wire) as JSON (docs/RUN.md).",
+    )
     bench_arguments(bench)
     bench.set_defaults(func=_cmd_bench)
 
@@ -951,11 +964,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="latency: only print; by default a --profile FILE gets the measured latency",
     )
-    cal.add_argument("--level", type=int, default=0)
-    cal.add_argument("--speed", type=int, default=0, choices=[0, 1, 2])
-    cal.add_argument("--reader", default="auto")
+    cal.add_argument("--level", type=int, default=0, help="latency: the level played (0)")
+    cal.add_argument(
+        "--speed", type=int, default=0, choices=[0, 1, 2], help="latency: 0 LOW, 1 MED, 2 HI (0)"
+    )
+    cal.add_argument(
+        "--reader", default="auto", help="latency: auto, oracle (sim only) or onnx (perception)"
+    )
     cal.add_argument("--fast", action="store_true", help="sim: lockstep")
-    cal.add_argument("--capture-seed", type=int, default=0)
+    cal.add_argument(
+        "--capture-seed", type=int, default=0, help="latency, sim: capture noise and timing seed"
+    )
     cal.add_argument(
         "--input",
         help="video file, `hil sim record` directory, or capture device (0, /dev/video0)",

@@ -82,8 +82,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--steps",
         type=int,
         default=6000,
-        help="optimizer steps (6000: 12.0 minutes on a quiet 2-core EPYC at 0.12 s a step; "
-        "a slower CPU reaches --minutes first; validation adds 0.5-1.3)",
+        help="optimizer steps (6000: 11.6 minutes of training on a quiet 2-core EPYC at 0.12 s "
+        "a step, 12.2 in all; a slower CPU reaches --minutes first; validation adds 0.5-1.3)",
     )
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
