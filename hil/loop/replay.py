@@ -1240,7 +1240,8 @@ def main_replay(
     ev = ", ".join(f"{k} {v}" for k, v in sorted(summary.events.items())) or "none"
     print(
         f"{summary.frames} frames replayed; events: {ev}; {summary.decisions} decisions "
-        f"by {summary.policy} ({summary.agreed} of {summary.compared} equal to what was played); "
+        f"by {summary.policy} ({summary.agreed} of {summary.compared} equal to the placement "
+        f"then seen to lock); "
         f"written to {Path(summary.out_dir) / JSONL_FILE}"
         + (f" and {summary.video}" if summary.video else "")
     )
@@ -1253,6 +1254,7 @@ def main_replay(
     if summary.live_decisions:
         print(
             f"decisions the run sent: {summary.live_decisions}; the replay chose the same "
-            f"placement for {summary.live_agreed} of the {summary.live_compared} it decided"
+            f"placement as the run sent for {summary.live_agreed} of the {summary.live_compared} "
+            f"it decided (a reading that differs from the run's can change a decision)"
         )
     return 0
