@@ -329,6 +329,32 @@ def test_the_level_start_comes_from_the_intro_pictures_never_a_partial_bottle(le
     assert "desync" not in names(events)
 
 
+def test_a_screen_read_as_a_level_with_pill_halves_is_never_the_intros_board():
+    """The stage clear's STAGE CLEAR box (which the board model never learnt) read as a LEVEL
+    with 24 "viruses" among pill halves on the real game: with the Start held from before the
+    stage clear's loop reads it, those pictures come after ``start_frame``, and a board voted
+    from them (level 1 HI: 37 viruses, 176 misses) desynced every pill. The intro's board holds
+    viruses only."""
+    con = Console(level=5, speed=1, seed=0x4321, start=60, frames=300)
+    rng = np.random.default_rng(3)
+    box = np.where(rng.random((16, 8)) < 0.5, 0xD1, 0xFF).astype(np.uint8)
+    box[8, 2:6] = (0x60, 0x70, 0x60, 0x70)  # the box's letters read as pill halves
+    assert int(((box & 0xF0) == 0xD0).sum()) >= virus_target(5)
+
+    def seen(obs):
+        if obs.kind == ScreenKind.OTHER:  # the screen before the level: the box, misread
+            return Observation(ScreenKind.LEVEL, box.copy())
+        return obs
+
+    tracker = make_tracker()
+    tracker.begin_level(5, 1, con.start - 50, con.start)
+    events = drive(tracker, con, seen=seen)
+    starts = [e for e in events if e.name == "level_start"]
+    assert len(starts) == 1 and starts[0].frame == con.base
+    assert starts[0].data["viruses"] == virus_target(5) and starts[0].data["misses"] == 0
+    assert "desync" not in names(events)
+
+
 @pytest.mark.parametrize("told_last", [True, False])
 def test_a_start_held_before_the_stage_clear_loop_reads_it_gives_no_partial_board(told_last):
     """A chained level's Start is held from the first frame a schedule reaches, which can be

@@ -620,7 +620,15 @@ class Tracker:
             # board is surely complete, so a reader that misses a virus on every picture still
             # gets a board (its count is then what the pictures show).
             late = frames.start > lv.last_start + MAX_INTRO_FRAMES
-            full = obs.virus_count >= target or (late and obs.virus_count > 0)
+            # The intro's board holds viruses only (a clearing tile there is a virus misread,
+            # _as_virus): a picture with a pill half or a single is another screen read as a
+            # level. The stage clear's STAGE CLEAR box, which the board model never learnt,
+            # read as a LEVEL with 24 "viruses" among halves on the real game (HDMI profile,
+            # chained to level 1 HI: the board was voted from it, 176 misses, a desync per
+            # pill); its pictures come before the Start when the Start is held early.
+            full = (obs.virus_count >= target and not _pill_cells(obs.field)) or (
+                late and obs.virus_count > 0
+            )
             if obs.kind == ScreenKind.LEVEL and full and obs.falling is None:
                 if lv.votes is None:
                     lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
@@ -657,7 +665,11 @@ class Tracker:
         lv = self.lv
         assert lv is not None
         for seen, obs in lv.observations:
-            if obs.kind == ScreenKind.LEVEL and obs.virus_count >= target:
+            if (
+                obs.kind == ScreenKind.LEVEL
+                and obs.virus_count >= target
+                and not _pill_cells(obs.field)
+            ):
                 return seen.stop - 1
         return frames.stop - 1
 
@@ -993,6 +1005,12 @@ MAX_INTRO_FRAMES = 6 + 145 + 1 + 8
 def virus_target(level: int) -> int:
     """Viruses initData_level [$8216] asks for: (min(level, 20) + 1) * 4."""
     return (min(level, 20) + 1) * 4
+
+
+def _pill_cells(cells: npt.NDArray[np.uint8]) -> bool:
+    """Whether ``cells`` (uint8 [16, 8] codes) hold a pill half or a single ($4x-$8x)."""
+    kinds = np.asarray(cells) >> 4
+    return bool(((kinds >= 0x4) & (kinds <= 0x8)).any())
 
 
 def _as_virus(cells: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
