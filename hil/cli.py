@@ -400,21 +400,6 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
 
 
-def _naming_rom(profile: Profile, rom: str) -> Profile:
-    """``profile`` naming ``rom`` (its CRC-32) when it names none: an --emu recording shows
-    that ROM's picture, so hil replay then reads it with the model prepared for the ROM, as
-    run_emu does (the shipped clean-room model read such a recording at 0.14 % whole boards).
-    A ROM that cannot be read leaves the profile as it is (run_emu says what is wrong)."""
-    if profile.rom_crc32:
-        return profile
-    from perception.store import rom_crc32
-
-    try:
-        return profile.replace(rom_crc32=rom_crc32(rom))
-    except (OSError, ValueError):
-        return profile
-
-
 def _run_emu(args: argparse.Namespace) -> int:
     """hil run --emu ROM: the user's Dr. Mario in cynes, menus to --level/--speed, then the
     game's chain of levels (docs/EMU.md). A missing, wrong or corrupt ROM: one line, exit 2."""
@@ -422,7 +407,7 @@ def _run_emu(args: argparse.Namespace) -> int:
     from hil.consoles.emu import EmuError
     from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
     from hil.loop.view import make_view
-    from hil.play import run_emu
+    from hil.play import naming_rom, run_emu
 
     if args.port or args.capture:
         print("hil run: --emu is its own console; leave out --port and --capture", file=sys.stderr)
@@ -448,14 +433,21 @@ def _run_emu(args: argparse.Namespace) -> int:
         levels=levels, fast=True, max_frames=args.frames, ponder=not args.no_ponder
     )
     profile = _load_profile(args.profile, "hil run")
-    if args.record and args.emu_game == "drmario":
-        profile = _naming_rom(profile, args.emu)
+    if args.emu_game == "drmario":
+        # Named here once, for the run and its recording: hil replay then reads an --emu
+        # recording with the model prepared for the ROM, as the run did (the shipped
+        # clean-room one read such a recording at 0.14 % whole boards). A ROM that cannot be
+        # read is left to run_emu, which says in one line what is wrong with it.
+        try:
+            profile = naming_rom(profile, args.emu)
+        except (OSError, ValueError):
+            pass
     recorder = _recorder(args, profile, reader, policy)
     try:
         summary = run_emu(
             settings,
             args.emu,
-            profile=args.profile,
+            profile=profile,
             reader=reader,
             policy=policy,
             taps_only=args.planner == "taps",

@@ -165,11 +165,23 @@ def _screens_from_rom(
     return rom_screens(profile)
 
 
+def naming_rom(profile: Profile, rom: str | Path) -> Profile:
+    """``profile`` naming the Dr. Mario ROM ``rom`` by its CRC-32 (perception.store.rom_crc32)
+    when it names none: the model and screens ``hil prepare`` made for that ROM are then found
+    by it, by the run and by ``hil replay`` of its recording. Raises RomError (a ValueError)
+    for a file that is not Dr. Mario, OSError when it cannot be read."""
+    if profile.rom_crc32:
+        return profile
+    from perception.store import rom_crc32
+
+    return profile.replace(rom_crc32=rom_crc32(rom))
+
+
 def run_emu(
     settings: RunSettings,
     rom: str | Path,
     *,
-    profile: str = "mjpeg_720p_q70",
+    profile: str | Profile = "mjpeg_720p_q70",
     reader: str = "oracle",
     policy: str = "heuristic",
     taps_only: bool = False,
@@ -195,14 +207,9 @@ def run_emu(
 
     levels = settings.levels
     first = levels[0]
-    prof = Profile.load(profile)
-    if game == "drmario" and not prof.rom_crc32:
-        import dataclasses
-
-        from perception.store import rom_crc32
-
-        # this ROM's prepared model and screens
-        prof = dataclasses.replace(prof, rom_crc32=rom_crc32(rom))
+    prof = profile if isinstance(profile, Profile) else Profile.load(profile)
+    if game == "drmario":
+        prof = naming_rom(prof, rom)  # this ROM's prepared model and screens
     screens = rom_screens(prof) if game == "drmario" else None
     if game == "drmario" and screens is None:
         screens = _screens_from_rom(rom, prof, say or (lambda m: print(m, file=sys.stderr)))

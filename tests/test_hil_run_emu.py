@@ -74,7 +74,7 @@ def test_an_emu_recording_names_its_rom_so_replay_reads_it_with_the_prepared_mod
     CI has no Dr. Mario ROM: the CRC is stood in for."""
     import perception.store as store
     from calibration import Profile
-    from hil.cli import _naming_rom
+    from hil.play import naming_rom
 
     monkeypatch.setenv("DRMARIO_BRIDGE_DATA", str(tmp_path / "data"))
     model = store.prepared_dir("0BADF00D") / store.MODEL_FILE
@@ -83,17 +83,20 @@ def test_an_emu_recording_names_its_rom_so_replay_reads_it_with_the_prepared_mod
     monkeypatch.setattr(store, "rom_crc32", lambda path, verify_crc=True: "0BADF00D")
     plain = Profile.load("mjpeg_720p_q70")
     assert store.choose_model(None, plain).path != model
-    named = _naming_rom(plain, "game.nes")
+    named = naming_rom(plain, "game.nes")
     assert named.rom_crc32 == "0BADF00D" and store.choose_model(None, named).path == model
-    # A profile that names a ROM keeps it; a ROM that cannot be read leaves the profile.
+    # A profile that names a ROM keeps it; a ROM that cannot be read raises (hil run --emu
+    # then leaves the profile as it is and refuses the ROM in one line: the bad-ROM test below
+    # goes through that path).
     rig = plain.replace(rom_crc32="12345678")
-    assert _naming_rom(rig, "game.nes").rom_crc32 == "12345678"
+    assert naming_rom(rig, "game.nes").rom_crc32 == "12345678"
 
     def unreadable(path, verify_crc=True):
         raise OSError("no such file")
 
     monkeypatch.setattr(store, "rom_crc32", unreadable)
-    assert _naming_rom(plain, "game.nes").rom_crc32 == ""
+    with pytest.raises(OSError):
+        naming_rom(plain, "game.nes")
 
 
 @pytest.mark.parametrize(

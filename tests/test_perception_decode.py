@@ -245,13 +245,19 @@ def test_cells_under_the_falling_pill_sprite_are_not_trusted():
     assert obs.confidence[7, 3] > 0.9 and obs.confidence[9, 3] > 0.9
 
 
-def test_a_picture_with_a_falling_pill_is_never_the_intro():
+def empty_board_heads(p_intro: float, p_play: float, rest: float):
+    """(cells, kind, next) head outputs: an empty board read surely, the kind head giving
+    LEVEL_INTRO ``p_intro``, GAMEPLAY ``p_play`` and every other kind ``rest``, no next pill."""
     cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
     cells[0] = 1.0
-    kind = np.full(N_KINDS, 0.02, np.float32)
-    kind[KindLabel.LEVEL_INTRO] = 0.7
-    kind[KindLabel.GAMEPLAY] = 0.2
-    nxt = np.array([0.0, 1, 0, 0, 1, 0, 0], np.float32)
+    kind = np.full(N_KINDS, rest, np.float32)
+    kind[KindLabel.LEVEL_INTRO] = p_intro
+    kind[KindLabel.GAMEPLAY] = p_play
+    return cells, kind, np.array([0.0, 1, 0, 0, 1, 0, 0], np.float32)
+
+
+def test_a_picture_with_a_falling_pill_is_never_the_intro():
+    cells, kind, nxt = empty_board_heads(0.7, 0.2, 0.02)
     obs = decode(cells, sprite_probs({(3, 3): 0, (3, 4): 1}), nxt, kind)
     assert obs.falling is not None and obs.kind_label == KindLabel.GAMEPLAY
     assert obs.kind == ScreenKind.LEVEL and obs.intro is False
@@ -264,12 +270,7 @@ def test_an_unsure_falling_pill_over_a_sure_intro_is_dropped():
     """The kind head (intro) and the sprite head (a falling pill) disagree: the likelier joint
     reading wins. Composite chain, level 1 intro: two yellow viruses side by side read as a
     yellow pill at 0.14-0.19 while the kind head said intro at 0.91."""
-    cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
-    cells[0] = 1.0
-    kind = np.full(N_KINDS, 0.01, np.float32)
-    kind[KindLabel.LEVEL_INTRO] = 0.91
-    kind[KindLabel.GAMEPLAY] = 0.05
-    nxt = np.array([0.0, 1, 0, 0, 1, 0, 0], np.float32)
+    cells, kind, nxt = empty_board_heads(0.91, 0.05, 0.01)
     weak = sprite_probs({(9, 1): 0, (9, 2): 0}, p=0.4)  # log-odds sum > 0: a pill, unsure
     assert decode_falling(weak) is not None and decode_falling(weak).confidence < 0.2
     obs = decode(cells, weak, nxt, kind)

@@ -24,7 +24,7 @@ right; the pictures are used to find those, to check every prediction and to re-
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -673,7 +673,7 @@ class Tracker:
                 return seen.stop - 1
         return frames.stop - 1
 
-    def _candidates(self, frames: range) -> list[tuple[int, Observation, int, bool]]:
+    def _candidates(self, frames: Iterable[int]) -> list[tuple[int, Observation, int, bool]]:
         """(frame, predicted observation, spawns, next known) per candidate frame."""
         lv = self.lv
         assert lv is not None and lv.base is not None
@@ -747,10 +747,8 @@ class Tracker:
         colour read as empty on 3 captures, one of them a repeat; counted as a hard mismatch,
         the run diverged after 2 and its re-sync wrote the misread into the shadow (5 more
         desyncs in that level)."""
-        wide = range(frames.start - 2, frames.stop + 1)
-        for g, pred, _spawns, known in self._candidates(wide):
-            if g in frames:
-                continue
+        beside = [*range(frames.start - 2, frames.start), frames.stop]
+        for _g, pred, _spawns, known in self._candidates(beside):
             diff = mismatches(pred, obs, self._track_match, known)
             if diff and set(diff) <= _SOFT:
                 return True
