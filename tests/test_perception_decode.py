@@ -298,3 +298,48 @@ def test_a_board_with_anything_but_viruses_is_never_the_intro():
         obs = decode(cells, sprite_probs({}), nxt, kind)
         assert obs.falling is None
         assert obs.kind_label == (want or KindLabel.GAMEPLAY)
+
+
+def yellow_virus_read_as_a_half(p_empty: float, p_half: float):
+    """(cells, sprite) heads over a board with yellow viruses at field (8, 1) and (8, 2): the
+    sprite head takes the one at (8, 2) for a yellow half at ``p_half`` and the cell head reads
+    that cell empty at ``p_empty`` (the composite chain, held-out, ROM model H)."""
+    yellow = 1 + 3 * CELL_TYPES.index(0xD0)
+    cells = np.zeros((N_CELL_CLASSES, 16, 8), np.float32)
+    cells[0] = 1.0
+    cells[0, 8, 1], cells[yellow, 8, 1] = 0.0, 1.0
+    cells[0, 8, 2], cells[yellow, 8, 2] = p_empty, 1.0 - p_empty
+    sprite = sprite_probs({})
+    sprite[:, 9, 2] = (1.0 - p_half, p_half, 0.0, 0.0)  # "no sprite", a yellow half
+    sprite[0, 9, 1] = 0.85  # the other virus, a little like a half too
+    sprite[1:, 9, 1] = 0.05
+    return cells, sprite
+
+
+@pytest.mark.parametrize(
+    "p_empty, p_half, want",
+    [(0.80, 0.92, 0xD0), (0.75, 0.56, 0xFF), (0.91, 0.96, 0xD0), (0.30, 0.6, 0xD0)],
+)
+def test_a_cell_under_a_half_of_no_falling_pill_is_filled(p_empty, p_half, want):
+    """A half the sprite head sees where no pill is decoded is a drawn tile: the cell is
+    filled when q (1 - P(empty)) > (1 - q) P(empty), q the half's probability. (0.75, 0.56):
+    0.14 against 0.33, the cell head's empty stands."""
+    cells, sprite = yellow_virus_read_as_a_half(p_empty, p_half)
+    _, kind, nxt = empty_board_heads(0.05, 0.9, 0.01)
+    obs = decode(cells, sprite, nxt, kind)
+    assert obs.falling is None
+    assert obs.field[8, 2] == want and obs.field[8, 1] == 0xD0
+    assert obs.confidence[8, 2] < 0.5  # unsure either way: a tracker skips it
+
+
+def test_a_falling_pill_never_covers_a_virus():
+    """The same two viruses: with the virus at (8, 1) read surely, the pill (8, 1)-(8, 2) the
+    sprite head alone makes (log-odds 2.4 - 1.7 > 0) is no pill; a real pill beside is kept."""
+    cells, sprite = yellow_virus_read_as_a_half(0.80, 0.92)
+    assert decode_falling(sprite) is not None  # the sprite head alone: a phantom pill
+    _, kind, nxt = empty_board_heads(0.05, 0.9, 0.01)
+    assert decode(cells, sprite, nxt, kind).falling is None
+    sprite[:, 3] = sprite_probs({(3, 5): 2, (3, 6): 1})[:, 3]
+    obs = decode(cells, sprite, nxt, kind)
+    assert obs.falling is not None and obs.falling.cells == ((2, 5), (2, 6))
+    assert obs.field[8, 2] == 0xD0
