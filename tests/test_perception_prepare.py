@@ -83,6 +83,13 @@ def test_prepare_builds_validates_stores_and_hil_run_uses_it(
     assert result["total_s"] >= result["train_s"] + result["eval_s"]
     model = data / "models" / crc / "board.onnx"
     assert prepared_model(crc) == model and model.is_file()
+    # the ROM's digit glyphs beside it: the reader reads the panel's LEVEL number with them
+    from perception.panel import PANEL_FILE, glyphs, load_glyphs
+    from perception.reader import panel_reader
+
+    rom_tiles = engine.TileSet.from_ines(rom, verify_crc=False)
+    assert np.array_equal(load_glyphs(model.parent / PANEL_FILE), glyphs(rom_tiles))
+    assert panel_reader(model) is not None
     report = json.loads((data / "models" / crc / "board.report.json").read_text())
     assert report["meta"]["rom_crc32"] == crc and report["meta"]["steps_done"] == 6
     assert report["meta"]["total_s"] == result["total_s"]  # written once, screens included

@@ -163,7 +163,7 @@ class OnnxReader:
 
         net = self.net
         crop = net.preprocess(frame.image)
-        obs = net.postprocess(net.infer(crop[None]))
+        obs = net.postprocess(net.infer(crop[None]), 0, crop)
         if obs.kind != ScreenKind.LEVEL or not self.virus_label:
             return obs
         y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
