@@ -11,6 +11,8 @@ doubtful cell cannot produce a three-cell or one-cell pill.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, EMPTY_CODE, N_COLORS, KindLabel
@@ -228,13 +230,37 @@ def _drawn_under_stray_sprite(
     return field, conf
 
 
+def _kind_by_count(
+    k: int, k_conf: float, kind: np.ndarray, field: np.ndarray, panel: Panel
+) -> tuple[int, float]:
+    """LEVEL_INTRO or GAMEPLAY for a picture of viruses only and no falling pill, by the board's
+    count against the level's (``panel``'s LEVEL number): the intro's board is whole, so
+    a whole board is the intro (or the first throw), and fewer viruses with the next pill on
+    its arc is a later throw. Returns (kind class, its confidence)."""
+    if panel.level is None:
+        return k, k_conf
+    viruses = int(((field >> 4) == 0xD).sum())
+    whole = level_viruses(panel.level)
+    both = float(kind[KindLabel.GAMEPLAY] + kind[KindLabel.LEVEL_INTRO])
+    if k == KindLabel.LEVEL_INTRO and panel.in_flight and MIN_LEVEL_VIRUSES <= viruses < whole:
+        # MJPEG, held-out: 3 pictures of one throw over 54 viruses at level 13 (56), its first
+        # pill having cleared 2, were read as the intro (ROM model H)
+        return KindLabel.GAMEPLAY, both
+    if k == KindLabel.GAMEPLAY and viruses == whole:
+        # HDMI, held-out: a level 1 intro (8 viruses) read as play at 0.85-0.90 on 5
+        # pictures, 9 intro pictures in all (ROM model J). Play shows a whole board of
+        # viruses only when its pills cleared one another to the last half.
+        return KindLabel.LEVEL_INTRO, both
+    return k, k_conf
+
+
 def decode(
     cells: np.ndarray,
     sprite: np.ndarray,
     nxt: np.ndarray,
     kind: np.ndarray,
     source: str = "onnx",
-    panel: Panel | None = None,
+    panel: Panel | Callable[[], Panel] | None = None,
 ) -> Observation:
     """One frame's model outputs (no batch axis) -> Observation (``source`` names the reader).
 
@@ -246,11 +272,13 @@ def decode(
     the model often reads the cell as empty, so its confidence is scaled by the probability
     that no sprite covers it: a reader of the Observation (the tracker) skips such cells.
 
-    ``panel`` (perception.panel, read from the same picture; None: not read): a LEVEL_INTRO
-    reading over a board of viruses only, with no falling pill and the next pill on its throw
-    arc, is play when the board holds fewer viruses than the LEVEL number's level starts with
-    (and at least ``MIN_LEVEL_VIRUSES``): the intro's board is whole, so this is a later
-    pill's throw after the first pills cleared only viruses."""
+    ``panel`` (perception.panel, read from the same picture, or a function that reads it,
+    called only when needed; None: not read): over a board of viruses only with no falling
+    pill, the LEVEL number decides between the intro and play (``_kind_by_count``): a
+    LEVEL_INTRO reading with the next pill on its throw arc is play when the board holds
+    fewer viruses than the level starts with (and at least ``MIN_LEVEL_VIRUSES``: a later
+    pill's throw after the first pills cleared only viruses), a GAMEPLAY reading is the
+    intro when the board holds them all."""
     no_sprite = sprite[0, 1:, :]  # sprite rows 1..16 are field rows 0..15
     field, conf = decode_cells(cells, no_sprite < 0.5)
     conf = conf * no_sprite
@@ -281,19 +309,12 @@ def decode(
         k = KindLabel.GAMEPLAY
         k_conf = float(kind[KindLabel.GAMEPLAY] + kind[KindLabel.LEVEL_INTRO])
     if (
-        k == KindLabel.LEVEL_INTRO
+        k in (KindLabel.LEVEL_INTRO, KindLabel.GAMEPLAY)
         and panel is not None
-        and panel.level is not None
-        and panel.in_flight
         and falling is None
         and not played(field)
     ):
-        # MJPEG, held-out: 3 pictures of one throw over 54 viruses at level 13 (56), its first
-        # pill having cleared 2, were read as the intro (ROM model H)
-        viruses = int(((field >> 4) == 0xD).sum())
-        if MIN_LEVEL_VIRUSES <= viruses < level_viruses(panel.level):
-            k = KindLabel.GAMEPLAY
-            k_conf = float(kind[KindLabel.GAMEPLAY] + kind[KindLabel.LEVEL_INTRO])
+        k, k_conf = _kind_by_count(k, k_conf, kind, field, panel() if callable(panel) else panel)
     screen, intro = kind_of_label(k)
     return Observation(
         kind=screen,

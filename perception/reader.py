@@ -13,6 +13,7 @@ out), :meth:`postprocess` decodes them (perception.decode). No torch at run time
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +21,13 @@ import numpy as np
 from calibration import Profile
 from calibration.forward import check_captured
 from perception.decode import decode
-from perception.layout import CROP_H, CROP_W, KindLabel
+from perception.layout import CROP_H, CROP_W
 from perception.observation import Observation
 from perception.panel import PANEL_FILE, PanelReader, glyphs, load_glyphs
 from perception.preprocess import CropSampler
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "board.onnx"
 OUTPUTS = ("cells", "sprite", "next", "kind")
-LEVEL_INTRO = int(KindLabel.LEVEL_INTRO)
 
 
 class BoardReader:
@@ -106,8 +106,8 @@ class BoardReader:
         the LEVEL number and the next pill's flight, for the screen kind)."""
         cells, sprite, nxt, kind = outputs
         panel = None
-        if self.panel is not None and crop is not None and kind[index].argmax() == LEVEL_INTRO:
-            panel = self.panel.read(crop)  # only the intro's reading uses it
+        if self.panel is not None and crop is not None:
+            panel = partial(self.panel.read, crop)  # read only where the decoder asks
         return decode(cells[index], sprite[index], nxt[index], kind[index], panel=panel)
 
     def read(self, frame: np.ndarray) -> Observation:

@@ -133,7 +133,33 @@ def test_a_throw_over_fewer_viruses_than_the_level_starts_with_is_play(viruses, 
         assert obs.kind_confidence == pytest.approx(0.96)
 
 
-def test_the_reader_reads_the_panel_in_the_intros_pictures_only(monkeypatch):
+@pytest.mark.parametrize(
+    "viruses, panel, want",
+    [
+        (56, Panel(13, False), KindLabel.LEVEL_INTRO),  # the whole board: the intro
+        (56, Panel(13, True), KindLabel.LEVEL_INTRO),  # ... or its first throw
+        (55, Panel(13, False), KindLabel.GAMEPLAY),
+        (56, Panel(None, None), KindLabel.GAMEPLAY),
+        (56, None, KindLabel.GAMEPLAY),
+    ],
+)
+def test_a_whole_board_of_viruses_and_no_falling_pill_is_the_intro(viruses, panel, want):
+    cells, sprite, nxt, kind = intro_heads(viruses)
+    kind[KindLabel.LEVEL_INTRO], kind[KindLabel.GAMEPLAY] = 0.15, 0.81
+    obs = decode(cells, sprite, nxt, kind, panel=panel)
+    assert obs.kind_label == want
+    # a function reading the panel is asked only for such a board
+    if panel is not None:
+        asked = []
+        got = decode(cells, sprite, nxt, kind, panel=lambda: asked.append(1) or panel)
+        assert got.kind_label == want
+        assert len(asked) == 1
+        cells[0, 0, 0], cells[1 + 3 * CELL_TYPES.index(0x80), 0, 0] = 0.0, 1.0  # a single
+        decode(cells, sprite, nxt, kind, panel=lambda: asked.append(1) or panel)
+        assert len(asked) == 1  # a played board: not asked
+
+
+def test_the_reader_reads_the_panel_only_where_the_decoder_asks(monkeypatch):
     profile = Profile.load("ideal_720p_nearest")
     reader = BoardReader(profile)
     calls = []
@@ -143,7 +169,7 @@ def test_the_reader_reads_the_panel_in_the_intros_pictures_only(monkeypatch):
     game = engine.Game(13, 1, 4321, 3)
     while int(game.phase) == Phase.INTRO:
         game.step(0)
-    for _ in range(40):  # play: the kind head reads GAMEPLAY, the panel is not read
+    for _ in range(40):  # play with a falling pill: the panel is not read
         game.step(0)
     frame = forward(profile, engine.render_frame(game, TILES), None, noise)
     assert reader.read(frame).kind_label == KindLabel.GAMEPLAY and not calls
