@@ -186,6 +186,12 @@ def random_board(rng: np.random.Generator, top: int) -> np.ndarray:
             a, b = (int(v) for v in rng.integers(0, 3, size=2))
             if kind == "horizontal" and c < 7 and field[r, c + 1] == 0xFF and not free[r, c + 1]:
                 field[r, c], field[r, c + 1] = 0x60 | a, 0x70 | b
+            elif kind == "vertical" and r == 0:
+                # a bottom half alone in row 0: its top half was locked above the field and
+                # dropped (confirmPlacement $8F62). Played games show it 11 times less often
+                # than a single there, and the composite chain's blur leaves only the top
+                # corners to tell the two apart (docs/PERCEPTION.md, "Row 0")
+                field[r, c] = 0x50 | b
             elif kind == "vertical" and r < 15 and not free[r + 1, c]:
                 field[r, c], field[r + 1, c] = 0x40 | a, 0x50 | b
             elif kind == "clearing":
@@ -346,7 +352,8 @@ class GameStream:
                 # a new pill is in play (top rows free): give it a random board below, from
                 # row 0 down at most (boards from row 1 left row 0 to play, where most of a
                 # ROM model's remaining board errors were: docs/PERCEPTION.md, run 8)
-                inject_board(game, random_board(rng, int(rng.integers(0, 14))))
+                top = 0 if rng.random() < 0.2 else int(rng.integers(1, 14))
+                inject_board(game, random_board(rng, top))
             before = prev
             prev = game.clone()
             game.step(mask)
