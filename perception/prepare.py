@@ -20,7 +20,8 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
    (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game).
    This runs beside steps 2-3 in a second process at low priority (os.nice 10): the emulator
    takes about 1.2 minutes of one core, and training leaves part of a 2-core machine idle;
-5. stores the model and its report in the user's data directory, keyed by the ROM's CRC-32
+5. stores the model, the ROM's digit glyphs (``panel.npz``: perception.panel reads the LEVEL
+   number with them) and the report in the user's data directory, keyed by the ROM's CRC-32
    (perception.store), and, with ``--profile rig.json``, records the ROM's CRC in the profile
    so that ``hil run`` / ``hil replay`` / ``hil calibrate latency`` pick the model up.
 
