@@ -84,8 +84,11 @@ def load_glyphs(path: str | Path) -> np.ndarray:
     try:
         with np.load(path) as f:
             digits = np.asarray(f["digits"], np.float32)
-    except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{path}: no panel glyphs ({e})") from None
+    except (OSError, KeyError, ValueError):
+        raise ValueError(
+            f"{path}: no panel glyphs in this file (hil prepare writes it beside the model; "
+            "prepare the ROM again)"
+        ) from None
     if digits.shape != (10, 8, 8):
         raise ValueError(f"{path}: panel glyphs of shape {digits.shape}, expected (10, 8, 8)")
     return digits

@@ -176,3 +176,19 @@ def test_the_reader_reads_the_panel_only_where_the_decoder_asks(monkeypatch):
     intro = engine.Game(13, 1, 4321, 3)
     frame = forward(profile, engine.render_frame(intro, TILES), None, noise)
     assert reader.read(frame).kind_label == KindLabel.LEVEL_INTRO and calls
+
+
+def test_hil_run_refuses_a_corrupt_glyph_file_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "board.onnx").write_bytes(DEFAULT_MODEL.read_bytes())
+    (tmp_path / PANEL_FILE).write_text("junk")
+    run = subprocess.run(
+        [sys.executable, "-m", "hil.cli", "run", "--fast", "--reader", "onnx", "--view", "none",
+         "--frames", "20", "--model", str(tmp_path / "board.onnx")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 2
+    last = run.stderr.strip().splitlines()[-1]
+    assert "panel.npz: no panel glyphs" in last and "Traceback" not in run.stderr
