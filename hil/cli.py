@@ -56,8 +56,11 @@ def _renderer(args: argparse.Namespace) -> Renderer | None:
     return functools.partial(engine.render_frame, tiles=tiles)
 
 
-def _rom_message(e: Exception) -> str:
-    """A ROM reader's message in the command line's words (the flag, not the parameter)."""
+def _rom_message(e: Exception, no_crc: bool = False) -> str:
+    """A ROM reader's message in the command line's words: the ``--no-crc`` flag where the
+    command has one (``no_crc``), else no hint."""
+    if no_crc:
+        return str(e).replace("verify_crc=False", "--no-crc")
     return str(e).replace("; pass verify_crc=False to use it anyway", "")
 
 
@@ -219,6 +222,8 @@ def _recorder(args: argparse.Namespace, profile: Profile, reader: str, policy: s
     """``--record DIR``: a hil.loop.recording.RunRecorder (opens its files on the first frame)."""
     if not args.record:
         return None
+    from pathlib import Path
+
     from hil.loop.recording import RecordingError, RunRecorder
 
     emu = bool(getattr(args, "emu", None))
@@ -235,6 +240,9 @@ def _recorder(args: argparse.Namespace, profile: Profile, reader: str, policy: s
         "console_seed": args.console_seed if sim else None,
         "fast": bool(args.fast),
         "profile_name": profile.name,
+        # the board model the run was told to read with (None: the choice by the profile's
+        # ROM); hil replay reads with the same file
+        "model": str(Path(args.model).resolve()) if getattr(args, "model", None) else None,
     }
     try:
         return RunRecorder(args.record, profile, args.record_codec, meta, args.overwrite)
@@ -403,6 +411,8 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
 def _run_emu(args: argparse.Namespace) -> int:
     """hil run --emu ROM: the user's Dr. Mario in cynes, menus to --level/--speed, then the
     game's chain of levels (docs/EMU.md). A missing, wrong or corrupt ROM: one line, exit 2."""
+    import os
+
     from engine import RomError
     from hil.consoles.emu import EmuError
     from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
@@ -411,6 +421,9 @@ def _run_emu(args: argparse.Namespace) -> int:
 
     if args.port or args.capture:
         print("hil run: --emu is its own console; leave out --port and --capture", file=sys.stderr)
+        return 2
+    if os.path.isdir(args.emu):
+        print(f"hil run: --emu {args.emu} is a directory, not a ROM file", file=sys.stderr)
         return 2
     try:
         reader = pick_reader(args.reader, sim=True)  # the emulator carries a checked truth
@@ -439,7 +452,7 @@ def _run_emu(args: argparse.Namespace) -> int:
         # clean-room one read such a recording at 0.14 % whole boards). A ROM that cannot be
         # read is left to run_emu, which says in one line what is wrong with it.
         try:
-            profile = naming_rom(profile, args.emu)
+            profile = naming_rom(profile, args.emu, verify_crc=not args.no_crc)
         except (OSError, ValueError):
             pass
     recorder = _recorder(args, profile, reader, policy)
@@ -457,6 +470,7 @@ def _run_emu(args: argparse.Namespace) -> int:
             game=args.emu_game,
             model=args.model,
             on_frame=recorder,
+            verify_crc=not args.no_crc,
         )
     except FileNotFoundError as e:
         print(
@@ -465,7 +479,10 @@ def _run_emu(args: argparse.Namespace) -> int:
         )
         return 2
     except (RomError, EmuError, ValueError) as e:
-        print(f"hil run: {_rom_message(e)}", file=sys.stderr)
+        print(f"hil run: {_rom_message(e, no_crc=True)}", file=sys.stderr)
+        return 2
+    except OSError as e:  # unreadable ROM
+        print(f"hil run: --emu {args.emu}: {e.strerror or e}", file=sys.stderr)
         return 2
     finally:
         close_view()
@@ -849,6 +866,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sim", action="store_true", help="the simulated console (default)")
     run.add_argument(
         "--emu", metavar="ROM", help="your Dr. Mario ROM in the emulator (cynes): menus, chain"
+    )
+    run.add_argument(
+        "--no-crc", action="store_true", help="--emu: accept a dump of unknown CRC (as prepare)"
     )
     run.add_argument(
         "--emu-game",

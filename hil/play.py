@@ -165,16 +165,17 @@ def _screens_from_rom(
     return rom_screens(profile)
 
 
-def naming_rom(profile: Profile, rom: str | Path) -> Profile:
+def naming_rom(profile: Profile, rom: str | Path, verify_crc: bool = True) -> Profile:
     """``profile`` naming the Dr. Mario ROM ``rom`` by its CRC-32 (perception.store.rom_crc32)
     when it names none: the model and screens ``hil prepare`` made for that ROM are then found
     by it, by the run and by ``hil replay`` of its recording. Raises RomError (a ValueError)
-    for a file that is not Dr. Mario, OSError when it cannot be read."""
+    for a file that is not Dr. Mario (or, with ``verify_crc``, no known-good dump), OSError
+    when it cannot be read."""
     if profile.rom_crc32:
         return profile
     from perception.store import rom_crc32
 
-    return profile.replace(rom_crc32=rom_crc32(rom))
+    return profile.replace(rom_crc32=rom_crc32(rom, verify_crc=verify_crc))
 
 
 def run_emu(
@@ -193,6 +194,7 @@ def run_emu(
     emulator: Callable[[str], Any] | None = None,
     game: str = "drmario",
     model: str | Path | None = None,
+    verify_crc: bool = True,
 ) -> dict[str, Any]:
     """``hil run --emu ROM``: plays ``settings.levels`` (a chain: level + 1 at the same speed
     after each stage clear, as the game goes) on the ROM in cynes through the same Runtime,
@@ -202,14 +204,15 @@ def run_emu(
     ``model``, else the model ``hil prepare`` made for this ROM, else the shipped one
     (perception.store.choose_model; said once through ``say``). Raises RomError (missing, wrong
     or corrupt ROM), EmuError, ValueError (levels that are not one game), FileNotFoundError (a
-    ``model`` that is no file)."""
+    ``model`` that is no file). ``verify_crc`` False accepts a dump of unknown CRC (``hil
+    run --no-crc``)."""
     from hil.consoles.emu import EmuRun
 
     levels = settings.levels
     first = levels[0]
     prof = profile if isinstance(profile, Profile) else Profile.load(profile)
     if game == "drmario":
-        prof = naming_rom(prof, rom)  # this ROM's prepared model and screens
+        prof = naming_rom(prof, rom, verify_crc)  # this ROM's prepared model and screens
     screens = rom_screens(prof) if game == "drmario" else None
     if game == "drmario" and screens is None:
         screens = _screens_from_rom(rom, prof, say or (lambda m: print(m, file=sys.stderr)))
@@ -236,6 +239,7 @@ def run_emu(
         emulator=emulator,
         game=game,
         ram_menus=screens is None,
+        verify_crc=verify_crc,
     )
     log = EventLog(log_path)
     try:

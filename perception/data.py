@@ -71,6 +71,8 @@ class Labels:
     next_throw: the next pill's throw frame (``pillThrownFrame``; 0 at rest beside the doctor),
     for the evaluation's error breakdown. alike: uint32 [16, 8] bit masks of the cell classes
     the picture cannot tell from the label (:func:`alike_classes`; filled for evaluation).
+    level: the game's level (``GameStream``; -1 for pictures of no level), for checking the
+    panel reader (perception.panel).
     """
 
     cells: np.ndarray
@@ -82,6 +84,7 @@ class Labels:
     alike: np.ndarray = dataclasses.field(
         default_factory=lambda: np.zeros((FIELD_ROWS, FIELD_COLS), np.uint32)
     )
+    level: int = -1
 
 
 def falling_cells(pill: engine.FallingPill) -> list[tuple[int, int, int]]:
@@ -380,6 +383,7 @@ class GameStream:
                 p = max(p, 0.3)
             if (ended and self.hard) or rng.random() < p:
                 labels = labels_from_facts(facts, int(game.phase), sent)
+                labels.level = level
                 if self.mark_alike and facts.falling is not None:
                     labels.alike = alike_classes(game, tiles)
                 shown = Shown(

@@ -133,7 +133,7 @@ def panel_reader(model: Path) -> PanelReader | None:
     else None (the panel is not read; a model trained by ``perception.train`` alone has none).
     Raises ValueError for a malformed glyph file."""
     beside = model.parent / PANEL_FILE
-    if beside.is_file():
+    if beside.exists():
         return PanelReader(load_glyphs(beside))
     if model.resolve() == DEFAULT_MODEL.resolve():
         if not _CLEAN_ROOM_GLYPHS:

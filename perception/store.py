@@ -84,8 +84,16 @@ def choose_model(model: str | Path | None = None, profile: Profile | None = None
     if profile is not None and profile.rom_crc32:
         found = prepared_model(profile.rom_crc32)
         if found is not None:
+            from perception.panel import PANEL_FILE
+
+            older = (
+                ""
+                if (found.parent / PANEL_FILE).exists()
+                else f"; no {PANEL_FILE} beside it, so the screen kind reads without the LEVEL "
+                "number: run `hil prepare` again"
+            )
             return ModelChoice(
-                found, f"perception model {found} (prepared for ROM {profile.rom_crc32})"
+                found, f"perception model {found} (prepared for ROM {profile.rom_crc32}{older})"
             )
         return ModelChoice(
             SHIPPED_MODEL,

@@ -100,7 +100,7 @@ def test_an_emu_recording_names_its_rom_so_replay_reads_it_with_the_prepared_mod
 
 
 @pytest.mark.parametrize(
-    "kind", ["missing", "not_ines", "truncated", "not_drmario", "unknown_dump"]
+    "kind", ["missing", "not_ines", "truncated", "not_drmario", "unknown_dump", "directory"]
 )
 def test_run_emu_refuses_a_bad_rom_with_one_line_and_exit_2(kind, rom, tmp_path, capsys):
     path = tmp_path / "game.nes"
@@ -112,12 +112,18 @@ def test_run_emu_refuses_a_bad_rom_with_one_line_and_exit_2(kind, rom, tmp_path,
         path = rom  # a valid iNES file, but not the game
     elif kind == "unknown_dump":  # the game's size and header, not a known-good dump's CRC
         path.write_bytes(b"NES\x1a\x02\x04\x10" + bytes(9) + b"!DR.MARIO!" + bytes(65526))
+    elif kind == "directory":
+        path.mkdir()
     rc = main(["run", "--emu", str(path), "--fast", "--view", "none"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("hil run: ")
     assert "Traceback" not in err[0] and "verify_crc" not in err[0]  # no Python keyword
     if kind == "missing":
         assert err[0] == f"hil run: {path}: no such file"
+    if kind == "directory":
+        assert err[0] == f"hil run: --emu {path} is a directory, not a ROM file"
+    if kind == "unknown_dump":  # the flag that accepts it, in the command's words
+        assert "--no-crc" in err[0]
 
 
 def test_run_emu_takes_missing_screens_from_the_rom_once_and_stores_them(tmp_path, monkeypatch):

@@ -84,9 +84,15 @@ def test_glyph_files_and_which_models_have_them(tmp_path):
     np.savez(bad, digits=np.zeros((9, 8, 8)))
     with pytest.raises(ValueError, match="expected"):
         load_glyphs(bad)
-    bad.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="no panel glyphs"):
+    for content in (b"not a zip", b"", path.read_bytes()[:40]):  # foreign, empty, truncated
+        bad.write_bytes(content)
+        with pytest.raises(ValueError, match="no panel glyphs"):
+            load_glyphs(bad)
+    np.savez(bad, digits=np.full((10, 8, 8), np.nan))
+    with pytest.raises(ValueError, match="not numbers"):
         load_glyphs(bad)
+    with pytest.raises(ValueError, match="no panel glyphs"):
+        load_glyphs(tmp_path)  # a directory
     assert panel_reader(DEFAULT_MODEL) is not None  # the shipped model: clean-room glyphs
     model = tmp_path / "board.onnx"
     model.write_bytes(DEFAULT_MODEL.read_bytes())
@@ -192,3 +198,29 @@ def test_hil_run_refuses_a_corrupt_glyph_file_in_one_line(tmp_path):
     assert run.returncode == 2
     last = run.stderr.strip().splitlines()[-1]
     assert "panel.npz: no panel glyphs" in last and "Traceback" not in run.stderr
+
+
+def test_a_model_prepared_before_the_panel_is_named_so(tmp_path, monkeypatch):
+    from perception.store import choose_model, prepared_dir
+
+    monkeypatch.setenv("DRMARIO_BRIDGE_DATA", str(tmp_path))
+    folder = prepared_dir("0BADF00D")
+    folder.mkdir(parents=True)
+    (folder / "board.onnx").write_bytes(DEFAULT_MODEL.read_bytes())
+    rig = Profile.load("ideal_720p_nearest").replace(rom_crc32="0BADF00D")
+    assert "no panel.npz beside it" in choose_model(None, rig).why
+    save_glyphs(TILES, folder / PANEL_FILE)
+    assert choose_model(None, rig).why.endswith("(prepared for ROM 0BADF00D)")
+
+
+def test_the_check_command_counts_against_the_truth(capsys):
+    from perception.panel import check, main
+
+    out = check(TILES, chains=1, frames=40)
+    assert set(out["chains"]) >= {"mjpeg_720p_q70", "random_0"}
+    pooled = out["pooled"]
+    assert pooled["pictures"] > 100 and pooled["level_wrong"] == 0
+    assert pooled["level_right"] + pooled["level_not_read"] == pooled["pictures"]
+    assert pooled["flight_read_flight"] == pooled["flight"] > 0
+    assert main(["--rom", "/no/such.nes"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -126,9 +126,12 @@ def test_prepare_refuses_in_one_line(made_up_rom, tmp_path, monkeypatch, capsys)
     rom, _ = made_up_rom
     monkeypatch.setenv("DRMARIO_BRIDGE_DATA", str(tmp_path))
     assert prep.main(["--rom", str(rom)]) == 2  # an unknown dump without --no-crc
-    assert "CRC-32" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "CRC-32" in err and "pass --no-crc" in err and "verify_crc" not in err
     assert prep.main(["--rom", str(tmp_path / "none.nes")]) == 2
     assert "no such file" in capsys.readouterr().err
+    assert prep.main(["--rom", str(tmp_path)]) == 2
+    assert "is a directory, not a ROM file" in capsys.readouterr().err
     real = prep.importlib.util.find_spec
     monkeypatch.setattr(
         prep.importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a)

@@ -15,6 +15,7 @@ import pytest
 
 from calibration import CaptureModel, Geometry, Profile
 from hil.loop.recording import Recording, RecordingError, RecordingWriter
+from perception.store import SHIPPED_MODEL
 
 PROFILE = Profile(name="small", geometry=Geometry.centered(320, 256, interpolation="area"))
 
@@ -241,14 +242,23 @@ def test_hil_run_recording_replays_with_no_flags(run_rec, tmp_path):
 def test_a_run_with_the_onnx_reader_replays_to_the_same_readings(tmp_path, profile):
     """Lossless (ffv1): the replay reads exactly what the run read, every frame."""
     rec = tmp_path / "rec"
+    # the run reads with --model (a copy of the shipped model): the replay reads with it too
+    model = tmp_path / "mine" / "board.onnx"
+    model.parent.mkdir()
+    shutil.copyfile(SHIPPED_MODEL, model)
     args = ["run", "--fast", "--view", "none", "--profile", profile, "--reader", "onnx"]
+    args += ["--model", str(model)]
     r = hil(*args, "--frames", "700", "--record", str(rec), "--record-codec", "ffv1")
     assert r.returncode in (0, 1), r.stderr  # 700 frames: the level is not over
     r = hil("replay", str(rec), "--quiet", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
+    assert f"perception model {model} (the run's --model, in the recording)" in r.stderr
     n = len(Recording(rec))
     assert f"vs the run's readings over {n} frames: cells 100.00 %" in r.stdout, r.stdout
     assert "pill 100.00 %, next 100.00 %, kind 100.00 %" in r.stdout, r.stdout
+    model.unlink()  # gone: the default choice reads, and the line says the run's is gone
+    r = hil("replay", str(rec), "--quiet", "--out", str(tmp_path / "out2"), "--frames", "50")
+    assert r.returncode == 0 and f"the run's --model {model} is gone" in r.stderr, r.stderr
 
 
 def cut(path: Path, keep: int) -> None:

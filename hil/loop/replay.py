@@ -1178,10 +1178,19 @@ def choose_reader(name: str, source: Source, model: str | Path | None = None) ->
                 "reads only recordings; perception (--reader auto) reads any video"
             )
         return TruthReader()
+    recorded = source.meta.get("model") if source.meta.get("producer") == "hil run" else None
+    from_run = model is None and recorded is not None and Path(str(recorded)).is_file()
+    if from_run:  # the run read with --model: read with the same file
+        model = recorded
     try:
-        return PerceptionReader(source.profile, model)
+        reader = PerceptionReader(source.profile, model)
     except (FileNotFoundError, ValueError) as e:
         raise ReplayError(f"perception's board reader: {e}") from None
+    if from_run:
+        reader.model_line = f"perception model {recorded} (the run's --model, in the recording)"
+    elif model is None and recorded:
+        reader.model_line += f"; the run's --model {recorded} is gone"
+    return reader
 
 
 def choose_policy(name: str, taps_only: bool = False, model: str | Path | None = None) -> Decider:
