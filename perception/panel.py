@@ -144,9 +144,9 @@ def _luma(crop: np.ndarray, box: tuple[int, int, int, int]) -> npt.NDArray[np.fl
 
 
 def level_viruses(level: int) -> int:
-    """The viruses a level starts with: 4 (level + 1), at most 84 (level_init's count; the
-    game caps the level it counts from at 20)."""
-    return min(4 * (level + 1), 84)
+    """The viruses a level starts with, as initData_level [$8216] asks for them:
+    (min(level, 20) + 1) * 4 (the tracker's virus_target too)."""
+    return (min(level, 20) + 1) * 4
 
 
 def check(

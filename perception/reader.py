@@ -13,7 +13,7 @@ out), :meth:`postprocess` decodes them (perception.decode). No torch at run time
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +124,11 @@ class BoardReader:
         return [self.postprocess(outputs, i, crops[i]) for i in range(len(frames))]
 
 
-_CLEAN_ROOM_GLYPHS: list[np.ndarray] = []
+@cache
+def _clean_room_glyphs() -> np.ndarray:
+    import engine
+
+    return glyphs(engine.TileSet.clean_room())
 
 
 def panel_reader(model: Path) -> PanelReader | None:
@@ -136,9 +140,5 @@ def panel_reader(model: Path) -> PanelReader | None:
     if beside.exists():
         return PanelReader(load_glyphs(beside))
     if model.resolve() == DEFAULT_MODEL.resolve():
-        if not _CLEAN_ROOM_GLYPHS:
-            import engine
-
-            _CLEAN_ROOM_GLYPHS.append(glyphs(engine.TileSet.clean_room()))
-        return PanelReader(_CLEAN_ROOM_GLYPHS[0])
+        return PanelReader(_clean_room_glyphs())
     return None

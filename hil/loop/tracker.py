@@ -46,6 +46,7 @@ from perception.observation import (
     observation_from_facts,
     unpaired_halves,
 )
+from perception.panel import level_viruses as virus_target
 
 SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
 
@@ -998,11 +999,6 @@ def _usable_seed(level: int) -> int:
 # Frames from the Start to the end of the longest intro: 6 frames of load, at most 145 addVirus
 # calls (levels 20-24, over every seed: docs/LEVEL_GEN.md), one overrun frame, and a margin.
 MAX_INTRO_FRAMES = 6 + 145 + 1 + 8
-
-
-def virus_target(level: int) -> int:
-    """Viruses initData_level [$8216] asks for: (min(level, 20) + 1) * 4."""
-    return (min(level, 20) + 1) * 4
 
 
 def _pill_cells(cells: npt.NDArray[np.uint8]) -> bool:
