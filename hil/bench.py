@@ -44,14 +44,22 @@ def bench(
 
     levels: (level 0..24, speed 0..2) played in a chain, each to its end, until ``frames``
     console frames have passed."""
-    from hil.loop.runtime import LevelPlan, RunSettings
-    from hil.play import SimOptions, run_sim
+    from calibration import Profile
+    from hil.loop.runtime import LevelPlan
+    from hil.play import RunRequest, run
 
     plans = [LevelPlan(lv, sp) for lv, sp in levels]
-    settings = RunSettings(levels=plans, fast=True, max_frames=frames)
-    summary, _ = run_sim(
-        settings, SimOptions(profile=profile), reader=reader, policy=policy, taps_only=taps_only
+    request = RunRequest(
+        "sim",
+        plans,
+        Profile.load(profile),
+        lockstep=True,
+        reader=reader,
+        policy=policy,
+        taps_only=taps_only,
+        max_frames=frames,
     )
+    summary, _ = run(request, say=lambda _m: None)
     lat = summary["latency_ms"]
 
     def pick(d: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -98,13 +106,21 @@ def bench(
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from hil import args as parse
+
     p.add_argument(
         "--levels",
+        type=parse.levels,
         default=",".join(f"{lv}:{sp}" for lv, sp in DEFAULT_LEVELS),
         help='levels played in a chain, "LEVEL:SPEED,..." (speed 0 LOW, 1 MED, 2 HI; '
         'default "0:1,10:2,20:2")',
     )
-    p.add_argument("--frames", type=int, default=6000, help="console frames to play (6000)")
+    p.add_argument(
+        "--frames",
+        type=parse.integer(1, 10_000_000),
+        default=6000,
+        help="console frames to play (6000)",
+    )
     p.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (mjpeg_720p_q70)")
     p.add_argument("--reader", default="auto", help="auto, oracle or onnx")
     p.add_argument("--policy", default="auto", help="auto, heuristic or onnx")
@@ -117,20 +133,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from hil.loop.runtime import parse_levels, pick_policy, pick_reader
+    from hil.loop.runtime import pick_policy, pick_reader
+    from hil.play import RunError
 
+    levels = [(i.level, 1 if i.speed is None else i.speed) for i in args.levels]
     try:
-        levels = [(p.level, p.speed) for p in parse_levels(args.levels, 1)]
-    except ValueError as exc:
+        report = bench(
+            levels=levels,
+            frames=args.frames,
+            profile=args.profile,
+            reader=pick_reader(args.reader, sim=True),
+            policy=pick_policy(args.policy),
+            taps_only=args.planner == "taps",
+        )
+    except (RunError, ValueError, OSError) as exc:
         raise SystemExit(f"hil bench: {exc}") from None
-    report = bench(
-        levels=levels,
-        frames=args.frames,
-        profile=args.profile,
-        reader=pick_reader(args.reader, sim=True),
-        policy=pick_policy(args.policy),
-        taps_only=args.planner == "taps",
-    )
     print(json.dumps(report, indent=2))
     return 0
 

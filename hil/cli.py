@@ -10,6 +10,8 @@ if TYPE_CHECKING:  # imported where used: `hil demo` and `--help` stay light
     from pathlib import Path
 
     from calibration import Profile
+    from hil.loop.levels import LevelPlan
+    from hil.play import RunRequest
     from hil.sim_record import Renderer, SimSettings
 
 # `hil sim show`'s default sheet: from the ideal chain to the most degraded.
@@ -127,39 +129,50 @@ def _cmd_sim_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _levels(args: argparse.Namespace) -> list[tuple[int, int]]:
-    """--levels "L[:S],..." or --level/--speed chained --max-levels times; each level 0..24,
-    speed 0..2 (SystemExit naming the option otherwise)."""
+def _levels(args: argparse.Namespace) -> list[LevelPlan]:
+    """--levels (hil.args.levels; an item without a speed takes --speed) or --level chained
+    --max-levels times (the game's chain: level + 1 up to 24 at the same speed)."""
+    from hil.loop.levels import LevelPlan
+
     if args.levels:
-        from hil.loop.runtime import parse_levels
-
-        try:
-            out = [(p.level, p.speed) for p in parse_levels(args.levels, args.speed)]
-        except ValueError as exc:
-            raise SystemExit(f"hil run: {exc}") from None
-        for lv, sp in out:
-            if not (0 <= lv <= 24 and 0 <= sp <= 2):
-                raise SystemExit(
-                    f"hil run: --levels item {lv}:{sp}: level must be 0..24 and speed 0..2"
-                )
-        return out
-    if not 0 <= args.level <= 24:
-        raise SystemExit(f"hil run: --level must be 0..24, got {args.level}")
-    if args.max_levels < 1:
-        raise SystemExit(f"hil run: --max-levels must be at least 1, got {args.max_levels}")
-    return [(min(args.level + i, 24), args.speed) for i in range(args.max_levels)]
+        if args.max_levels is not None:
+            raise SystemExit("hil run: --levels and --max-levels: give one of them")
+        return [LevelPlan(i.level, args.speed if i.speed is None else i.speed) for i in args.levels]
+    return [LevelPlan(min(args.level + i, 24), args.speed) for i in range(args.max_levels or 1)]
 
 
-def _check_run_args(args: argparse.Namespace) -> None:
-    """Bad numbers and unusable paths of ``hil run``: one line and exit 2 before anything
-    starts (SystemExit)."""
-    if args.frames < 1:
-        raise SystemExit(f"hil run: --frames must be at least 1, got {args.frames}")
-    for opt in ("capture_seed", "console_seed"):
-        if getattr(args, opt) < 0:
-            raise SystemExit(
-                f"hil run: --{opt.replace('_', '-')} must be 0 or more, got {getattr(args, opt)}"
-            )
+# hil run's options that only one console kind takes (None: not given).
+_ONLY_FOR = {
+    "seed": ("sim", "--seed"),
+    "console_seed": ("sim", "--console-seed"),
+    "no_crc": ("emu", "--no-crc"),
+    "emu_game": ("emu", "--emu-game"),
+    "latency_frames": ("rig", "--latency-frames"),
+}
+
+
+def _run_request(args: argparse.Namespace) -> RunRequest:
+    """hil run's command line as a checked hil.play.RunRequest: anything wrong is one line and
+    exit 2 (SystemExit) before any work starts (docs/RUN.md, "Bad input")."""
+    from pathlib import Path
+
+    from hil.loop.runtime import pick_policy, pick_reader
+    from hil.play import RunError, RunRequest, naming_rom
+
+    if args.emu is not None and (args.port or args.capture or args.sim):
+        raise SystemExit("hil run: --emu is its own console; leave out --sim, --port, --capture")
+    if args.sim and (args.port or args.capture):
+        raise SystemExit("hil run: --sim is its own console; leave out --port and --capture")
+    if args.capture and not args.port:
+        raise SystemExit("hil run: --capture is the real rig's: add --port (the controller)")
+    console = "emu" if args.emu is not None else "rig" if args.port else "sim"
+    for opt, (kind, flag) in _ONLY_FOR.items():
+        given = getattr(args, opt)
+        if given not in (None, False) and kind != console:
+            raise SystemExit(f"hil run: {flag} is for the {kind} console, not the {console}")
+    if args.capture_seed is not None and console == "rig":
+        raise SystemExit("hil run: --capture-seed is for the simulated capture (sim, --emu)")
+    levels = _levels(args)
     if args.log:
         _check_out_file(args.log, "--log")
     if args.record:
@@ -176,76 +189,96 @@ def _check_run_args(args: argparse.Namespace) -> None:
             check_port(args.port)
         except LinkError as e:
             raise SystemExit(f"hil run: --port {e}") from None
+    rom = None
+    if args.emu is not None:
+        rom = Path(args.emu)
+        if rom.is_dir():
+            raise SystemExit(f"hil run: --emu {rom} is a directory, not a ROM file")
+        if not rom.is_file():
+            raise SystemExit(f"hil run: --emu {rom}: no such file")
+    profile = _load_profile(args.profile, "hil run")
+    game = args.emu_game or "drmario"
+    if rom is not None and game == "drmario":
+        from engine import RomError
+
+        # Named once, for the run and its recording: hil replay then reads an --emu recording
+        # with the model prepared for the ROM, as the run did.
+        try:
+            profile = naming_rom(profile, rom, verify_crc=not args.no_crc)
+        except RomError as e:
+            raise SystemExit(f"hil run: {_rom_message(e, no_crc=True)}") from None
+        except OSError as e:
+            raise SystemExit(f"hil run: --emu {rom}: {e.strerror or e}") from None
+    try:
+        reader = pick_reader(args.reader, sim=console != "rig")
+        policy = pick_policy(args.policy)
+    except ValueError as e:
+        raise SystemExit(f"hil run: {e}") from None
+    request = RunRequest(
+        console,
+        levels,
+        profile,
+        lockstep=bool(args.fast),
+        reader=reader,
+        policy=policy,
+        taps_only=args.planner == "taps",
+        ponder=not args.no_ponder,
+        max_frames=args.frames,
+        model=args.model,
+        faults=list(args.fault),
+        capture_seed=args.capture_seed or 0,
+        firmware=Path(args.firmware) if args.firmware else None,
+        seeds=args.seed or [0x8988],
+        console_seed=args.console_seed or 0,
+        rom=rom,
+        game=game,
+        verify_crc=not args.no_crc,
+        port=args.port,
+        capture=args.capture,
+        latency_frames=args.latency_frames,
+    )
+    try:
+        request.check()
+    except RunError as e:
+        raise SystemExit(f"hil run: {e}") from None
+    return request
 
 
 def _check_out_file(path: str, opt: str) -> None:
-    """A file to write: not a directory, in a directory that exists or can be made and is
-    writable. SystemExit naming ``opt`` otherwise."""
-    import os
-    from pathlib import Path
+    """A file to write (hil.args.out_file); SystemExit naming ``opt`` otherwise."""
+    from hil.args import Bad, out_file
 
-    p = Path(path)
-    if p.is_dir():
-        raise SystemExit(f"hil run: {opt} {p} is a directory, not a file")
-    parent = p.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise SystemExit(f"hil run: {opt} {p}: {parent} is a file, not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise SystemExit(f"hil run: {opt} {p}: permission denied")
-
-
-def _seeds(text: str) -> list[int]:
     try:
-        return [int(x, 0) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise SystemExit(f"hil run: --seed {text!r} is not a list of integers") from None
+        out_file(path)
+    except Bad as e:
+        raise SystemExit(f"hil run: {opt} {e}") from None
 
 
-def _faults(items: list[str]) -> list[object]:
-    from hil.consoles.sim import Fault
-
-    out: list[object] = []
-    for item in items:
-        frame, _, kind = item.partition(":")
-        try:
-            out.append(Fault(int(frame), kind or "drop_input"))
-        except ValueError:
-            raise SystemExit(
-                f"hil run: --fault {item!r} is not FRAME[:drop_input|garbage]"
-            ) from None
-    return out
-
-
-def _recorder(args: argparse.Namespace, profile: Profile, reader: str, policy: str):
+def _recorder(args: argparse.Namespace, req: RunRequest):
     """``--record DIR``: a hil.loop.recording.RunRecorder (opens its files on the first frame)."""
     if not args.record:
         return None
-    from pathlib import Path
-
     from hil.loop.recording import RecordingError, RunRecorder
 
-    emu = bool(getattr(args, "emu", None))
-    sim = (args.sim or args.port is None) and not emu
+    sim = req.console == "sim"
     meta = {
         "producer": "hil run",
-        "console": "emu" if emu else "simulated" if sim else "rig",
-        "reader": reader,
-        "policy": policy,
+        "console": {"sim": "simulated"}.get(req.console, req.console),
+        "reader": req.reader,
+        "policy": req.policy,
         "planner": args.planner,
-        "levels": [list(lv) for lv in _levels(args)],
-        "seeds": _seeds(args.seed) if sim else None,
-        "capture_seed": args.capture_seed if sim or emu else None,
-        "console_seed": args.console_seed if sim else None,
-        "fast": bool(args.fast),
-        "profile_name": profile.name,
+        "levels": [[lp.level, lp.speed] for lp in req.levels],
+        "seeds": req.seeds if sim else None,
+        "capture_seed": req.capture_seed if req.console != "rig" else None,
+        "console_seed": req.console_seed if sim else None,
+        "fast": req.lockstep,
+        "profile_name": req.profile.name,
         # the board model the run was told to read with (None: the choice by the profile's
         # ROM); hil replay reads with the same file
-        "model": str(Path(args.model).resolve()) if getattr(args, "model", None) else None,
+        "model": str(req.model.resolve()) if req.model is not None else None,
     }
     try:
-        return RunRecorder(args.record, profile, args.record_codec, meta, args.overwrite)
+        return RunRecorder(args.record, req.profile, args.record_codec, meta, args.overwrite)
     except RecordingError as e:
         raise SystemExit(f"hil run: --record {e}") from None
 
@@ -288,39 +321,15 @@ class _Signals:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Play: the closed loop against the simulated console (default) or the real rig."""
-    from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
+    """Play: the closed loop against the simulated console (default), the emulator (--emu) or
+    the real rig (--port): one path for all (hil.play.run)."""
+    from engine import RomError
+    from hil.consoles.emu import EmuError
     from hil.loop.view import make_view
-    from hil.play import SimOptions, run_rig, run_sim
+    from hil.play import RunError, run
 
-    if args.emu:
-        return _run_emu(args)
-    sim = args.sim or args.port is None
-    if args.fast and not sim:
-        raise SystemExit("hil run: --fast is for the simulated console (lockstep)")
-    _check_run_args(args)
-    try:
-        reader = pick_reader(args.reader, sim=sim)
-        policy = pick_policy(args.policy)
-    except ValueError as e:
-        raise SystemExit(f"hil run: {e}") from None
-    settings = RunSettings(
-        levels=[LevelPlan(lv, sp) for lv, sp in _levels(args)],
-        fast=args.fast,
-        max_frames=args.frames,
-        ponder=not args.no_ponder,
-    )
-    profile = _load_profile(args.profile, "hil run")
-    # A bad --model fails here; which model reads is said once the devices are open, so that a
-    # run refused for its capture or port prints that one line only.
-    model_line = _model_line("hil run", args.model, profile) if reader == "onnx" else None
-    recorder = _recorder(args, profile, reader, policy)
-    if reader == "oracle":
-        print(
-            "hil run: --reader oracle: the simulated console's ground truth stands in for "
-            "perception",
-            file=sys.stderr,
-        )
+    req = _run_request(args)
+    recorder = _recorder(args, req)
     signals = _Signals()
     hook = None
     if recorder is not None:
@@ -332,48 +341,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     view_kind = args.view
     if view_kind == "auto":
-        view_kind = "none" if args.fast else "window"
+        view_kind = "none" if req.lockstep else "window"
     view, close_view = make_view(view_kind)
     try:
-        if sim:
-            if model_line is not None:
-                print(model_line, file=sys.stderr)
-            summary, _ = run_sim(
-                settings,
-                SimOptions(
-                    profile=args.profile,
-                    seeds=_seeds(args.seed),
-                    capture_seed=args.capture_seed,
-                    console_seed=args.console_seed,
-                    faults=_faults(args.fault),
-                    firmware=args.firmware,
-                ),
-                reader=reader,
-                policy=policy,
-                taps_only=args.planner == "taps",
-                log_path=args.log,
-                view=view,
-                on_frame=hook,
-                model=args.model,
-            )
-        else:
-            summary = run_rig(
-                settings,
-                profile,
-                port=args.port,
-                capture=args.capture,
-                latency_frames=args.latency_frames,
-                reader=reader,
-                policy=policy,
-                taps_only=args.planner == "taps",
-                model=args.model,
-                model_line=model_line,
-                log_path=args.log,
-                view=view,
-                on_frame=hook,
-            )
-    except ValueError as e:
-        raise SystemExit(f"hil run: {e}") from None
+        summary, _ = run(req, log_path=args.log, view=view, on_frame=hook)
+    except FileNotFoundError as e:
+        raise SystemExit(
+            f"hil run: {e.filename}: no such file" if e.filename else f"hil run: {e}"
+        ) from None
+    except (RunError, RomError, EmuError, ValueError) as e:
+        raise SystemExit(f"hil run: {_rom_message(e, no_crc=True)}") from None
+    except OSError as e:
+        raise SystemExit(f"hil run: {e.strerror or e}") from None
     finally:
         close_view()
         if recorder is not None:
@@ -390,14 +369,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
-    """hil run's end: the headline on stderr, the summary (as logged) as JSON on stdout; the
-    exit status: 0 every level played cleared, 1 otherwise, 2 a level that could not start."""
+    """hil run's end: the headline on stderr (every fault the summary counts), the summary (as
+    logged) as JSON on stdout; the exit status: 0 every level asked for was played and
+    cleared, 1 otherwise, 2 a level that could not start."""
     import json
 
+    asked = summary.get("levels_asked", summary["levels_played"])
+    unplayed = asked - summary["levels_played"]
     print(
-        f"hil run: {stopped}{summary['levels_cleared']}/{summary['levels_played']} levels "
-        f"cleared, {summary['console_frames']} frames, {summary['desyncs']} desyncs, "
-        f"{summary['late_schedules']} late schedules, "
+        f"hil run: {stopped}{summary['levels_cleared']}/{asked} levels cleared"
+        + (f" ({unplayed} not played)" if unplayed else "")
+        + f", {summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"{summary['late_schedules']} late schedules, {summary['underruns']} underruns, "
+        f"{summary['watchdog_trips']} watchdog trips, {summary['timing_slips']} timing slips, "
         f"{summary['missed_decisions']} missed decisions, peak RSS {summary['peak_rss_mb']} MB"
         + tail,
         file=sys.stderr,
@@ -405,90 +389,7 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     print(json.dumps(summary, indent=1))
     if summary.get("cannot_start"):
         return 2  # the level asked for could not be started (said in one line)
-    return 0 if summary["levels_cleared"] == summary["levels_played"] > 0 else 1
-
-
-def _run_emu(args: argparse.Namespace) -> int:
-    """hil run --emu ROM: the user's Dr. Mario in cynes, menus to --level/--speed, then the
-    game's chain of levels (docs/EMU.md). A missing, wrong or corrupt ROM: one line, exit 2."""
-    import os
-
-    from engine import RomError
-    from hil.consoles.emu import EmuError
-    from hil.loop.runtime import LevelPlan, RunSettings, pick_policy, pick_reader
-    from hil.loop.view import make_view
-    from hil.play import naming_rom, run_emu
-
-    if args.port or args.capture:
-        print("hil run: --emu is its own console; leave out --port and --capture", file=sys.stderr)
-        return 2
-    if os.path.isdir(args.emu):
-        print(f"hil run: --emu {args.emu} is a directory, not a ROM file", file=sys.stderr)
-        return 2
-    try:
-        reader = pick_reader(args.reader, sim=True)  # the emulator carries a checked truth
-        policy = pick_policy(args.policy)
-        levels = [LevelPlan(lv, sp) for lv, sp in _levels(args)]
-    except ValueError as e:
-        print(f"hil run: {e}", file=sys.stderr)
-        return 2
-    if reader == "oracle":
-        print(
-            "hil run: --reader oracle on --emu: the engine's LevelFlow shadow of the game, "
-            "checked against its RAM every frame, stands in for perception",
-            file=sys.stderr,
-        )
-    view_kind = args.view
-    if view_kind == "auto":
-        view_kind = "none" if args.fast else "window"
-    view, close_view = make_view(view_kind)
-    settings = RunSettings(
-        levels=levels, fast=True, max_frames=args.frames, ponder=not args.no_ponder
-    )
-    profile = _load_profile(args.profile, "hil run")
-    if args.emu_game == "drmario":
-        # Named here once, for the run and its recording: hil replay then reads an --emu
-        # recording with the model prepared for the ROM, as the run did (the shipped
-        # clean-room one read such a recording at 0.14 % whole boards). A ROM that cannot be
-        # read is left to run_emu, which says in one line what is wrong with it.
-        try:
-            profile = naming_rom(profile, args.emu, verify_crc=not args.no_crc)
-        except (OSError, ValueError):
-            pass
-    recorder = _recorder(args, profile, reader, policy)
-    try:
-        summary = run_emu(
-            settings,
-            args.emu,
-            profile=profile,
-            reader=reader,
-            policy=policy,
-            taps_only=args.planner == "taps",
-            capture_seed=args.capture_seed,
-            log_path=args.log,
-            view=view,
-            game=args.emu_game,
-            model=args.model,
-            on_frame=recorder,
-            verify_crc=not args.no_crc,
-        )
-    except FileNotFoundError as e:
-        print(
-            f"hil run: {e.filename}: no such file" if e.filename else f"hil run: {e}",
-            file=sys.stderr,
-        )
-        return 2
-    except (RomError, EmuError, ValueError) as e:
-        print(f"hil run: {_rom_message(e, no_crc=True)}", file=sys.stderr)
-        return 2
-    except OSError as e:  # unreadable ROM
-        print(f"hil run: --emu {args.emu}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    finally:
-        close_view()
-        if recorder is not None:
-            recorder.close()
-    return _print_summary(summary)
+    return 0 if summary["levels_cleared"] == asked > 0 else 1
 
 
 def _model_line(command: str, model: str | None, profile: Profile) -> str:
@@ -806,6 +707,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hil import args as parse
     from hil.link.vdevice import DEFAULT_UF2
 
     parser = _Parser(
@@ -854,18 +756,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="play: the closed loop (the simulated console unless --port is given)",
+        help="play: the closed loop (the simulated console unless --emu or --port is given)",
         description=(
             "Play Dr. Mario: capture -> perception -> tracker -> policy -> planner -> "
-            "controller. Without --port it plays the simulated console (real time; --fast: "
-            "lockstep). docs/RUN.md explains everything."
+            "controller, on the simulated console (default), your ROM in the emulator (--emu) "
+            "or the real rig (--port, --capture). The console runs in real time and never "
+            "waits; --fast: lockstep (sim and --emu). docs/RUN.md explains everything."
         ),
     )
-    run.add_argument("--port", help="controller serial port (/dev/ttyACM0): the real rig")
+    run.add_argument(
+        "--port", type=parse.port, help="controller serial port (/dev/ttyACM0): the rig"
+    )
     run.add_argument("--capture", help="capture device (/dev/video0, 0) or video file (rig)")
     run.add_argument("--sim", action="store_true", help="the simulated console (default)")
     run.add_argument(
-        "--emu", metavar="ROM", help="your Dr. Mario ROM in the emulator (cynes): menus, chain"
+        "--emu", metavar="ROM", help="your Dr. Mario ROM in the emulator (cynes), in real time"
     )
     run.add_argument(
         "--no-crc", action="store_true", help="--emu: accept a dump of unknown CRC (as prepare)"
@@ -873,32 +778,55 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--emu-game",
         choices=["drmario", "testrom"],
-        default="drmario",
-        help="--emu's game: drmario, or testrom (the project's test ROM: the path, no game; CI)",
+        help="--emu's game: drmario (default), or testrom (the project's test ROM: the path, "
+        "no game; CI)",
     )
-    run.add_argument("--fast", action="store_true", help="lockstep sim: as fast as possible")
+    run.add_argument(
+        "--fast",
+        action="store_true",
+        help="lockstep: the console waits for the host (sim and --emu; as fast as possible)",
+    )
     run.add_argument(
         "--firmware",
         nargs="?",
         const=str(DEFAULT_UF2),
         metavar="UF2",
-        help="sim with --fast: the controller is this firmware image (default the committed "
+        help="with --fast (sim): the controller is this firmware image (default the committed "
         "one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
     )
     run.add_argument(
         "--level",
-        type=int,
+        type=parse.integer(0, parse.MAX_LEVEL),
         default=0,
-        help="first level 0..24 (default 0); 0..20 where the options screen starts it (--emu)",
+        help="first level 0..24 (default 0); 0..20 where the options screen starts it",
     )
     run.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
-    run.add_argument("--levels", help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"')
-    run.add_argument("--max-levels", type=int, default=1, help="levels from --level (1)")
+    run.add_argument(
+        "--levels", type=parse.levels, help='levels to play, "L[:S],...", e.g. "0:0,10:1,20:2"'
+    )
+    run.add_argument(
+        "--max-levels",
+        type=parse.integer(1, 1000),
+        help="levels of the game's chain from --level (1; 1..1000)",
+    )
     run.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile (name/file)")
-    run.add_argument("--seed", default="0x8988", help="sim: level RNG seeds, comma separated")
-    run.add_argument("--capture-seed", type=int, default=0, help="sim: capture noise/timing")
-    run.add_argument("--console-seed", type=int, default=0, help="sim: frameCounter phase")
-    run.add_argument("--frames", type=int, default=200_000, help="console frames at most")
+    run.add_argument(
+        "--seed", type=parse.seeds, help="sim: level RNG seeds, comma separated (0x8988)"
+    )
+    run.add_argument(
+        "--capture-seed",
+        type=parse.integer(0, 2**32 - 1),
+        help="sim, --emu: the capture's noise and timing (0)",
+    )
+    run.add_argument(
+        "--console-seed", type=parse.integer(0, 2**32 - 1), help="sim: frameCounter phase (0)"
+    )
+    run.add_argument(
+        "--frames",
+        type=parse.integer(1, 100_000_000),
+        default=200_000,
+        help="console frames at most (200000)",
+    )
     run.add_argument("--log", help="JSONL event log to write")
     run.add_argument("--record", help="directory to record the capture and the run's readings into")
     run.add_argument(
@@ -918,11 +846,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--reader",
+        choices=["auto", "onnx", "oracle"],
         default="auto",
         help="auto, onnx, or oracle (the simulated console's or --emu's ground truth)",
     )
     run.add_argument(
         "--policy",
+        choices=["auto", "onnx", "search", "heuristic"],
         default="auto",
         help="auto, onnx, search (policy.search with the network as prior: slower, stronger; "
         "docs/RUN.md) or heuristic",
@@ -939,9 +869,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="decide each pill at its spawn, not during the previous pill's fall (docs/RUN.md "
         "'Pondering')",
     )
-    run.add_argument("--fault", action="append", default=[], help="sim: FRAME[:drop_input|garbage]")
-    run.add_argument("--latency-frames", type=float, help="rig: capture latency (calibrated)")
-    run.add_argument("--model", help=MODEL_HELP)
+    run.add_argument(
+        "--fault",
+        type=parse.fault,
+        action="append",
+        default=[],
+        metavar="FRAME:KIND[:AMOUNT]",
+        help="inject a fault at console FRAME (repeat): "
+        + "; ".join(
+            f"{k}{f' [{unit}, {d:g}]' if unit else ''}: {what}"
+            for k, (unit, d, _lo, _hi, what) in parse.FAULTS.items()
+        )
+        + " (docs/RUN.md 'Faults')",
+    )
+    run.add_argument(
+        "--latency-frames",
+        type=parse.real(0.0, 60.0),
+        help="rig: capture latency in console frames (calibrated; default the profile's)",
+    )
+    run.add_argument("--model", type=parse.in_file, help=MODEL_HELP)
     run.set_defaults(func=_cmd_run)
 
     from hil.bench import add_arguments as bench_arguments

@@ -1,12 +1,15 @@
-"""``hil run``'s wiring: a console of each kind built from the command's options and played
-through the one loop (hil.loop.runtime.play).
+"""``hil run``'s one path: a :class:`RunRequest` (what the command line asked, already checked),
+a console factory (:func:`open_console`: the simulated console, the emulator or the rig, each
+with its screen reader and whether it runs in lockstep), and :func:`run`, which builds the
+reader, policy and planner and plays the console through the one loop
+(hil.loop.runtime.play). Nothing else differs between the console kinds.
 
-- :func:`run_sim`: the simulated console (hil.consoles.sim.SimConsole), the default;
-- :func:`run_emu`: the user's ROM in cynes (hil.consoles.emu.EmuRun), ``--emu ROM``;
-- :func:`run_rig`: the real rig (hil.consoles.rig.RigConsole), ``--port`` and ``--capture``.
+- ``sim``: hil.consoles.sim.SimConsole, the default;
+- ``emu``: hil.consoles.emu.EmuRun, the user's ROM in cynes (``--emu ROM``);
+- ``rig``: hil.consoles.rig.RigConsole, a capture card and the RP2040 (``--port``).
 
-Each builds its console, the board reader, the policy and the planner, and hands them to
-``play``; nothing else differs between them.
+Lockstep (``--fast``: the console waits for the host) is the console's property; the rig is
+never in lockstep.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from calibration import Profile
-from hil.consoles.base import Frame
+from hil.args import FaultSpec
+from hil.consoles.base import Console, Frame
+from hil.loop.levels import LevelPlan
 from hil.loop.observation import make_reader
 from hil.loop.runtime import (
     EnginePlanner,
@@ -26,89 +31,251 @@ from hil.loop.runtime import (
     RunSettings,
     Runtime,
     make_policy,
+    pick_policy,
+    pick_reader,
     play,
 )
 
+KINDS = ("sim", "emu", "rig")
+# The faults each console kind can inject (hil.args.FAULTS); the rig's faults are real ones.
+CONSOLE_FAULTS = {
+    "sim": {"drop_input", "garbage", "drop", "repeat", "burst", "usb_stall", "unplug", "starve"},
+    "emu": {"drop", "repeat", "burst", "usb_stall", "unplug", "starve"},
+    "rig": set(),
+}
+# Faults that need the console to run in real time (in lockstep nothing can starve or stall).
+REALTIME_FAULTS = {"drop", "repeat", "burst", "usb_stall", "starve"}
+ORACLE_NOTE = {
+    "sim": "the simulated console's ground truth stands in for perception",
+    "emu": "the engine's LevelFlow shadow of the game, checked against its RAM every frame, "
+    "stands in for perception",
+}
+
+
+class RunError(ValueError):
+    """The run cannot start (the message says why, in the command line's words)."""
+
 
 @dataclass
-class SimOptions:
-    """The simulated console behind ``hil run --sim``: level seeds (one per level, cycled),
-    the capture profile, seeds, faults to inject."""
+class RunRequest:
+    """What ``hil run`` plays and how (docs/RUN.md; hil.cli builds it from checked options).
 
-    profile: str = "mjpeg_720p_q70"
-    seeds: list[int] = field(default_factory=lambda: [0x8988])
+    ``console``: "sim", "emu" or "rig". ``levels``: played in order (the game's chain where a
+    level is the last one's level + 1 at its speed). ``lockstep``: the console waits for the
+    host (``--fast``; sim and emu only). ``reader``: auto, onnx or oracle (sim and emu: their
+    ground truth); ``policy``: auto, onnx, search or heuristic; ``model``: the board model
+    (default: perception.store.choose_model). ``faults``: injected by the console (hil.args
+    .FaultSpec; :data:`CONSOLE_FAULTS`). ``firmware``: the controller is this UF2 in rp2040js
+    (sim and emu, lockstep). Sim: ``seeds`` (one per level, cycled), ``console_seed``,
+    ``screen``. Emu: ``rom``, ``game`` ("drmario" or "testrom"), ``verify_crc``. Rig:
+    ``port``, ``capture``, ``latency_frames`` (else the profile's)."""
+
+    console: str
+    levels: list[LevelPlan]
+    profile: Profile
+    lockstep: bool = False
+    reader: str = "auto"
+    policy: str = "auto"
+    taps_only: bool = False
+    ponder: bool = True
+    max_frames: int = 200_000
+    model: Path | None = None
+    faults: list[FaultSpec] = field(default_factory=list)
     capture_seed: int = 0
+    firmware: Path | None = None
+    seeds: list[int] = field(default_factory=lambda: [0x8988])
     console_seed: int = 0
-    faults: list[Any] = field(default_factory=list)
-    # A UF2 path: the controller is that firmware image in rp2040js (hil.link.vdevice.
-    # EmulatedFirmware, lockstep only) instead of the C core on a pty.
-    firmware: str | None = None
-    # The screen the console shows when the run begins ("title": as powered on; "options").
     screen: str = "title"
+    rom: Path | None = None
+    game: str = "drmario"
+    verify_crc: bool = True
+    port: str | None = None
+    capture: str | None = None
+    latency_frames: float | None = None
+    # RunSettings fields the command line does not set (tests, benchmarks)
+    tuning: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """What no console can do with these options. Raises RunError."""
+        if self.console not in KINDS:
+            raise RunError(f"unknown console {self.console!r}")
+        if not self.levels:
+            raise RunError("no level to play")
+        if self.console == "rig":
+            if self.lockstep:
+                raise RunError("--fast is for the simulated console and --emu (lockstep)")
+            if self.capture is None:
+                raise RunError("the real rig needs --capture (a capture device, /dev/video0)")
+            if self.firmware is not None:
+                raise RunError("--firmware is for the simulated console and --emu")
+        if self.firmware is not None and not self.lockstep:
+            raise RunError("--firmware runs in lockstep only: add --fast")
+        if self.reader == "oracle" and self.console == "rig":
+            raise RunError("--reader oracle reads a console's ground truth: sim and --emu only")
+        for f in self.faults:
+            if f.kind not in CONSOLE_FAULTS[self.console]:
+                takes = ", ".join(sorted(CONSOLE_FAULTS[self.console])) or "none"
+                raise RunError(
+                    f"--fault {f.kind} is not one the {self.console} console can inject "
+                    f"(it takes: {takes})"
+                )
+            if f.kind in REALTIME_FAULTS and self.lockstep:
+                raise RunError(f"--fault {f.kind} needs real time: leave out --fast")
+
+    @property
+    def oracle_note(self) -> str | None:
+        """What stands in for perception with ``--reader oracle`` (None: it is not used)."""
+        return ORACLE_NOTE.get(self.console) if self.reader == "oracle" else None
 
 
-def run_sim(
-    settings: RunSettings,
-    sim: SimOptions,
-    *,
-    reader: str = "oracle",
-    policy: str = "heuristic",
-    taps_only: bool = False,
-    log_path: str | Path | None = None,
-    view: Callable[[dict[str, Any]], None] | None = None,
-    say: Callable[[str], None] | None = None,
-    on_frame: Callable[[Runtime, Frame], None] | None = None,
-    model: str | Path | None = None,
-) -> tuple[dict[str, Any], Any]:
-    """Plays ``settings.levels`` on a SimConsole; returns (summary, console). ``model``: the
-    board model of the onnx reader (make_reader). Raises ValueError for bad options."""
-    from hil.consoles.sim import SimConsole, SimLevel
+@dataclass
+class Opened:
+    """A console built for a run: the console, its screen reader (None: levels start by RAM
+    or by the user, docs/RUN.md), the profile the run reads with (naming the ROM for emu)."""
 
-    profile = Profile.load(sim.profile)
+    console: Console
+    screens: Callable[[Any], Any] | None
+    profile: Profile
+
+
+# ---- the console factory ------------------------------------------------------------------
+
+
+def open_console(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
+    """The console ``req.console`` asks for, built and not yet started (``log``: where the
+    capture device logs its events). Raises RunError, RomError (emu), EmuError (emu),
+    OSError."""
+    opener = {"sim": _open_sim, "emu": _open_emu, "rig": _open_rig}[req.console]
+    return opener(req, say, log)
+
+
+def _firmware(req: RunRequest) -> Any:
+    if req.firmware is None:
+        return None
+    from hil.link.vdevice import EmulatedFirmware, EmulatorError
+
+    try:
+        return EmulatedFirmware(req.firmware, driven=True)
+    except EmulatorError as e:
+        raise RunError(str(e)) from None
+
+
+def _open_sim(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
+    from hil.consoles.sim import Fault, SimConsole, SimLevel
+
     levels = [
-        SimLevel(lp.level, lp.speed, sim.seeds[i % len(sim.seeds)])
-        for i, lp in enumerate(settings.levels)
+        SimLevel(lp.level, lp.speed, req.seeds[i % len(req.seeds)])
+        for i, lp in enumerate(req.levels)
     ]
-    device = None
-    if sim.firmware is not None:
-        from hil.link.vdevice import EmulatedFirmware, EmulatorError
-
-        if not settings.fast:
-            raise ValueError("--firmware runs in lockstep only: add --fast")
-        try:
-            device = EmulatedFirmware(sim.firmware, driven=True)
-        except EmulatorError as e:
-            raise ValueError(str(e)) from None
+    device = _firmware(req)
     console = SimConsole(
         levels,
-        profile,
-        realtime=not settings.fast,
-        capture_seed=sim.capture_seed,
-        console_seed=sim.console_seed,
-        max_frames=settings.max_frames + 600,
-        faults=sim.faults,
+        req.profile,
+        realtime=not req.lockstep,
+        capture_seed=req.capture_seed,
+        console_seed=req.console_seed,
+        max_frames=req.max_frames + 600,
+        faults=[Fault(f.frame, f.kind) for f in req.faults if f.kind in ("drop_input", "garbage")],
         device=device,
-        screen=sim.screen,
+        screen=req.screen,
+        capture_faults=capture_faults(req.faults),
+        link_faults=[f for f in req.faults if f.kind in ("usb_stall", "unplug", "starve")],
     )
-    log = EventLog(log_path)
-    try:
-        board_reader = make_reader(reader, profile, model)
-        summary = play(
-            settings,
-            console,
-            board_reader,
-            make_policy(policy),
-            EnginePlanner(taps_only),
-            log=log,
-            view=view,
-            say=say,
-            on_frame=on_frame,
-            screens=sim_screens(profile),
+    return Opened(console, sim_screens(req.profile), req.profile)
+
+
+def capture_faults(faults: list[FaultSpec]) -> list[Any]:
+    """The capture card's faults among ``faults`` (hil.consoles.paced.CaptureFault)."""
+    from hil.consoles.paced import CaptureFault
+
+    out = []
+    for f in faults:
+        if f.kind in ("drop", "repeat"):
+            out.append(CaptureFault(f.frame, f.kind, frames=int(f.amount)))
+        elif f.kind == "burst":
+            out.append(CaptureFault(f.frame, f.kind, ms=f.amount))
+    return out
+
+
+def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
+    from hil.consoles.emu import EmuRun
+
+    assert req.rom is not None
+    drmario = req.game == "drmario"
+    prof = naming_rom(req.profile, req.rom, req.verify_crc) if drmario else req.profile
+    screens = rom_screens(prof) if drmario else None
+    if drmario and screens is None:
+        screens = _screens_from_rom(req.rom, prof, say)
+    if screens is None:
+        for a, b in zip(req.levels, req.levels[1:], strict=False):
+            if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
+                raise RunError(
+                    "--emu without prepared screens plays one game: the levels must follow "
+                    "the game's chain (level + 1, the same speed); use --level L --speed S "
+                    "--max-levels N, or hil prepare --rom ROM"
+                )
+    if drmario and screens is None:
+        say(
+            "hil run: no screens for this ROM: the options screen is set by RAM, not from the "
+            "picture"
         )
-    finally:
-        log.close()
-        console.close()
-    return summary, console
+    first = req.levels[0]
+    console = EmuRun(
+        req.rom,
+        first.level,
+        first.speed,
+        prof,
+        capture_seed=req.capture_seed,
+        max_frames=req.max_frames + 1200 + (9_000 if screens is not None else 0),
+        game=req.game,
+        ram_menus=screens is None,
+        verify_crc=req.verify_crc,
+        realtime=not req.lockstep,
+        capture_faults=capture_faults(req.faults),
+        link_faults=[f for f in req.faults if f.kind in ("usb_stall", "unplug", "starve")],
+        device=_firmware(req),
+    )
+    return Opened(console, screens, prof)
+
+
+def _open_rig(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
+    from hil.consoles.base import CaptureError, CaptureSource
+    from hil.consoles.rig import DeviceCapture, FileCapture, RigConsole
+
+    assert req.capture is not None and req.port is not None
+    profile = req.profile
+    source: CaptureSource
+    try:
+        if Path(req.capture).is_file():
+            source = FileCapture(req.capture, realtime=True)
+        else:
+            dev: str | int = int(req.capture) if req.capture.isdigit() else req.capture
+            source = DeviceCapture(
+                dev,
+                width=profile.geometry.width,
+                height=profile.geometry.height,
+                fps=profile.timing.capture_hz,
+                on_event=lambda e: log.write(e.pop("event"), **e),
+            )
+    except CaptureError as e:
+        raise RunError(str(e)) from None
+    latency = req.latency_frames
+    console = RigConsole(
+        source,
+        req.port,
+        latency if latency is not None else profile.timing.latency_frames,
+        profile.timing.jitter_ms,
+    )
+    screens = rom_screens(profile)
+    if screens is None:
+        say(
+            "hil run: no screens prepared for the profile's ROM (hil prepare --rom ROM): set "
+            "the options screen to the first level yourself; Start is pressed for you"
+        )
+    return Opened(console, screens, profile)
+
+
+# ---- screens -----------------------------------------------------------------------------
 
 
 def sim_screens(profile: Profile) -> Callable[[Any], Any]:
@@ -178,162 +345,69 @@ def naming_rom(profile: Profile, rom: str | Path, verify_crc: bool = True) -> Pr
     return profile.replace(rom_crc32=rom_crc32(rom, verify_crc=verify_crc))
 
 
-def run_emu(
-    settings: RunSettings,
-    rom: str | Path,
+# ---- one run -----------------------------------------------------------------------------
+
+
+def run(
+    req: RunRequest,
     *,
-    profile: str | Profile = "mjpeg_720p_q70",
-    reader: str = "oracle",
-    policy: str = "heuristic",
-    taps_only: bool = False,
-    capture_seed: int = 0,
     log_path: str | Path | None = None,
     view: Callable[[dict[str, Any]], None] | None = None,
     say: Callable[[str], None] | None = None,
-    on_frame: Callable[[Any, Any], None] | None = None,
-    emulator: Callable[[str], Any] | None = None,
-    game: str = "drmario",
-    model: str | Path | None = None,
-    verify_crc: bool = True,
-) -> dict[str, Any]:
-    """``hil run --emu ROM``: plays ``settings.levels`` (a chain: level + 1 at the same speed
-    after each stage clear, as the game goes) on the ROM in cynes through the same Runtime,
-    tracker and firmware core as the simulated console; returns the summary. ``game``
-    "testrom": the project's test ROM (hil.testrom) through the same path; it has no game, so
-    the Start the runtime presses is only seen latched (CI). ``reader`` "onnx" reads with
-    ``model``, else the model ``hil prepare`` made for this ROM, else the shipped one
-    (perception.store.choose_model; said once through ``say``). Raises RomError (missing, wrong
-    or corrupt ROM), EmuError, ValueError (levels that are not one game), FileNotFoundError (a
-    ``model`` that is no file). ``verify_crc`` False accepts a dump of unknown CRC (``hil
-    run --no-crc``)."""
-    from hil.consoles.emu import EmuRun
-
-    levels = settings.levels
-    first = levels[0]
-    prof = profile if isinstance(profile, Profile) else Profile.load(profile)
-    if game == "drmario":
-        prof = naming_rom(prof, rom, verify_crc)  # this ROM's prepared model and screens
-    screens = rom_screens(prof) if game == "drmario" else None
-    if game == "drmario" and screens is None:
-        screens = _screens_from_rom(rom, prof, say or (lambda m: print(m, file=sys.stderr)))
-    if screens is None:
-        for a, b in zip(levels, levels[1:], strict=False):
-            if (b.level, b.speed) != (min(a.level + 1, 24), a.speed):
-                raise ValueError(
-                    "--emu without prepared screens plays one game: the levels must follow "
-                    "the game's chain (level + 1, the same speed); use --level L --speed S "
-                    "--max-levels N, or hil prepare --rom ROM"
-                )
-    if game == "drmario" and screens is None:
-        (say or (lambda m: print(m, file=sys.stderr)))(
-            "hil run: no screens for this ROM: the options screen is set by RAM, not from the "
-            "picture"
-        )
-    console = EmuRun(
-        rom,
-        first.level,
-        first.speed,
-        prof,
-        capture_seed=capture_seed,
-        max_frames=settings.max_frames + 1200 + (9_000 if screens is not None else 0),
-        emulator=emulator,
-        game=game,
-        ram_menus=screens is None,
-        verify_crc=verify_crc,
-    )
+    on_frame: Callable[[Runtime, Frame], None] | None = None,
+) -> tuple[dict[str, Any], Console]:
+    """Plays ``req`` (:class:`RunRequest`) on the console it names; returns (summary, the
+    closed console). Says once which board model reads and what stands in for it. Raises
+    RunError (bad options, a level the console cannot start from them), RomError, EmuError,
+    OSError (the console cannot be built), ValueError (a bad model)."""
+    say = say or (lambda m: print(m, file=sys.stderr))
+    req.check()
+    try:
+        reader_kind = pick_reader(req.reader, sim=req.console in ORACLE_NOTE)
+        policy_kind = pick_policy(req.policy)
+    except ValueError as e:
+        raise RunError(str(e)) from None
     log = EventLog(log_path)
     try:
-        board_reader = make_reader(reader, prof, model)
-        model_line = getattr(board_reader, "model_line", None)  # the ONNX reader says its model
+        # The console first: cynes leaves a byte of its power-on state uninitialised (offset
+        # 24 of its saved state in 0.1.2), so what the heap held before (an onnxruntime
+        # session) moved the game's first NMI by a frame and --emu --fast runs differed.
+        opened = open_console(req, say, log)
+    except BaseException:
+        log.close()
+        raise
+    console = opened.console
+    try:
+        try:
+            policy = make_policy(policy_kind)
+        except ValueError as e:
+            raise RunError(str(e)) from None
+        reader = make_reader(reader_kind, opened.profile, req.model)
+        model_line = getattr(reader, "model_line", None)  # the ONNX reader names its model
         if model_line:
-            (say or (lambda m: print(m, file=sys.stderr)))(f"hil run: {model_line}")
-        return play(
+            say(f"hil run: {model_line}")
+        if reader_kind == "oracle":
+            say(f"hil run: --reader oracle: {ORACLE_NOTE[req.console]}")
+        settings = RunSettings(
+            levels=list(req.levels),
+            max_frames=req.max_frames,
+            ponder=req.ponder,
+            stop_on_top_out=req.console == "rig",  # a rig's console cannot be reset
+            **req.tuning,
+        )
+        summary = play(
             settings,
             console,
-            board_reader,
-            make_policy(policy),
-            EnginePlanner(taps_only),
+            reader,
+            policy,
+            EnginePlanner(req.taps_only),
             log=log,
             view=view,
             say=say,
             on_frame=on_frame,
-            screens=screens,
+            screens=opened.screens,
         )
     finally:
         log.close()
         console.close()
-
-
-def run_rig(
-    settings: RunSettings,
-    profile: Profile,
-    *,
-    port: str,
-    capture: str | None,
-    latency_frames: float | None = None,
-    reader: str = "onnx",
-    policy: str = "heuristic",
-    taps_only: bool = False,
-    model: str | Path | None = None,
-    model_line: str | None = None,
-    log_path: str | Path | None = None,
-    view: Callable[[dict[str, Any]], None] | None = None,
-    on_frame: Callable[[Runtime, Frame], None] | None = None,
-) -> dict[str, Any]:
-    """The real rig: a capture device (or a video file, paced in real time) and the controller
-    on the serial port ``port``. ``latency_frames``: the measured chain latency, else the
-    profile's. ``model_line`` is printed once the capture is open. Stops at a top-out (the
-    console cannot be reset). Raises ValueError for a capture that cannot be opened."""
-    from hil.consoles.base import CaptureError, CaptureSource
-    from hil.consoles.rig import DeviceCapture, FileCapture, RigConsole
-
-    if capture is None:
-        raise ValueError("the real rig needs --capture (a capture device such as /dev/video0)")
-    log = EventLog(log_path)
-    settings.stop_on_top_out = True
-    source: CaptureSource
-    try:
-        if Path(capture).is_file():
-            source = FileCapture(capture, realtime=True)
-        else:
-            dev: str | int = int(capture) if capture.isdigit() else capture
-            source = DeviceCapture(
-                dev,
-                width=profile.geometry.width,
-                height=profile.geometry.height,
-                fps=profile.timing.capture_hz,
-                on_event=lambda e: log.write(e.pop("event"), **e),
-            )
-    except CaptureError as e:
-        log.close()
-        raise ValueError(str(e)) from None
-    console = RigConsole(
-        source,
-        port,
-        latency_frames if latency_frames is not None else profile.timing.latency_frames,
-        profile.timing.jitter_ms,
-    )
-    if model_line is not None:
-        print(model_line, file=sys.stderr)
-    screens = rom_screens(profile)
-    if screens is None:
-        print(
-            "hil run: no screens prepared for the profile's ROM (hil prepare --rom ROM): set "
-            "the options screen to the first level yourself; Start is pressed for you",
-            file=sys.stderr,
-        )
-    try:
-        return play(
-            settings,
-            console,
-            make_reader(reader, profile, model),
-            make_policy(policy),
-            EnginePlanner(taps_only),
-            log=log,
-            view=view,
-            on_frame=on_frame,
-            screens=screens,
-        )
-    finally:
-        console.close()
-        log.close()
+    return summary, console

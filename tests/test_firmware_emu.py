@@ -298,18 +298,24 @@ def test_the_sim_clock_is_never_behind_the_emulated_firmware() -> None:
 def test_hil_run_with_the_firmware_image_clears_a_level() -> None:
     """`hil run --fast --firmware`: the simulated console's two reads per frame are served by
     the emulated firmware's DATA line; the runtime talks to it over the emulated CDC."""
-    from hil.loop.runtime import LevelPlan, RunSettings
-    from hil.play import SimOptions, run_sim
+    from pathlib import Path
 
-    settings = RunSettings(levels=[LevelPlan(0, 2)], fast=True, max_frames=6000)
+    from calibration import Profile
+    from hil.loop.runtime import LevelPlan
+    from hil.play import RunRequest, run
+
     uf2 = os.environ.get("NB_TEST_UF2", str(DEFAULT_UF2))
-    summary, console = run_sim(
-        settings,
-        SimOptions(profile="ideal_720p_nearest", firmware=uf2),
+    request = RunRequest(
+        "sim",
+        [LevelPlan(0, 2)],
+        Profile.load("ideal_720p_nearest"),
+        lockstep=True,
         reader="oracle",
         policy="heuristic",
-        say=lambda m: None,
+        max_frames=6000,
+        firmware=Path(uf2),
     )
+    summary, console = run(request, say=lambda m: None)
     assert isinstance(console.device, EmulatedFirmware)
     assert summary["levels_cleared"] == 1, summary
     for key in ("desyncs", "late_schedules", "underruns", "arm_misses", "watchdog_trips"):

@@ -17,11 +17,12 @@ import pytest
 from test_ines import build_rom  # a synthetic iNES file (tests/test_ines.py)
 
 import engine
+from calibration import Profile
 from hil.link import protocol as p
 from hil.link.link import Link, LinkRefused, check_port
 from hil.loop.recording import Recording
-from hil.loop.runtime import LevelPlan, RunSettings, Series, Stats
-from hil.play import SimOptions, run_sim
+from hil.loop.runtime import LevelPlan, Series, Stats
+from hil.play import RunRequest, run
 
 SMALL = {
     "name": "small_fault_test",
@@ -62,13 +63,22 @@ def one_line_error(r: subprocess.CompletedProcess[str], *needles: str) -> str:
 
 def test_bad_numbers_name_their_option(profile):
     cases = [
-        (["--level", "999999"], "--level must be 0..24, got 999999"),
-        (["--levels", "0:1,30:1"], "--levels item 30:1"),
-        (["--frames", "0"], "--frames must be at least 1, got 0"),
-        (["--frames", "-5"], "--frames must be at least 1, got -5"),
-        (["--capture-seed", "-1"], "--capture-seed must be 0 or more, got -1"),
-        (["--console-seed", "-2"], "--console-seed must be 0 or more"),
-        (["--max-levels", "0"], "--max-levels must be at least 1"),
+        (["--level", "999999"], "--level: 999999 is outside 0..24"),
+        (["--levels", "0:1,30:1"], "--levels: item '30:1'"),
+        (["--levels", ""], "--levels: '' is not a list"),
+        (["--levels", "0:"], "--levels: item '0:'"),
+        (["--frames", "0"], "--frames: 0 is outside 1.."),
+        (["--frames", "-5"], "--frames: -5 is outside 1.."),
+        (["--capture-seed", "-1"], "--capture-seed: -1 is outside 0.."),
+        (["--console-seed", "-2"], "--console-seed: -2 is outside 0.."),
+        (["--max-levels", "0"], "--max-levels: 0 is outside 1..1000"),
+        (["--max-levels", "100000000000"], "--max-levels: 100000000000 is outside 1..1000"),
+        (["--seed", ""], "--seed: '' is not a list of seeds"),
+        (["--seed", "0x10000"], "--seed: seed 65536 is outside 0..65535"),
+        (["--fault", "10:"], "--fault"),
+        (["--fault", "10:melt"], "--fault: '10:melt': KIND must be one of"),
+        (["--fault", "10:burst:nan"], "not a finite number"),
+        (["--fault", "10:burst"], "--fault burst needs real time: leave out --fast"),
     ]
     for extra, needle in cases:
         r = hil("run", "--fast", "--view", "none", "--profile", profile, *extra, timeout=60)
@@ -178,7 +188,7 @@ def test_a_signal_ends_the_run_with_a_summary_and_a_closed_recording(tmp_path, p
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err
-    assert f"stopped by {sig.name}" in err and "0/1 levels cleared" in err, err
+    assert f"stopped by {sig.name}" in err and "0/3 levels cleared (2 not played)" in err, err
     summary = json.loads(out)
     assert summary["interrupted"] is True
     assert summary["levels"][-1]["result"] == "interrupted"
@@ -374,15 +384,16 @@ def test_the_runtime_logs_link_anomalies_with_a_counter(tmp_path, profile):
 
         ser.read = read
 
-    settings = RunSettings(levels=[LevelPlan(0, 1)], fast=True, max_frames=700)
-    summary, _ = run_sim(
-        settings,
-        SimOptions(profile=profile),
+    request = RunRequest(
+        "sim",
+        [LevelPlan(0, 1)],
+        Profile.load(profile),
+        lockstep=True,
         reader="oracle",
         policy="heuristic",
-        log_path=log,
-        on_frame=hook,
+        max_frames=700,
     )
+    summary, _ = run(request, log_path=log, on_frame=hook)
     assert state["done"]
     assert summary["link_anomalies"] == {"duplicate_seq": 1}
     assert summary["desyncs"] == 0

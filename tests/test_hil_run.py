@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from hil.loop.runtime import LevelPlan, RunSettings
-from hil.play import SimOptions, run_sim
+from calibration import Profile
+from hil.loop.runtime import LevelPlan
+from hil.play import RunRequest, run
 
 # (level, speed, seed): training-range seeds the shipped policy clears (policy.eval measures its
 # clear rate on held-out seeds; this run is about the stack keeping in step), two groups played
@@ -149,16 +150,16 @@ def test_an_unplugged_controller_is_released_and_reconnected(tmp_path, profile_p
     log = tmp_path / "unplug.jsonl"
     hook, seen = unplug_at(420, 520)
     said: list[str] = []
-    settings = RunSettings(levels=[LevelPlan(0, 2)], fast=True, max_frames=8000)
-    summary, console = run_sim(
-        settings,
-        SimOptions(profile=profile_path),
+    request = RunRequest(
+        "sim",
+        [LevelPlan(0, 2)],
+        Profile.load(profile_path),
+        lockstep=True,
         reader="oracle",
         policy="heuristic",
-        log_path=log,
-        on_frame=hook,
-        say=said.append,
+        max_frames=8000,
     )
+    summary, console = run(request, log_path=log, on_frame=hook, say=said.append)
     assert summary["link_losses"] == 1
     assert any("lost" in m and "reconnecting" in m for m in said)
     names = [e["event"] for e in read_log(log)]
@@ -175,12 +176,15 @@ def test_an_unplugged_controller_is_released_and_reconnected(tmp_path, profile_p
 def test_a_controller_that_stays_away_ends_the_run_with_a_summary(tmp_path, profile_path):
     log = tmp_path / "gone.jsonl"
     hook, _ = unplug_at(300, None)
-    settings = RunSettings(
-        levels=[LevelPlan(0, 2)], fast=True, max_frames=8000, reconnect_timeout_s=1.0
+    request = RunRequest(
+        "sim",
+        [LevelPlan(0, 2)],
+        Profile.load(profile_path),
+        lockstep=True,
+        max_frames=8000,
+        tuning={"reconnect_timeout_s": 1.0},
     )
-    summary, _ = run_sim(
-        settings, SimOptions(profile=profile_path), log_path=log, on_frame=hook, say=lambda m: None
-    )
+    summary, _ = run(request, log_path=log, on_frame=hook, say=lambda m: None)
     events = read_log(log)
     names = [e["event"] for e in events]
     assert "link_lost" in names and "gave_up" in names and names[-1] == "summary"
@@ -189,10 +193,16 @@ def test_a_controller_that_stays_away_ends_the_run_with_a_summary(tmp_path, prof
 
 def test_real_time_sim_plays_a_level_in_step():
     level, speed, seed = REAL_TIME_LEVEL
-    settings = RunSettings(levels=[LevelPlan(level, speed)], fast=False, max_frames=20_000)
-    summary, console = run_sim(
-        settings, SimOptions(profile=PROFILE, seeds=[seed]), reader=READER, policy=POLICY
+    request = RunRequest(
+        "sim",
+        [LevelPlan(level, speed)],
+        Profile.load(PROFILE),
+        seeds=[seed],
+        reader=READER,
+        policy=POLICY,
+        max_frames=20_000,
     )
+    summary, console = run(request)
     summary.pop("latency_ms")
     assert summary["levels_cleared"] == 1, summary
     assert summary["desyncs"] == 0, summary
@@ -215,11 +225,16 @@ def test_real_time_level_start_finds_the_frame_and_phase_then_stays_in_step(tmp_
     was ~2 ms late and 9 of 10 such runs chose a phase one off (12-19 desyncs in 900
     frames). Long: real time on a shared machine is load-sensitive, so it runs alone."""
     log = tmp_path / "run.jsonl"
-    settings = RunSettings(levels=[LevelPlan(20, 2)], fast=False, max_frames=900)
-    summary, console = run_sim(
-        settings, SimOptions(profile=PROFILE, seeds=[0x8000]), reader=READER, policy=POLICY,
-        log_path=log,
-    )  # fmt: skip
+    request = RunRequest(
+        "sim",
+        [LevelPlan(20, 2)],
+        Profile.load(PROFILE),
+        seeds=[0x8000],
+        reader=READER,
+        policy=POLICY,
+        max_frames=900,
+    )
+    summary, console = run(request, log_path=log)
     events = [json.loads(line) for line in log.read_text().splitlines()]
     start = next(e for e in events if e["event"] == "level_start")
     truth = console.report()["sim"]["levels"][0]

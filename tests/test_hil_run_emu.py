@@ -31,7 +31,11 @@ def test_run_emu_drives_the_test_rom_through_the_runtime(rom, capsys, tmp_path):
     assert rc == 1  # no level in a test ROM: 0 of 1 cleared
     summary = json.loads(out.out)
     assert summary["emu"]["game"] == "testrom"
-    assert summary["levels_played"] == 0 and summary["levels_cleared"] == 0
+    # The level the Start began is still "in play" when the frame budget ends the run: played,
+    # not cleared, and said so.
+    assert summary["levels_asked"] == summary["levels_played"] == 1
+    assert summary["levels_cleared"] == 0
+    assert summary["levels"][0]["result"] == "frame_budget"
     # The Runtime's Start press went link -> firmware core -> latch, on the frame it chose.
     events = [json.loads(line) for line in log.read_text().splitlines()]
     pressed = [e["frame"] for e in events if e["event"] == "start_pressed"]
@@ -114,12 +118,13 @@ def test_run_emu_refuses_a_bad_rom_with_one_line_and_exit_2(kind, rom, tmp_path,
         path.write_bytes(b"NES\x1a\x02\x04\x10" + bytes(9) + b"!DR.MARIO!" + bytes(65526))
     elif kind == "directory":
         path.mkdir()
-    rc = main(["run", "--emu", str(path), "--fast", "--view", "none"])
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--emu", str(path), "--fast", "--view", "none"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and err[0].startswith("hil run: ")
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("hil run: ")
     assert "Traceback" not in err[0] and "verify_crc" not in err[0]  # no Python keyword
     if kind == "missing":
-        assert err[0] == f"hil run: {path}: no such file"
+        assert err[0] == f"hil run: --emu {path}: no such file"
     if kind == "directory":
         assert err[0] == f"hil run: --emu {path} is a directory, not a ROM file"
     if kind == "unknown_dump":  # the flag that accepts it, in the command's words

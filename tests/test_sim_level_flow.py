@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import engine
-from hil.loop.runtime import LevelPlan, RunSettings
-from hil.play import SimOptions, run_sim
+from calibration import Profile
+from hil.loop.runtime import LevelPlan
+from hil.play import RunRequest, run
 
 SMALL = {
     "name": "small_level_flow_test",
@@ -36,15 +37,18 @@ def chained_run(tmp_path_factory):
         cells = np.asarray(facts.bottle) if facts is not None else None
         pictures[g] = -1 if cells is None else int(((cells & 0xF0) == 0xD0).sum())
 
-    settings = RunSettings(levels=[LevelPlan(0, 1), LevelPlan(1, 1)], fast=True, max_frames=9000)
-    summary, console = run_sim(
-        settings,
-        SimOptions(profile=str(path), seeds=[0x8988], console_seed=4),
+    request = RunRequest(
+        "sim",
+        [LevelPlan(0, 1), LevelPlan(1, 1)],
+        Profile.load(str(path)),
+        lockstep=True,
         reader="oracle",
         policy="heuristic",
-        log_path=log,
-        on_frame=look,
+        max_frames=9000,
+        seeds=[0x8988],
+        console_seed=4,
     )
+    summary, console = run(request, log_path=log, on_frame=look)
     events = [json.loads(line) for line in log.read_text().splitlines()]
     return summary, console, events, pictures
 
@@ -128,7 +132,8 @@ def test_each_level_result_counts_its_own_desyncs():
     assert levels.next_due(5000, tracker, 100) is None  # the end is recorded; Start waits
     tracker.desyncs, tracker.resyncs = 4, 2
     levels.started()
-    levels.interrupted(tracker)
+    tracker.state = LevelState.TRACKING  # level 6 in play when the run is interrupted
+    levels.finish(tracker, 6000, "interrupted")
     assert [(r["level"], r["desyncs"], r["resyncs"]) for r in levels.results] == [
         (5, 3, 2),
         (6, 1, 0),
@@ -141,13 +146,18 @@ def test_a_level_played_out_to_reach_the_options_screen_takes_no_listed_seed(tmp
     (it took the third, the cycled first, when the chained level counted as one of the list)."""
     path = tmp_path / "small.json"
     path.write_text(json.dumps(SMALL))
-    settings = RunSettings(levels=[LevelPlan(0, 1), LevelPlan(0, 1)], fast=True, max_frames=20000)
-    summary, console = run_sim(
-        settings,
-        SimOptions(profile=str(path), seeds=[0x8988, 0x1234], console_seed=4),
+    request = RunRequest(
+        "sim",
+        [LevelPlan(0, 1), LevelPlan(0, 1)],
+        Profile.load(str(path)),
+        lockstep=True,
         reader="oracle",
         policy="heuristic",
+        max_frames=20000,
+        seeds=[0x8988, 0x1234],
+        console_seed=4,
     )
+    summary, console = run(request)
     assert summary["levels_cleared"] == summary["levels_played"] == 2, summary
     played = [(r.spec.level, r.spec.seed) for r in console.records]
     assert played[0] == (0, 0x8988) and played[-1] == (0, 0x1234), played

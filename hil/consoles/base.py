@@ -167,11 +167,16 @@ class Console(Protocol):
     """One console the loop plays (BizHawk's IEmulator, libretro's retro_run: the runtime never
     asks which kind). ``name``: "sim", "emu" or "rig". ``capture``: the capture source, its
     frames' ``time_ns`` on :meth:`now_ns`'s clock. ``latency_frames`` / ``jitter_ms``: the
-    capture chain's delay (console frames) and its spread (ms), for the tracker."""
+    capture chain's delay (console frames) and its spread (ms), for the tracker.
+    ``lockstep``: the console waits for the host (its time moves only when the capture is
+    read; ``hil run --fast``), else it runs in real time and never waits."""
 
     name: str
     latency_frames: float
     jitter_ms: float
+
+    @property
+    def lockstep(self) -> bool: ...
 
     @property
     def capture(self) -> CaptureSource:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,12 +50,14 @@ from calibration import CaptureModel, Profile, TimingModel
 from engine import RomError
 from engine.ines import read_rom
 from hil import testrom
-from hil.consoles.base import CaptureError, Frame, LevelEnd, StartPresses, start_with_pad
+from hil.consoles.base import Frame, LevelEnd, StartPresses, start_with_pad
+from hil.consoles.paced import CaptureFault, ChainCapture, PacedConsole
 from hil.link.link import Link
 from hil.link.vdevice import VirtualDevice
 
 NTSC_FRAME_US = 1e6 / 60.0988  # one NTSC video frame (us)
 DR_MARIO_READ_GAP_US = 222  # first latch to second latch of getInputs (firmware/PROTOCOL.md)
+FRAMES_KEPT = 600  # video frames (pictures, facts) an EmuRun keeps (10 s)
 U8 = npt.NDArray[np.uint8]
 
 
@@ -187,8 +189,11 @@ class EmuConsole:
         frame (firmware/PROTOCOL.md, "SCHEDULE and the frame queue")."""
         return self.console_frame + 2
 
-    def step(self) -> EmuFrame:
-        """Emulate one video frame (see the module docstring). Raises EmuError."""
+    def step(self, close_window: bool = True) -> EmuFrame:
+        """Emulate one video frame (see the module docstring). ``close_window`` False: the
+        frame's controller reads only; the caller closes its latch window later
+        (``device.advance(time_us + window_us)``: the STATUS and the next frame's byte), as a
+        real-time console does ``window_us`` after the reads. Raises EmuError."""
         t_us = self.frame_time_us(self.video_frame)
         mask = self.armed_mask()
         self.nes.controller = mask
@@ -206,7 +211,12 @@ class EmuConsole:
             self.lag_frames += 1
             frame = EmuFrame(self.video_frame, t_us, None, None, picture)
         elif nmis == 1:
-            got = self.device.latch(t_us, reads=2, read_gap_us=self.read_gap_us)
+            if close_window:
+                got = self.device.latch(t_us, reads=2, read_gap_us=self.read_gap_us)
+            else:
+                got = self.device.read(t_us)
+                if self.device.read(t_us + self.read_gap_us) != got:
+                    raise EmuError(f"the two reads of video frame {self.video_frame} differ")
             self.console_frame += 1
             if got != mask:
                 raise EmuError(
@@ -561,25 +571,31 @@ def navigate_menus(
 # ---- hil run --emu: the emulator as the console the runtime plays ---------------------------
 
 
-class EmuRun:
+class EmuRun(PacedConsole):
     """``hil run --emu ROM``: the user's Dr. Mario in cynes as a console the Runtime plays
     (hil.consoles.base.Console, like hil.consoles.sim.SimConsole: a capture source on the
-    console's frame clock, the controller port, and how a level is started), in lockstep: the
-    emulator runs up to each captured frame's arrival time (the Profile's timing model), its
-    picture goes through the forward model.
+    console's frame clock, the controller port, and how a level is started). Video frame ``v``
+    (counted from :meth:`start`) is emulated at console time ``v * T`` (T = 1e9 / 60.0988 ns)
+    with the byte the firmware core armed for it; its latch window closes ``window_us`` later,
+    when the core sends the frame's STATUS and arms the next one. ``realtime``: a thread paces
+    that on the wall clock and never waits for the host (hil.consoles.paced); else lockstep:
+    the emulator runs up to each captured frame's arrival time. Each picture goes through the
+    Profile's timing and forward model (hil.consoles.paced.ChainCapture).
 
     :meth:`start` drives the menus through the firmware core (:meth:`prepare`: navigate_menus,
-    without Start) to ``level`` and ``speed`` on the options screen, and reads them back from
-    the game's RAM (the picture check of the options screen is perception's, not available
-    here); :meth:`start_level` then presses Start, and after each stage clear holds Start as the
-    game asks, so the game chains level after level.
+    without Start) to ``level`` and ``speed`` on the options screen when ``ram_menus``, and
+    reads them back from the game's RAM; :meth:`start_level` then presses Start, and after each
+    stage clear holds Start as the game asks, so the game chains level after level. Without
+    ``ram_menus`` the game runs from power-on and the runtime's menu driver starts each level
+    from the pictures.
 
     Ground truth for ``--reader oracle``: an engine.LevelFlow shadow of the game, begun at the
     frame the options screen took Start (RNG and frameCounter read from RAM) and fed the same
-    masks; each frame its field and mode are checked against RAM (``truth["ram_ok"]``), and
+    masks; each frame its field and mode are checked against RAM (``ram_mismatches``), and
     the one bit it cannot derive (initData_level overrunning its frame) is read off RAM by
     replaying the flow. ``truth["facts"]`` is screen_facts of the shadow's shown state (None on
-    screens the engine does not draw). Raises RomError, EmuError, ValueError.
+    screens the engine does not draw). ``capture_faults``: hil.consoles.paced.CaptureFault
+    (real time). Raises RomError, EmuError, ValueError.
     """
 
     def __init__(
@@ -595,6 +611,10 @@ class EmuRun:
         emulator: Callable[[str], Emulator] | None = None,
         game: str = "drmario",
         ram_menus: bool = True,
+        realtime: bool = False,
+        capture_faults: Sequence[CaptureFault] = (),
+        link_faults: Sequence[Any] = (),
+        device: Any = None,
     ) -> None:
         if not 0 <= level <= MAX_MENU_LEVEL:
             raise ValueError(
@@ -602,26 +622,34 @@ class EmuRun:
             )
         if speed not in (0, 1, 2):
             raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
-        self.emu = EmuConsole(rom, verify_crc=verify_crc, emulator=emulator, game=game)
+        self.emu = EmuConsole(rom, device, verify_crc=verify_crc, emulator=emulator, game=game)
+        self.emu._own_device = True  # the run closes whatever controller it was given
+        if isinstance(self.emu.device, VirtualDevice):
+            self.emu.device.lockstep = not realtime
         self.game = game
         self.level, self.speed = level, speed
         self.start_latches: list[int] = []  # console frames that latched Start
         self.profile = profile
-        self.model = CaptureModel(profile, seed=capture_seed)
-        timing = TimingModel(profile.timing, seed=capture_seed, combing=profile.artifacts.combing)
-        self.schedule = timing.for_console_frames(max_frames)
         self.period_ns = 1e9 / profile.timing.console_hz
         self.base_video = 0  # video frame that is the capture schedule's frame 0
-        self._started_ns = time.monotonic_ns()
-        self._now_ns = 0
         self._frames: dict[int, tuple[EmuFrame, Any]] = {}  # video frame -> (frame, facts)
+        self._pending_close: int | None = None  # video frame whose latch window is open
         self.flow: engine.LevelFlow | None = None
         self._snap: tuple[engine.LevelFlow, list[int]] | None = None
         self._late_checked = False
         self.ram_mismatches = 0
         self.levels: list[dict[str, Any]] = []
         self.late_inits = 0  # levels whose initData_level overran its frame (read off RAM)
-        self.capture = _EmuRunCapture(self)
+        self._init_pacing(realtime)
+        self._init_faults(link_faults)
+        self.capture = ChainCapture(
+            self,
+            profile,
+            name="emu",
+            max_frames=max_frames,
+            capture_seed=capture_seed,
+            faults=capture_faults,
+        )
         self.latency_frames = profile.timing.latency_frames
         self.jitter_ms = profile.timing.jitter_ms
         self.menu: MenuResult | None = None
@@ -638,8 +666,26 @@ class EmuRun:
     def port(self) -> str:
         return self.emu.device.port
 
-    def now_ns(self) -> int:
-        return self._started_ns + self._now_ns
+    @property
+    def device(self) -> Any:
+        """The controller the game reads (the firmware core on a pty)."""
+        return self.emu.device
+
+    def unplug(self) -> None:
+        """Pulls the controller's USB cable: the pty goes away; the game reads no buttons once
+        the firmware has noticed (nb_host_lost)."""
+        self.emu.device.unplug()
+
+    def replug(self) -> str:
+        """Plugs a freshly booted controller in (its frames count from 0 again); returns the
+        new port path."""
+        with self._lock:
+            self.emu.device.close()
+            self.emu.device = VirtualDevice()
+            self.emu.device.lockstep = not self.realtime
+            self.emu._own_device = True
+            self.emu.console_frame = -1
+            return self.emu.device.port
 
     def prepare(self) -> MenuResult | None:
         """Menus to ``level``/``speed`` on the options screen (no Start); checks them back.
@@ -659,12 +705,13 @@ class EmuRun:
 
     def start(self) -> None:
         """Drives the menus to the first level (:meth:`prepare`) when ``ram_menus``, else
-        leaves the game at power-on for the runtime's menu driver; the clock's 0 is then."""
+        leaves the game at power-on for the runtime's menu driver; the clock's 0 is then (in
+        real time the console runs from here)."""
         if self.ram_menus:
             self.menu = self.prepare()
         else:
             self.base_video = self.emu.video_frame
-        self._started_ns = time.monotonic_ns()
+        self._start_pacing()
 
     def start_level(
         self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
@@ -675,15 +722,17 @@ class EmuRun:
 
     def report(self) -> dict[str, Any]:
         """``{"emu": ...}``: the ROM, the menus, the levels the game began, the LevelFlow
-        shadow's RAM check, lag frames. ``menu_presses``: the presses of the RAM-driven menus
-        (``ram_menus``), None when the runtime's picture-driven menus started the levels (their
-        presses and frames are in the log's ``start_pressed`` events); ``start_latches``: the
-        console frames that latched Start, kept for the test ROM (no game) only."""
+        shadow's RAM check, lag frames, and in real time how late the console ran its frames
+        (``pacing``). ``menu_presses``: the presses of the RAM-driven menus (``ram_menus``),
+        None when the runtime's picture-driven menus started the levels (their presses and
+        frames are in the log's ``start_pressed`` events); ``start_latches``: the console
+        frames that latched Start, kept for the test ROM (no game) only."""
         return {
             "emu": {
                 "rom": self.emu.rom_name,
                 "profile": self.profile.name,
                 "game": self.game,
+                "realtime": self.realtime,
                 "menu_presses": None if self.menu is None else self.menu.presses,
                 "start_latches": self.start_latches[:16],
                 "levels_seen": self.levels,
@@ -691,38 +740,69 @@ class EmuRun:
                 "late_init_levels": self.late_inits,
                 "video_frames": self.emu.video_frame,
                 "lag_frames": self.emu.lag_frames,
+                "pacing": self.pacing.report(),
+                "faults": self.fault_counts | self.capture.fault_counts,
             }
         }
 
     def close(self) -> None:
+        self._stop_pacing()
+        self.capture.close()
         self.emu.close()
 
     # ---- stepping ----------------------------------------------------------------------------
 
-    def _advance_to(self, sim_ns: float) -> None:
-        # A frame is emulated once its latch window has closed: VirtualDevice.latch sends the
-        # frame's STATUS at the window's end, and a host that read it before then (its clock
-        # is the console's) would see the firmware's clock ahead of its own.
-        window_ns = self.emu.device.window_us() * 1000.0
-        while (self.emu.video_frame - self.base_video) * self.period_ns + window_ns <= sim_ns:
-            self._step()
-        self._now_ns = int(sim_ns)
-        # The device's clock runs with the console's (as SimConsole's): messages the host sent
-        # are taken, and STATUS/PONG stamped, at the time the host sees now.
-        self.emu.device.advance(self.emu.frame_time_us(self.base_video) + int(sim_ns / 1000))
+    def _window_ns(self) -> float:
+        return self.emu.device.window_us() * 1000.0
+
+    def _next_event_ns(self) -> float:
+        due = (self.emu.video_frame - self.base_video) * self.period_ns
+        if self._pending_close is not None:
+            due = min(
+                due, (self._pending_close - self.base_video) * self.period_ns + self._window_ns()
+            )
+        return due
+
+    def _advance_to(self, t_ns: float) -> None:
+        """Runs every event up to console time ``t_ns``: video frame v is emulated at v * T
+        (its controller reads, on the byte the core armed), its latch window closes
+        ``window_us`` later (VirtualDevice.advance: the STATUS goes out, the next frame is
+        armed)."""
+        with self._lock:
+            window = self._window_ns()
+            while True:
+                due = (self.emu.video_frame - self.base_video) * self.period_ns
+                if self._pending_close is not None:
+                    close = (self._pending_close - self.base_video) * self.period_ns + window
+                    if close <= due and close <= t_ns:
+                        self._close(self._pending_close)
+                        continue
+                if due > t_ns:
+                    break
+                if self._pending_close is not None:
+                    self._close(self._pending_close)
+                self._fault_tick(self.emu.video_frame - self.base_video, due)
+                self._step()
+            self._now_ns = int(t_ns)
+            # The device's clock runs with the console's: messages the host sent are taken,
+            # and STATUS/PONG stamped, at the time the host sees now.
+            self.emu.device.advance(self.emu.frame_time_us(self.base_video) + int(t_ns / 1000))
+
+    def _close(self, v: int) -> None:
+        self.emu.device.advance(self.emu.frame_time_us(v) + self.emu.device.window_us())
+        self._pending_close = None
 
     def _step(self) -> None:
         if self.game != "drmario":  # the test ROM: the console and its pad, no game
-            ev = self.emu.step()
+            ev = self.emu.step(close_window=False)
             if ev.mask is not None and ev.mask & engine.Button.START:
                 self.start_latches.append(int(ev.console_frame or 0))
-            self._frames[ev.video_frame] = (ev, None)
-            self._frames.pop(ev.video_frame - 600, None)
+            self._keep(ev, None)
             return
         r = DrMarioRam
         mode_before = self.emu.ram(r.MODE)
         before = self.flow.game if self.flow is not None and not self.flow.terminal else None
-        ev = self.emu.step()
+        ev = self.emu.step(close_window=False)
         mask = int(ev.mask or 0)
         mode = self.emu.ram(r.MODE)
         facts = None
@@ -740,8 +820,13 @@ class EmuRun:
             self._shadow(mask)
             if self.flow.screen == engine.FlowScreen.LEVEL and before is not None:
                 facts = engine.screen_facts(before)
+        self._keep(ev, facts)
+
+    def _keep(self, ev: EmuFrame, facts: Any) -> None:
         self._frames[ev.video_frame] = (ev, facts)
-        self._frames.pop(ev.video_frame - 600, None)
+        self._frames.pop(ev.video_frame - FRAMES_KEPT, None)
+        if ev.console_frame is not None:
+            self._pending_close = ev.video_frame
 
     def _shadow(self, mask: int) -> None:
         """Steps the LevelFlow shadow one frame and checks it against RAM."""
@@ -773,61 +858,30 @@ class EmuRun:
         if self.emu.ram(DrMarioRam.MODE) != flow.mode or not np.array_equal(field, flow.field):
             self.ram_mismatches += 1
 
+    # ---- what the capture card sees (hil.consoles.paced.Shown) ---------------------------------
+
     def picture(self, console_index: int) -> tuple[EmuFrame, Any]:
+        """(EmuFrame, facts) of video frame ``base_video + console_index``. Raises KeyError."""
         return self._frames[self.base_video + console_index]
 
+    def picture_status(self, g: int) -> int:
+        """0: video frame g + 1 (from :meth:`start`) is not emulated yet, so frame g's picture
+        is not whole; 1: whole and kept; -1: gone (the last FRAMES_KEPT are kept)."""
+        if self.emu.video_frame - self.base_video <= g + 1:
+            return 0
+        return 1 if self.base_video + g in self._frames else -1
 
-class _EmuRunCapture:
-    """EmuRun's capture card (the CaptureSource interface, lockstep)."""
-
-    name = "emu"
-
-    def __init__(self, run: EmuRun) -> None:
-        self.run = run
-        self.next = 0
-        self.delivered = 0
-
-    def newest(self, timeout_s: float) -> Frame | None:
-        run = self.run
-        sched = run.schedule
-        if self.next >= len(sched):
-            raise CaptureError("the emulator's capture reached its last frame (--frames)")
-        k = self.next
-        run._advance_to(float(sched.time_ns[k]))
-        g = int(sched.console_frame[k])
-        ev, facts = run.picture(g)
-        previous = None
-        if run.profile.artifacts.combing:
-            odd = int(sched.odd_frame[k])
-            previous = ev.picture if odd == g else run.picture(odd)[0].picture
-        image = run.model(ev.picture, previous=previous)
-        t = run._started_ns + int(round(float(sched.time_ns[k])))
-        truth = {
+    def shown(self, g: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """Frame g's picture (RGB uint8 [240, 256, 3]) and truth: ``console_frame`` (the
+        firmware's latch group, None on a lag frame), ``video_frame``, ``facts``,
+        ``ram_mismatches`` (so far). Raises KeyError."""
+        ev, facts = self.picture(g)
+        return ev.picture, {
             "console_frame": ev.console_frame,
             "video_frame": ev.video_frame,
             "facts": facts,
-            "ram_mismatches": run.ram_mismatches,
+            "ram_mismatches": self.ram_mismatches,
         }
-        self.next += 1
-        self.delivered += 1
-        return Frame(image, t, k, truth)
-
-    def describe(self) -> dict[str, Any]:
-        p = self.run.profile
-        return {
-            "source": "emu",
-            "rom": self.run.emu.rom_name,
-            "profile": p.name,
-            "width": p.geometry.width,
-            "height": p.geometry.height,
-            "capture_hz": p.timing.capture_hz,
-            "latency_frames": p.timing.latency_frames,
-            "delivered": self.delivered,
-            "lag_frames": self.run.emu.lag_frames,
-        }
-
-    def close(self) -> None:
-        pass
 
 
 # ---- commands ----------------------------------------------------------------------------

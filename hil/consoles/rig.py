@@ -262,6 +262,7 @@ class RigConsole:
     the host can press: a level that is not the first nor the game's next one ends the run."""
 
     name = "rig"
+    lockstep = False  # a console never waits
 
     def __init__(
         self, capture: CaptureSource, port: str, latency_frames: float, jitter_ms: float

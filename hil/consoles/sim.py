@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -58,9 +57,10 @@ from typing import Any
 import numpy as np
 
 import engine
-from calibration import CaptureModel, Profile, TimingModel
+from calibration import Profile
 from engine.constants import FlowScreen, FlowStage, MenuScreen, MenuStage
-from hil.consoles.base import CaptureError, Frame, LevelEnd, StartPresses, start_with_pad
+from hil.consoles.base import LevelEnd, StartPresses, start_with_pad
+from hil.consoles.paced import CaptureFault, ChainCapture, PacedConsole
 from hil.link.vdevice import VirtualDevice
 
 NES_HZ = 60.0988
@@ -126,7 +126,7 @@ class Fault:
             raise ValueError(f"fault frame must be >= 0 and the cell inside the bottle: {self}")
 
 
-class SimConsole:
+class SimConsole(PacedConsole):
     """The simulated console (hil.consoles.base.Console): see the module docstring.
     ``levels``: played in order: each begins a game from the options screen, except where the
     game's own chain (a stage clear's Start) reaches it. ``profile``: the capture chain.
@@ -149,6 +149,8 @@ class SimConsole:
         device: Any = None,
         pad: Callable[[engine.Game | None], int] | None = None,
         screen: str = "options",
+        capture_faults: Sequence[CaptureFault] = (),
+        link_faults: Sequence[Any] = (),
     ) -> None:
         if not levels:
             raise ValueError("the simulated console needs at least one level")
@@ -158,15 +160,13 @@ class SimConsole:
             raise ValueError(f"screen must be options or title, got {screen!r}")
         self.levels = list(levels)
         self.profile = profile
-        self.realtime = realtime
+        self._init_pacing(realtime)
+        self._init_faults(link_faults)
         self.hz = profile.timing.console_hz
         self.period_ns = 1e9 / self.hz
         self.fc_phase = int(np.random.default_rng([console_seed, 7]).integers(256))
         self.faults = {f.frame: f for f in faults}
         self.render = render or engine.render_frame
-        self.model = CaptureModel(profile, seed=capture_seed)
-        timing = TimingModel(profile.timing, seed=capture_seed, combing=profile.artifacts.combing)
-        self.schedule = timing.for_console_frames(max_frames)
         self.max_frames = max_frames
 
         # device: the controller (VirtualDevice's console-side interface); default the C core
@@ -176,6 +176,7 @@ class SimConsole:
         self.pad = pad
         if device is None:
             device = _NoController() if pad is not None else VirtualDevice()
+            device.lockstep = not realtime
         self.device = device
         self.device_base_frame = 0  # console frame that is the current device's frame 0
         self.device_base_ns = 0  # sim time of that frame's latch
@@ -217,16 +218,16 @@ class SimConsole:
         self._prev_mask = 0
         self._pictures: dict[int, engine.Game | None] = {}  # console frame -> shown state
         self._pending_close: int | None = None  # frame whose latch window is still open
-        self._lock = threading.RLock()
-        self._now_ns = 0
-        self._started_ns = time.monotonic_ns()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.capture = SimCapture(self)
+        self.capture = ChainCapture(
+            self,
+            profile,
+            name="sim",
+            max_frames=max_frames,
+            capture_seed=capture_seed,
+            faults=capture_faults,
+        )
         self.latency_frames = profile.timing.latency_frames
         self.jitter_ms = profile.timing.jitter_ms
-        if realtime:
-            self._thread = threading.Thread(target=self._run_realtime, name="console", daemon=True)
 
     name = "sim"
 
@@ -238,10 +239,8 @@ class SimConsole:
         return self.device.port
 
     def start(self) -> None:
-        """Starts the console (real-time mode); the sim clock's 0 is now."""
-        self._started_ns = time.monotonic_ns()
-        if self._thread is not None and not self._thread.is_alive():
-            self._thread.start()
+        """The sim clock's 0 is now; in real time the console runs from here."""
+        self._start_pacing()
 
     def now_ns(self) -> int:
         """The runtime's clock: monotonic ns in real time; the sim time in lockstep, or the
@@ -259,10 +258,6 @@ class SimConsole:
                 dev = self.host_ns((clock() - DEVICE_BOOT_US) * 1000.0 + self.device_base_ns)
             now = max(now, dev)
         return now
-
-    def host_ns(self, sim_ns: float) -> int:
-        """Sim time (ns since console frame 0's latch) -> runtime clock ns."""
-        return self._started_ns + int(round(sim_ns))
 
     def latch_ns(self, g: int) -> float:
         """Sim time of console frame g's first latch (ns)."""
@@ -282,6 +277,7 @@ class SimConsole:
     def _latch(self, g: int) -> None:
         """Console frame g: the two reads, the game's frame, the picture after its NMI."""
         t = self.latch_ns(g)
+        self._fault_tick(g, t)
         dev = self.device
         us = self.device_us(t)
         if self.pad is not None:
@@ -416,25 +412,6 @@ class SimConsole:
         chain; a new game after one was played: RESET first (:meth:`reset`)."""
         return start_with_pad(level, speed, first_frame, previous, reset=self.reset)
 
-    def report(self) -> dict[str, Any]:
-        """``{"sim": ...}``: the profile, and per level its spec, result, state 0's frame and
-        frameCounter mod 16 there (ground truth), the hidden frameCounter phase."""
-        return {
-            "sim": {
-                "profile": self.profile.name,
-                "levels": [
-                    asdict(r.spec)
-                    | {
-                        "result": r.result,
-                        "start_frame": r.start_frame,
-                        "frame_counter_mod16": (r.start_frame - 1 + self.fc_phase) & 15,
-                    }
-                    for r in self.records
-                ],
-                "fc_phase": self.fc_phase,
-            }
-        }
-
     @property
     def finished(self) -> bool:
         """True once the last level has ended (stage clear or top-out)."""
@@ -458,24 +435,16 @@ class SimConsole:
             self._now_ns = int(sim_ns)
             self.device.advance(self.device_us(sim_ns))
 
+    def _next_event_ns(self) -> float:
+        due = self.latch_ns(self.frame)
+        if self._pending_close is not None:
+            due = min(due, self.latch_ns(self._pending_close) + self.window_us * 1000)
+        return due
+
     def run_to_frame(self, g: int) -> None:
         """Lockstep: runs the console until console frame ``g`` has latched (its picture is
         then :meth:`picture_state`)."""
         self._advance_to(self.latch_ns(g))
-
-    def _run_realtime(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                g = self.frame
-                pending = self._pending_close
-            due = self.latch_ns(g)
-            if pending is not None:
-                due = min(due, self.latch_ns(pending) + self.window_us * 1000)
-            wait = (self._started_ns + due - time.monotonic_ns()) / 1e9
-            if wait > 0:
-                self._stop.wait(wait)
-                continue
-            self._advance_to(due)
 
     # ---- the controller port ---------------------------------------------------------------
 
@@ -490,6 +459,7 @@ class SimConsole:
         with self._lock:
             self.device.close()
             self.device = VirtualDevice(boot_count=1)
+            self.device.lockstep = not self.realtime
             self.device_base_frame = self.frame
             self.device_base_ns = int(self.latch_ns(self.frame))
             return self.device.port
@@ -513,159 +483,64 @@ class SimConsole:
         with self._lock:
             return g in self._pictures
 
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(timeout=2)
-        self.capture.close()
-        self.device.close()
+    @property
+    def schedule(self) -> Any:
+        """The capture's schedule (calibration.timing.CaptureSchedule)."""
+        return self.capture.schedule
 
+    def picture_status(self, g: int) -> int:
+        """0: frame g + 1 has not latched (frame g's picture is not whole); 1: whole and kept;
+        -1: gone (the console keeps the last PICTURES_KEPT frames)."""
+        if self.frame <= g + 1:
+            return 0
+        return 1 if g in self._pictures else -1
 
-class SimCapture:
-    """The simulated console's capture card (the CaptureSource interface of hil.consoles.rig).
-
-    Lockstep: ``newest`` returns the next captured frame, running the console to its arrival
-    time first. Real time: a thread renders each captured frame once the console has shown it
-    and releases it at its arrival time; ``newest`` returns the latest released one (older ones
-    are skipped, as with a device). ``truth`` per frame: ``console_frame`` (the device's frame
-    numbering), ``facts`` (engine.ScreenFacts or None), ``level`` (index into the levels or -1),
-    ``arrival_ns`` (the timing model's host time)."""
-
-    name = "sim"
-
-    def __init__(self, console: SimConsole) -> None:
-        self.console = console
-        self.next = 0
-        self.skipped = 0
-        self.delivered = 0
-        self._render_cache: tuple[int, np.ndarray] | None = None
-        self._cond = threading.Condition()
-        self._latest: Frame | None = None
-        self._taken = -1
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-
-    def _picture(self, g: int) -> np.ndarray:
-        if self._render_cache is not None and self._render_cache[0] == g:
-            return self._render_cache[1]
-        img = self._picture_uncached(g)
-        self._render_cache = (g, img)
-        return img
-
-    def _make(self, k: int) -> Frame:
-        c = self.console
-        sched = c.schedule
-        g = int(sched.console_frame[k])
-        picture = self._picture(g)
-        previous = None
-        if c.profile.artifacts.combing:
-            odd = int(sched.odd_frame[k])
-            previous = picture if odd == g else self._picture_uncached(odd)
-        image = c.model(picture, previous=previous)
-        state = c.picture_state(g)
+    def shown(self, g: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """The picture of console frame g (RGB uint8 [240, 256, 3]: the state rendered, the
+        menu's clean-room picture, or black) and its truth: ``console_frame`` (the device's
+        numbering), ``sim_frame`` (g), ``facts`` (engine.ScreenFacts or None), ``level`` (index
+        into the records, -1 on a screen without a level). Raises KeyError when frame g is not
+        latched yet or long gone."""
+        state = self.picture_state(g)
+        if state is not None:
+            picture = self.render(state)
+        else:
+            menu = self.menu_picture(g)
+            picture = np.zeros((240, 256, 3), np.uint8) if menu is None else menu
         truth = {
-            "console_frame": g - c.device_base_frame,
+            "console_frame": g - self.device_base_frame,
             "sim_frame": g,
             "facts": None if state is None else engine.screen_facts(state),
-            "level": len(c.records) - 1 if state is not None else -1,
-            "arrival_ns": c.host_ns(float(sched.time_ns[k])),
-            "device_index": int(sched.device_index[k]),
-            "odd_frame": int(sched.odd_frame[k]),
+            "level": len(self.records) - 1 if state is not None else -1,
         }
-        return Frame(image, c.host_ns(float(sched.time_ns[k])), k, truth)
+        return picture, truth
 
-    def _picture_uncached(self, g: int) -> np.ndarray:
-        state = self.console.picture_state(g)
-        if state is not None:
-            return self.console.render(state)
-        menu = self.console.menu_picture(g)
-        return np.zeros((240, 256, 3), np.uint8) if menu is None else menu
-
-    def newest(self, timeout_s: float) -> Frame | None:
-        c = self.console
-        if not c.realtime:
-            if self.next >= len(c.schedule):
-                raise CaptureError("the simulated capture reached its last frame (--frames)")
-            k = self.next
-            c._advance_to(float(c.schedule.time_ns[k]))
-            with c._lock:
-                frame = self._make(k)
-            self.next += 1
-            self.delivered += 1
-            return frame
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="sim-capture", daemon=True)
-            self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._latest is None or self._latest.index <= self._taken:
-                if not self._thread.is_alive():
-                    raise CaptureError("the simulated capture reached its last frame (--frames)")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(left)
-            frame = self._latest
-            self._taken = frame.index
-            return frame
-
-    def _run(self) -> None:
-        c = self.console
-        sched = c.schedule
-        k = -1
-        while k + 1 < len(sched):
-            k += 1
-            if self._stop.is_set():
-                return
-            # Behind (rendering and the forward model cost more than a frame on this host):
-            # frames whose successor has already arrived would only be replaced unread.
-            now = time.monotonic_ns()
-            while k + 1 < len(sched) and c.host_ns(float(sched.time_ns[k + 1])) <= now:
-                k += 1
-                self.skipped += 1
-            g = int(sched.console_frame[k])
-            # The picture of frame g is complete when frame g + 1 latches.
-            while not self._stop.is_set():
-                with c._lock:
-                    if c.frame > g + 1:
-                        break
-                self._stop.wait(0.001)
-            with c._lock:
-                if not c.holds_picture(g):
-                    # Starved for longer than the console keeps pictures (a loaded host): the
-                    # frame is lost, as a capture card drops the frames nobody read in time.
-                    self.skipped += 1
-                    continue
-                frame = self._make(k)
-            wait = (frame.time_ns - time.monotonic_ns()) / 1e9
-            if wait > 0 and self._stop.wait(wait):
-                return
-            with self._cond:
-                if self._latest is not None and self._latest.index > self._taken:
-                    self.skipped += 1
-                self._latest = frame
-                self.delivered += 1
-                self._cond.notify_all()
-
-    def describe(self) -> dict[str, Any]:
-        p = self.console.profile
+    def report(self) -> dict[str, Any]:
+        """``{"sim": ...}``: the profile, and per level its spec, result, state 0's frame and
+        frameCounter mod 16 there (ground truth), the hidden frameCounter phase, and in real
+        time how late the console ran its frames (``pacing``, hil.consoles.paced.Pacing)."""
         return {
-            "source": "sim",
-            "profile": p.name,
-            "width": p.geometry.width,
-            "height": p.geometry.height,
-            "capture_hz": p.timing.capture_hz,
-            "latency_frames": p.timing.latency_frames,
-            "jitter_ms": p.timing.jitter_ms,
-            "delivered": self.delivered,
-            "skipped": self.skipped,
-            "realtime": self.console.realtime,
+            "sim": {
+                "profile": self.profile.name,
+                "levels": [
+                    asdict(r.spec)
+                    | {
+                        "result": r.result,
+                        "start_frame": r.start_frame,
+                        "frame_counter_mod16": (r.start_frame - 1 + self.fc_phase) & 15,
+                    }
+                    for r in self.records
+                ],
+                "fc_phase": self.fc_phase,
+                "pacing": self.pacing.report(),
+                "faults": self.fault_counts | self.capture.fault_counts,
+            }
         }
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(timeout=2)
+        self._stop_pacing()
+        self.capture.close()
+        self.device.close()
 
 
 class _NoController:

@@ -15,13 +15,17 @@ latest console time, so a simulation may run faster or slower than real time. PO
 
 from __future__ import annotations
 
+import array
 import ctypes
 import errno
+import fcntl
 import importlib.resources
 import os
 import select
 import sys
+import termios
 import threading
+import time
 import tty
 from collections import deque
 from collections.abc import Sequence
@@ -117,6 +121,13 @@ class VirtualDevice:
         self.port = os.ttyname(self._slave)
         self._stop_r, self._stop_w = os.pipe()
         self._closed = False
+        self._stall_until = 0.0  # time.monotonic() until which USB passes nothing (a stall)
+        # A console in lockstep sets this: its bytes (STATUS) are readable on the host's side
+        # before its call returns. The kernel moves bytes written to a pty master to the slave
+        # asynchronously (tty_flip_buffer_push), so a host that read right after could miss a
+        # STATUS now and then and stamp it a frame later: the frame clock, and the whole run,
+        # then differed from one process to the next.
+        self.lockstep = False
         self._thread = threading.Thread(target=self._serve, name="vdevice-pty", daemon=True)
         self._thread.start()
 
@@ -134,7 +145,7 @@ class VirtualDevice:
             masks = {self._latch(frame_time_us + i * read_gap_us) for i in range(reads)}
             window = self.window_us()
             self._poll(frame_time_us + window)
-            self._flush()
+            self._flush(console=True)
         if len(masks) != 1:
             raise AssertionError(f"reads of one frame differ: {sorted(masks)}")
         return masks.pop()
@@ -144,20 +155,31 @@ class VirtualDevice:
         with self._lock:
             self._poll(t_us)
             mask = self._latch(t_us)
-            self._flush()
+            self._flush(console=True)
         return mask
 
     def advance(self, t_us: int) -> None:
         """Moves the device clock to ``t_us`` without a latch (closes windows, watchdog)."""
         with self._lock:
             self._poll(t_us)
-            self._flush()
+            self._flush(console=True)
 
     def window_us(self) -> int:
         """The latch grouping window now in force (us), read from the core's state."""
         return _Config.from_buffer(self._core).window_us  # cfg is nb_core_t's first member
 
     # ---- lifecycle ---------------------------------------------------------------------
+
+    def stall(self, seconds: float) -> None:
+        """A USB stall (an OS or hub hiccup): for ``seconds`` of wall time no byte passes
+        either way; the firmware keeps playing its queue, and what the host sent meanwhile
+        arrives afterwards, what the firmware sent is kept in its TX buffer (or dropped and
+        counted when that is full, as on the RP2040)."""
+        self._stall_until = time.monotonic() + float(seconds)
+
+    def _stalled(self) -> float:
+        """Seconds of a USB stall still to run (0: none)."""
+        return max(0.0, self._stall_until - time.monotonic())
 
     def unplug(self) -> None:
         """Simulates pulling the USB cable: the pty's far end goes away, and the core does
@@ -197,11 +219,12 @@ class VirtualDevice:
             self.pio_words.append(word.value)
             self.pio_words_total += 1
 
-    def _flush(self) -> None:
+    def _flush(self, console: bool = False) -> None:
         """Moves the core's outgoing bytes into the pty as far as it accepts them; the rest
         stays in the core's TX buffer, which drops (and counts) what does not fit, as the
-        firmware does when the host stops reading."""
-        if self._closed:
+        firmware does when the host stops reading. ``console``: called by the console's side;
+        with :attr:`lockstep`, it returns once the bytes can be read on the host's side."""
+        if self._closed or self._stalled():
             return
         buf = ctypes.create_string_buffer(256)
         while True:
@@ -210,6 +233,8 @@ class VirtualDevice:
                 if not n:
                     return
                 self._pending = buf.raw[:n]
+            sync = console and self.lockstep
+            before = _readable(self._slave) if sync else 0
             try:
                 sent = os.write(self._master, self._pending)
             except BlockingIOError:
@@ -219,9 +244,20 @@ class VirtualDevice:
                     return
                 raise
             self._pending = self._pending[sent:]
+            if sync:
+                _settle(self._slave, before + sent)
 
     def _serve(self) -> None:
         while True:
+            stalled = self._stalled()
+            if stalled:  # USB passes nothing: the host's bytes wait in the pty
+                try:
+                    ready, _, _ = select.select([self._stop_r], [], [], min(stalled, 0.005))
+                except (OSError, ValueError):
+                    return
+                if ready:
+                    return
+                continue
             try:
                 ready, _, _ = select.select([self._master, self._stop_r], [], [], 0.005)
             except (OSError, ValueError):
@@ -240,6 +276,23 @@ class VirtualDevice:
                 if data:
                     self._lib.nb_rx(self._core, data, len(data), self._now_us)
                 self._flush()
+
+
+def _readable(fd: int) -> int:
+    """Bytes waiting to be read on terminal ``fd`` (FIONREAD)."""
+    n = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, n)
+    except OSError:
+        return 0
+    return int(n[0])
+
+
+def _settle(fd: int, want: int, timeout_s: float = 0.05) -> None:
+    """Waits (at most ``timeout_s``) until ``want`` bytes can be read on ``fd``."""
+    deadline = time.monotonic() + timeout_s
+    while _readable(fd) < want and time.monotonic() < deadline:
+        time.sleep(0)
 
 
 # ---- the firmware image itself, emulated ---------------------------------------------------

@@ -80,10 +80,11 @@ class Decision:
     first console frame a schedule sent now can reach with ``extra_ms`` more margin;
     ``feed(ahead)``: keep "no buttons" scheduled ``ahead`` frames on; ``send(first, masks,
     what) -> bool``: schedule ``masks`` from frame ``first`` (False when the link refused or is
-    gone). ``fast``: lockstep (no time passes while deciding, no margin). ``feed_frames``: the
-    run's feed depth (frames). ``log(name, **data)``: the event log. ``stats``: the Runtime's
-    Stats. ``last``: the placement last sent ({pill, placement, rotation, row, col,
-    lock_frame}) or None. ``ponder``: decide pill N+1 during pill N's fall (hil.loop.ponder);
+    gone). ``lockstep``: the console waits (no time passes while deciding, no margin).
+    ``feed_frames``: the run's feed depth (frames). ``log(name, **data)``: the event log.
+    ``stats``: the Runtime's Stats. ``last``: the placement last sent ({pill, placement,
+    rotation, row, col, lock_frame}) or None. ``ponder``: decide pill N+1 during pill N's fall
+    (hil.loop.ponder);
     ``now_frame() -> frame``: the console frame now (the frame clock); ``horizon() -> frame |
     None``: the last frame a schedule sent now may reach (the firmware's queue), None while
     unknown. ``ponder_stats``: what pondering did (the summary's ``ponder``).
@@ -99,7 +100,7 @@ class Decision:
         first_free: Callable[[float], int],
         feed: Callable[[int], None],
         send: Callable[[int, Sequence[int], str], bool],
-        fast: bool,
+        lockstep: bool,
         feed_frames: int,
         log: Callable[..., None],
         stats: DecisionStats,
@@ -114,7 +115,7 @@ class Decision:
         self.first_free = first_free
         self.feed = feed
         self.send = send
-        self.fast = fast
+        self.lockstep = lockstep
         self.feed_frames = feed_frames
         self.log = log
         self.stats = stats
@@ -130,7 +131,7 @@ class Decision:
     def margin_ms(self) -> float:
         """Extra margin for the first frame a decision aims at: none in lockstep, else the
         longest of the last 5 decisions (50 ms before the first)."""
-        if self.fast:
+        if self.lockstep:
             return 0.0
         return max(self.recent_ms) if self.recent_ms else 50.0
 
@@ -163,7 +164,7 @@ class Decision:
         self.ahead = None
         self.stats.decisions += 1
         extra = self.margin_ms()
-        if not self.fast:
+        if not self.lockstep:
             # "No buttons" well past the time the decision may take: no underrun meanwhile
             # (the plan replaces what it needs; only frames armed before it is sent count as
             # the committed prefix).
@@ -195,7 +196,7 @@ class Decision:
             t2 = time.perf_counter_ns()
             full = plan.masks(idx)  # from the confirmed state, prefix included, to the lock
             masks = full[len(prefix) :]
-            if not self.fast and self.first_free(0.0) > first:
+            if not self.lockstep and self.first_free(0.0) > first:
                 extra = (t2 - t0) / 1e6 + 5.0  # took too long: the prefix grew; again
                 continue
             # Frames scheduled before beyond the new plan (an older plan) are released.
@@ -252,7 +253,7 @@ class Decision:
         self.ahead = None
         if not self.ponder:
             return
-        if not self.fast:
+        if not self.lockstep:
             # "No buttons" past the pondering (the search's p99 is ~150 ms, 9 frames, more than
             # the feed keeps ahead): the pill may lock meanwhile, and the frames after its plan
             # would be underruns. The pondered plan replaces what it needs from the spawn on.

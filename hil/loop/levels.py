@@ -126,12 +126,18 @@ class Levels:
         self._counted = (tracker.desyncs, tracker.resyncs)
         return {"desyncs": tracker.desyncs - d0, "resyncs": tracker.resyncs - r0}
 
-    def interrupted(self, tracker: Tracker) -> None:
-        """The level in play when the run was interrupted counts as played, not cleared."""
+    def finish(self, tracker: Tracker, now_frame: int | None, why: str) -> None:
+        """The run ends (``why``: "interrupted", "frame_budget", "capture_end", "link_lost"):
+        a level the tracker saw end is recorded as it ended; one still in play counts as
+        played with ``why`` as its result, not cleared."""
         if self.index < 0 or len(self.results) > self.index:
             return
+        if tracker.state == LevelState.ENDED:
+            self.ended_at_frame = now_frame
+            self._record_end(tracker)
+            return
         lp = self.plans[self.index]
-        rec = {"level": lp.level, "speed": lp.speed, "result": "interrupted", "frames": None}
+        rec = {"level": lp.level, "speed": lp.speed, "result": why, "frames": None}
         rec.update(self._count(tracker))
         self.results.append(rec)
         self.log.write("level_end", **rec)

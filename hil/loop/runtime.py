@@ -270,7 +270,6 @@ class RunSettings:
     """What ``hil run`` does; see ``hil run --help`` and docs/RUN.md."""
 
     levels: list[LevelPlan]
-    fast: bool = False
     latency_frames: float = 0.0  # capture chain latency (calibrated), console frames
     jitter_ms: float = 0.0  # extra delivery delay sigma; the tracker allows 4 sigma + 1 ms
     max_frames: int = 200_000  # console frames before the run stops
@@ -540,7 +539,7 @@ class Runtime:
             lambda: console.port,
             self.log,
             self.say,
-            timeout_s=LOCKSTEP_LINK_TIMEOUT_S if settings.fast else 0.5,
+            timeout_s=LOCKSTEP_LINK_TIMEOUT_S if console.lockstep else 0.5,
             now_ns=console.now_ns,
         )
         self.stats = Stats()
@@ -560,7 +559,7 @@ class Runtime:
             first_free=self._first_free,
             feed=lambda ahead: self._feed(ahead=ahead),
             send=self._schedule,
-            fast=settings.fast,
+            lockstep=console.lockstep,
             feed_frames=settings.feed_frames,
             log=self.log.write,
             stats=self.stats,
@@ -572,6 +571,8 @@ class Runtime:
         self.last_obs: Observation | None = None
         self.pending_renumber = False
         self.interrupted = False
+        # Why the run stopped before every level was played (the unfinished level's result).
+        self.end_reason = "unfinished"
         self.t_start = time.perf_counter()
 
     @property
@@ -885,9 +886,11 @@ class Runtime:
         except KeyboardInterrupt:  # Ctrl-C, and SIGTERM / SIGHUP (hil run turns them into it)
             self.interrupted = True
             self.log.write("interrupted")
-            self.levels.interrupted(self.tracker)
+            self.end_reason = "interrupted"
         finally:
             self._release()
+        now = self.clock.frame_at(self.now()) if self.clock.ready else None
+        self.levels.finish(self.tracker, now, self.end_reason)
         return self.summary()
 
     def _step(self) -> bool:
@@ -901,11 +904,14 @@ class Runtime:
             ):
                 self.say("controller link did not come back; ending the run")
                 self.log.write("gave_up", reason="controller link lost")
+                self.end_reason = "link_lost"
                 return False
         try:
             frame = self._next_frame()
         except CaptureError as exc:
             self.log.write("capture_end", message=str(exc))
+            self.say(f"the capture ended: {exc}")
+            self.end_reason = "capture_end"
             return False
         if frame is None:
             self.stats.capture_losses += 1
@@ -939,6 +945,7 @@ class Runtime:
         if last is not None and self.stats.first_frame is not None:
             if last - self.stats.first_frame >= self.s.max_frames:
                 self.log.write("frame_budget_spent", frames=self.s.max_frames)
+                self.end_reason = "frame_budget"
                 return False
         return True
 
@@ -1010,6 +1017,7 @@ class Runtime:
         cleared = sum(r["result"] == "stage_clear" for r in self.results)
         out = {
             "levels": self.results,
+            "levels_asked": len(self.s.levels),
             "levels_played": len(self.results),
             "levels_cleared": cleared,
             "levels_failed": len(self.results) - cleared,
