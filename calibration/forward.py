@@ -64,10 +64,14 @@ class NoiseSource:
         return self.bank[start : start + size].reshape(shape)
 
 
-def degrade(a: Artifacts, img: np.ndarray, noise: NoiseSource | None) -> np.ndarray:
+def degrade(
+    a: Artifacts, img: np.ndarray, noise: NoiseSource | None, encoded: bool = False
+) -> np.ndarray:
     """Steps 3-8 on a captured BGR uint8 [H, W, 3] frame (returns a new array or ``img``).
 
-    ``noise`` is needed when ``a.noise > 0`` (ValueError otherwise).
+    ``noise`` is needed when ``a.noise > 0`` (ValueError otherwise). ``encoded``: with
+    ``jpeg_quality`` set, return the JPEG bytes (uint8 [n]) as the card sends them, not the
+    decoded picture (the host decodes them: :func:`decode`).
     """
     if a.hsmooth > 0:
         ksize = (2 * max(1, int(np.ceil(3.0 * a.hsmooth))) + 1, 1)  # along x only
@@ -87,11 +91,22 @@ def degrade(a: Artifacts, img: np.ndarray, noise: NoiseSource | None) -> np.ndar
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, a.jpeg_quality])
         if not ok:
             raise RuntimeError("OpenCV could not JPEG-encode the frame")
-        decoded = cv2.imdecode(buf, cv2.IMREAD_COLOR)
-        if decoded is None:
-            raise RuntimeError("OpenCV could not decode its own JPEG")
-        img = decoded
+        if encoded:
+            return np.asarray(buf, np.uint8).reshape(-1)
+        img = decode(buf)
     return img
+
+
+def decode(payload: np.ndarray) -> np.ndarray:
+    """A captured frame as the card sent it (:func:`degrade` with ``encoded``): JPEG bytes
+    (uint8 [n]) decoded to BGR uint8 [H, W, 3], or that array itself. Raises RuntimeError for
+    bytes OpenCV cannot decode."""
+    if payload.ndim == 3:
+        return payload
+    decoded = cv2.imdecode(payload, cv2.IMREAD_COLOR)
+    if decoded is None:
+        raise RuntimeError("OpenCV could not decode the captured JPEG")
+    return decoded
 
 
 def _subsample_chroma(img: np.ndarray, vertical: bool) -> np.ndarray:
@@ -119,15 +134,34 @@ class CaptureModel:
         self.profile = profile
         self.noise = NoiseSource(seed)
         forward_taps(profile.geometry)  # build the taps now, not on the first frame
+        # Steps 1-2 of the last frame (a console shows the same picture on most frames: 84 %
+        # of them in play at level 5 MED); the noise and the JPEG are made anew every frame.
+        self._last: tuple[np.ndarray, np.ndarray | None, np.ndarray] | None = None
 
-    def __call__(self, frame: np.ndarray, previous: np.ndarray | None = None) -> np.ndarray:
+    def __call__(
+        self, frame: np.ndarray, previous: np.ndarray | None = None, encoded: bool = False
+    ) -> np.ndarray:
         """One captured frame: uint8 BGR [height, width, 3] from NES RGB uint8 [240, 256, 3].
 
         ``previous``: the console frame before ``frame`` (RGB [240, 256, 3]); with
         ``artifacts.combing`` it fills the odd output lines (``frame`` itself when None).
-        Raises ValueError for frames of another shape or dtype.
+        ``encoded``: an MJPEG profile's frame as the JPEG bytes the card sends (uint8 [n];
+        :func:`decode` makes the picture). Raises ValueError for frames of another shape or
+        dtype.
         """
-        return forward(self.profile, frame, previous=previous, noise=self.noise)
+        p = self.profile
+        frame = check_nes_frame("frame", frame)
+        if previous is not None:
+            previous = check_nes_frame("previous", previous)
+        last = self._last
+        if last is not None and np.array_equal(last[0], frame) and _same(last[1], previous):
+            out = last[2]
+        else:
+            out = _color_and_scale(p, frame, previous)
+            self._last = (frame.copy(), None if previous is None else previous.copy(), out)
+        if p.artifacts.is_identity:
+            return out.copy()
+        return degrade(p.artifacts, out, self.noise, encoded=encoded)
 
     def to_nes(self, captured: np.ndarray, color: bool = True) -> np.ndarray:
         return to_nes(self.profile, captured, color=color)
@@ -138,23 +172,36 @@ def forward(
     frame: np.ndarray,
     previous: np.ndarray | None = None,
     noise: NoiseSource | None = None,
+    encoded: bool = False,
 ) -> np.ndarray:
     """Captured BGR uint8 [height, width, 3] for NES RGB uint8 [240, 256, 3] ``frame``.
 
     See the module docstring for the order of operations. ``noise`` is needed only when
-    ``artifacts.noise > 0`` (ValueError otherwise). ``previous`` as in CaptureModel.
+    ``artifacts.noise > 0`` (ValueError otherwise). ``previous`` and ``encoded`` as in
+    CaptureModel.
     """
     frame = check_nes_frame("frame", frame)
+    if previous is not None:
+        previous = check_nes_frame("previous", previous)
+    out = _color_and_scale(profile, frame, previous)
+    if profile.artifacts.is_identity:
+        return out
+    return degrade(profile.artifacts, out, noise, encoded=encoded)
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return a is None if b is None else a is not None and np.array_equal(a, b)
+
+
+def _color_and_scale(
+    profile: Profile, frame: np.ndarray, previous: np.ndarray | None
+) -> np.ndarray:
+    """Steps 1-2 (colour, crop and scale) of checked NES frames."""
     bgr = apply_color(profile.color, frame)
     prev_bgr = None
     if profile.artifacts.combing:
-        prev_bgr = bgr
-        if previous is not None:
-            prev_bgr = apply_color(profile.color, check_nes_frame("previous", previous))
-    out = scale_frame(profile.geometry, bgr, border_bgr(profile.color), previous=prev_bgr)
-    if profile.artifacts.is_identity:
-        return out
-    return degrade(profile.artifacts, out, noise)
+        prev_bgr = bgr if previous is None else apply_color(profile.color, previous)
+    return scale_frame(profile.geometry, bgr, border_bgr(profile.color), previous=prev_bgr)
 
 
 def check_captured(profile: Profile, frame: np.ndarray) -> np.ndarray:

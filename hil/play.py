@@ -14,6 +14,7 @@ never in lockstep.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ CONSOLE_FAULTS = {
     "emu": {"drop", "repeat", "burst", "usb_stall", "unplug", "starve"},
     "rig": set(),
 }
+# Faults of the controller's link and of the host (hil.consoles.paced.PacedConsole).
+LINK_FAULTS = ("usb_stall", "unplug", "starve")
 # Faults that need the console to run in real time (in lockstep nothing can starve or stall).
 REALTIME_FAULTS = {"drop", "repeat", "burst", "usb_stall", "starve"}
 ORACLE_NOTE = {
@@ -167,8 +170,8 @@ def _open_sim(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
         SimLevel(lp.level, lp.speed, req.seeds[i % len(req.seeds)])
         for i, lp in enumerate(req.levels)
     ]
-    device = _firmware(req)
-    console = SimConsole(
+    build = functools.partial(
+        SimConsole,
         levels,
         req.profile,
         realtime=not req.lockstep,
@@ -176,12 +179,33 @@ def _open_sim(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
         console_seed=req.console_seed,
         max_frames=req.max_frames + 600,
         faults=[Fault(f.frame, f.kind) for f in req.faults if f.kind in ("drop_input", "garbage")],
-        device=device,
         screen=req.screen,
         capture_faults=capture_faults(req.faults),
-        link_faults=[f for f in req.faults if f.kind in ("usb_stall", "unplug", "starve")],
+        link_faults=[f for f in req.faults if f.kind in LINK_FAULTS],
     )
+    console = _console_here(build, req) if req.lockstep else _console_process(build, req, "sim")
     return Opened(console, sim_screens(req.profile), req.profile)
+
+
+def _console_here(build: Callable[..., Any], req: RunRequest) -> Any:
+    """Lockstep: the console in this process (its controller the firmware image in rp2040js
+    with ``--firmware``)."""
+    return build(device=_firmware(req))
+
+
+def _console_process(build: Callable[..., Any], req: RunRequest, name: str) -> Any:
+    """Real time: the console in a process of its own (hil.consoles.process)."""
+    from hil.consoles.process import ConsoleProcess
+
+    g = req.profile.geometry
+    return ConsoleProcess(
+        build,
+        name=name,
+        latency_frames=req.profile.timing.latency_frames,
+        jitter_ms=req.profile.timing.jitter_ms,
+        frame_bytes=g.width * g.height * 3,
+        capture_name=name,
+    )
 
 
 def capture_faults(faults: list[FaultSpec]) -> list[Any]:
@@ -220,7 +244,8 @@ def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
             "picture"
         )
     first = req.levels[0]
-    console = EmuRun(
+    build = functools.partial(
+        EmuRun,
         req.rom,
         first.level,
         first.speed,
@@ -232,9 +257,9 @@ def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
         verify_crc=req.verify_crc,
         realtime=not req.lockstep,
         capture_faults=capture_faults(req.faults),
-        link_faults=[f for f in req.faults if f.kind in ("usb_stall", "unplug", "starve")],
-        device=_firmware(req),
+        link_faults=[f for f in req.faults if f.kind in LINK_FAULTS],
     )
+    console = _console_here(build, req) if req.lockstep else _console_process(build, req, "emu")
     return Opened(console, screens, prof)
 
 

@@ -6,6 +6,7 @@ placement = policy.choose(observation, reachable)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,27 @@ class PlacementPolicy:
         logits = self.logits(board, extras, mask[None])[0]
         # The graph already masked; this guards against a model file that does not.
         return int(np.argmax(np.where(mask, logits, -np.inf)))
+
+    def choose_mean(self, observations: Sequence[Observation], reachable: npt.ArrayLike) -> int:
+        """The reachable placement best on average over ``observations`` (the mean of the
+        network's log-probabilities over the reachable placements; one batch): the choice
+        for a pill whose successor is not known yet, one observation per successor it may
+        have. Raises ValueError as :meth:`choose`."""
+        mask = np.asarray(reachable, dtype=bool).reshape(-1)
+        if mask.shape != (NUM_PLACEMENTS,):
+            raise ValueError(f"reachable must have 512 entries, got {mask.shape}")
+        if not mask.any():
+            raise ValueError("no reachable placement to choose from")
+        if not observations:
+            raise ValueError("no observation to choose over")
+        feats = [encode(o) for o in observations]
+        board = np.concatenate([f[0] for f in feats])
+        extras = np.concatenate([f[1] for f in feats])
+        logits = self.logits(board, extras, np.repeat(mask[None], len(feats), 0))
+        z = np.where(mask, logits.astype(np.float64), -np.inf)
+        z -= z.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return int(np.argmax(np.where(mask, logp.mean(axis=0), -np.inf)))
 
     def act(self, game: engine.Game) -> Decision:
         """Plans from `game` (a spawn state) and picks with choose(). Raises ValueError when

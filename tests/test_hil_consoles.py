@@ -91,3 +91,16 @@ def test_the_schedule_knows_each_frames_byte():
     for f in range(100, 4200):
         s.on_latched(f, 1)
     assert min(s.latched) == 4199 - 4000  # a minute of play kept, the oldest dropped
+
+
+def test_a_hole_in_the_stream_is_the_frames_a_schedule_can_still_fill():
+    """Each frame between what was scheduled and a new schedule's first frame would be an
+    underrun (the firmware streams from its first frame): the runtime fills the part it can
+    still reach with "no buttons"."""
+    s = Schedule()
+    assert not s.hole(50, 10)  # nothing scheduled yet: no stream, no hole
+    s.on_schedule(10, [0] * 20)  # frames 10..29
+    assert not s.hole(30, 12)  # it follows on
+    assert s.hole(40, 12) == range(30, 40)
+    assert s.hole(40, 35) == range(35, 40)  # frames 30..34 are already armed: too late
+    assert not s.hole(20, 12)  # inside what is scheduled

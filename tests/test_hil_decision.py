@@ -11,7 +11,7 @@ import engine
 from hil.loop.decision import Decision, falling_at
 from hil.loop.runtime import EnginePlanner, Stats
 from hil.loop.schedule import Schedule
-from hil.loop.tracker import LevelState
+from hil.loop.tracker import LevelState, TrackerConfig
 
 
 class Deepest:
@@ -30,6 +30,7 @@ class FakeTracker:
         self.replan = False
         self.state = LevelState.TRACKING
         self.lv = SimpleNamespace(reported_spawn=1)
+        self.cfg = TrackerConfig(latency_ns=3 * 1e9 / 60.0988)
         self.done: list[int] = []
 
     def confirmed_state(self):

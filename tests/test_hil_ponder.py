@@ -167,3 +167,40 @@ def test_the_search_ponders_one_placement_for_every_next_pill(decided):
     policy.player = Stub()
     got = policy.choose_pairs(game, plan.reachable, PAIRS)
     assert got == {p: int(placements[2]) for p in PAIRS}
+
+
+def test_choices_that_differ_before_the_spawn_can_be_seen_are_committed_to_one(decided):
+    """Nine choices that press otherwise within ``commit_frames`` of the spawn could only be
+    told apart once the spawn is seen, too late to play them: the policy's choice over every
+    next pill (``choose_mean``) is taken for all of them and the whole plan goes out before
+    the spawn; choices that agree that long are kept as they are."""
+    game, masks, planner, policy = decided
+    plan = planner(_spawn_after(game, masks), np.zeros(0, np.uint8))
+    reachable = np.flatnonzero(np.asarray(plan.reachable))
+    far = [int(i) for i in reachable if len(plan.masks(int(i))) > 12]
+    # Two placements whose plans part on their first frames, one chosen per next pill.
+    a_idx = far[0]
+    b_idx = next(i for i in far if plan.masks(i)[0] != plan.masks(a_idx)[0])
+
+    def split(state, reach):
+        return a_idx if int(state.next_colors[0]) == 0 else b_idx
+
+    means: list[int] = []
+
+    def mean(state, reach, pairs):
+        means.append(len(pairs))
+        return b_idx
+
+    kept = ponder(1, 0, game, masks, planner, split, None, 0, mean)
+    assert kept is not None and not kept.without_next and not kept.agreed and not means
+    committed = ponder(1, 0, game, masks, planner, split, None, 9, mean)
+    assert committed is not None and committed.without_next and means == [9]
+    assert {c[0] for c in committed.choices.values()} == {b_idx}
+    assert committed.agreed and np.array_equal(committed.common, plan.masks(b_idx))
+
+
+def _spawn_after(game, masks):
+    g = game.clone()
+    g.run(masks)
+    to_spawn(g)
+    return g

@@ -271,6 +271,7 @@ class ChainCapture:
         self._stop = threading.Event()
         self._ended: str | None = None
         self._starve_s = 0.0  # the next newest() call blocks its caller this long
+        self._sink: Any = None  # where frames go in a console process (start_delivery)
 
     # ---- making a captured frame ----------------------------------------------------------
 
@@ -279,8 +280,10 @@ class ChainCapture:
             self._cache = (g, *self.console.shown(g))
         return self._cache[1], self._cache[2]
 
-    def _make(self, k: int) -> Frame:
-        """Captured frame ``k`` of the schedule (the console's lock held by the caller)."""
+    def _take(self, k: int) -> tuple[np.ndarray, np.ndarray | None, dict[str, Any]]:
+        """The console's picture(s) and truth for captured frame ``k`` (the console's lock
+        held by the caller: only for this, not for the degradation, which takes longer than
+        a frame on a slow machine)."""
         sched = self.schedule
         g = int(sched.console_frame[k])
         picture, truth = self._picture(g)
@@ -288,7 +291,20 @@ class ChainCapture:
         if self.profile.artifacts.combing:
             odd = int(sched.odd_frame[k])
             previous = picture if odd == g else self.console.shown(odd)[0]
-        image = self.model(picture, previous=previous)
+        return picture, previous, truth
+
+    def _make(
+        self,
+        k: int,
+        taken: tuple[np.ndarray, np.ndarray | None, dict[str, Any]],
+        encoded: bool = False,
+    ) -> Frame:
+        """Captured frame ``k`` of the schedule from what :meth:`_take` took. ``encoded``: its
+        image as the card sends it (an MJPEG profile's JPEG bytes, calibration.forward.decode
+        makes the picture)."""
+        sched = self.schedule
+        picture, previous, truth = taken
+        image = self.model(picture, previous=previous, encoded=encoded)
         t = self.console.host_ns(float(sched.time_ns[k]))
         truth = dict(truth)
         truth.update(
@@ -312,7 +328,8 @@ class ChainCapture:
             k = self.next
             c._advance_to(float(self.schedule.time_ns[k]))
             with c._lock:
-                frame = self._make(k)
+                taken = self._take(k)
+            frame = self._make(k, taken)
             self.next += 1
             self.delivered += 1
             return frame
@@ -335,9 +352,23 @@ class ChainCapture:
     def starve(self, seconds: float) -> None:
         """A host starved of CPU: the runtime's next call of :meth:`newest` blocks for
         ``seconds`` (the console and the capture run on meanwhile)."""
-        self._starve_s = float(seconds)
+        if self._sink is not None:
+            self._sink.starve(float(seconds))
+        else:
+            self._starve_s = float(seconds)
+
+    def start_delivery(self, sink: Any) -> None:
+        """Real time, in a console process (hil.consoles.process): every frame goes to
+        ``sink.frame(frame)`` as the card sends it (``image`` an MJPEG profile's JPEG bytes),
+        the end of the capture to ``sink.end(message)``, a starved host to
+        ``sink.starve(seconds)``; :meth:`newest` is not used. Starts the delivery now."""
+        self._sink = sink
+        self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
+        self._thread.start()
 
     def _end(self, message: str) -> None:
+        if self._sink is not None:
+            self._sink.end(message)
         with self._cond:
             self._ended = message
             self._cond.notify_all()
@@ -388,7 +419,8 @@ class ChainCapture:
                     # frame is lost, as a capture card drops the frames nobody read in time.
                     self.skipped += 1
                     continue
-                frame = self._make(k)
+                taken = self._take(k)
+            frame = self._make(k, taken, encoded=self._sink is not None)
             if drop_left > 0:
                 drop_left -= 1
                 continue
@@ -410,6 +442,10 @@ class ChainCapture:
         self._end(f"the {self.name} capture reached its last frame (--frames)")
 
     def _release(self, frame: Frame) -> None:
+        if self._sink is not None:
+            self.delivered += 1
+            self._sink.frame(frame)
+            return
         with self._cond:
             if self._latest is not None and self._latest.index > self._taken:
                 self.skipped += 1

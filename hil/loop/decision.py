@@ -11,9 +11,11 @@ controller link only through the three callables the Runtime gives it.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,6 +25,7 @@ import engine
 from hil.loop.ponder import Ahead, PonderStats, falling_at, ponder
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import LevelState, Tracker
+from hil.loop.worker import Inline, Worker
 
 U8 = npt.NDArray[np.uint8]
 
@@ -55,9 +58,12 @@ class DecisionStats(Protocol):
     overhead_ms: Any
 
 
-def placement_record(pill: int, idx: int, lock_frame: int) -> dict[str, Any]:
+def placement_record(
+    pill: int, idx: int, lock_frame: int, without_next: bool = False
+) -> dict[str, Any]:
     """The placement last sent as ``Decision.last`` keeps it: placement index 0..511 split into
-    rotation, row and column (docs/ARCHITECTURE.md), and the console frame of the lock."""
+    rotation, row and column (docs/ARCHITECTURE.md), the console frame of the lock, and
+    ``without_next``: chosen before the next pill's colours were shown (hil.loop.ponder)."""
     return {
         "pill": pill,
         "placement": idx,
@@ -65,11 +71,16 @@ def placement_record(pill: int, idx: int, lock_frame: int) -> dict[str, Any]:
         "row": (idx % 128) // 8,
         "col": idx % 8,
         "lock_frame": lock_frame,
+        "without_next": without_next,
     }
 
 
 # Frames of "no buttons" kept scheduled while a pill is pondered in real time (500 ms).
 PONDER_FEED_FRAMES = 30
+# Frames after a spawn, beyond the capture's latency, before a choice taken when the spawn is
+# seen can act (the picture completes a frame later, the tracker sees it, the first free frame
+# is a frame or two on): measured 7-9 from spawn to the first frame sent at 3 frames of latency.
+COMMIT_MARGIN_FRAMES = 6
 
 
 class Decision:
@@ -107,8 +118,17 @@ class Decision:
         ponder: bool = False,
         now_frame: Callable[[], int] | None = None,
         horizon: Callable[[], int | None] | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.policy = policy
+        # Pondering runs here (hil.loop.worker): a thread in real time, inline in lockstep.
+        self.worker = worker if worker is not None else Inline()
+        self._pending: tuple[Future[Any], int, object] | None = None  # (job, pill, level)
+        # A decision due now in real time takes the policy's quick choice where it has one
+        # (the search's prior network, ~2 ms instead of ~100): the pill is already falling.
+        self.choose_now = (
+            policy.choose if lockstep else getattr(policy, "choose_now", policy.choose)
+        )
         self.planner = planner
         self.tracker = tracker
         self.schedule = schedule
@@ -140,6 +160,7 @@ class Decision:
         ns): decide the pill whose decision is due, or re-plan the falling pill after a
         re-sync. Nothing while the controller link is down (``linked`` False)."""
         tr = self.tracker
+        self._collect()
         pill = tr.decision_due if linked else None
         if pill is not None:
             self.decide(pill, t_seen_ns)
@@ -161,6 +182,12 @@ class Decision:
         if self.ahead is not None and self.ahead.pill == pill:
             if self._take_ahead(pill, t_seen_ns):
                 return
+        elif self._pending is not None and self._pending[1] + 1 == pill:
+            # Its pondering has not finished: decided now, the late result dropped.
+            self._pending = None
+            self.ponder_stats.unfinished += 1
+            self.ponder_stats.replanned += 1
+            self.log("ponder_replan", pill=pill, reason="its pondering had not finished")
         self.ahead = None
         self.stats.decisions += 1
         extra = self.margin_ms()
@@ -189,7 +216,7 @@ class Decision:
                 if plan.status != 0 or len(plan) == 0:
                     self._missed(pill, first, len(prefix), f"plan status {int(plan.status)}")
                     return
-                idx = int(self.policy.choose(decision, plan.reachable))
+                idx = int(self.choose_now(decision, plan.reachable))
             except ValueError as exc:  # one bad decision must not end the run
                 self._missed(pill, first, len(prefix), f"error: {exc}")
                 return
@@ -249,8 +276,10 @@ class Decision:
         return None if not es else base + min(es)
 
     def _ponder(self, pill: int, g0: int, game: engine.Game, full: Any) -> None:
-        """Decides pill ``pill + 1`` now, during pill ``pill``'s fall, and sends what it can."""
+        """Has pill ``pill + 1`` decided now, during pill ``pill``'s fall, on the worker;
+        :meth:`_collect` takes the result and sends what it can."""
         self.ahead = None
+        self._pending = None
         if not self.ponder:
             return
         if not self.lockstep:
@@ -258,18 +287,40 @@ class Decision:
             # the feed keeps ahead): the pill may lock meanwhile, and the frames after its plan
             # would be underruns. The pondered plan replaces what it needs from the spawn on.
             self.feed(max(PONDER_FEED_FRAMES, 2 * self.feed_frames))
-        a = ponder(
+        # A choice made when the spawn is seen acts this many frames after it (latency, the
+        # capture's frame, the reaction); choices that differ before then are committed.
+        period_ns = 1e9 / self.tracker.cfg.hz
+        commit = math.ceil(self.tracker.cfg.latency_ns / period_ns) + COMMIT_MARGIN_FRAMES
+        job = self.worker.submit(
+            ponder,
             pill,
             g0,
-            game,
-            full,
+            game.clone(),
+            np.array(full, np.uint8),
             self.planner,
             self.policy.choose,
             getattr(self.policy, "choose_pairs", None),
+            commit,
+            getattr(self.policy, "choose_mean", None),
         )
-        if a is None:
+        self._pending = (job, pill, self.tracker.lv)
+        self._collect()
+
+    def _collect(self) -> None:
+        """Takes a pondering the worker has finished: the pill after ``pill``, ready before
+        its spawn (dropped when the level changed meanwhile)."""
+        if self._pending is None or not self._pending[0].done():
             return
-        self.ahead, self._ahead_level = a, self.tracker.lv
+        job, pill, level = self._pending
+        self._pending = None
+        try:
+            a = job.result()
+        except ValueError as exc:  # a bad choice must not end the run
+            self.log("ponder_failed", pill=pill + 1, reason=str(exc))
+            return
+        if a is None or level is not self.tracker.lv:
+            return
+        self.ahead, self._ahead_level = a, level
         self.ponder_stats.pondered += 1
         self.ponder_stats.ms.append(a.ms)
         self.send_ahead()
@@ -333,11 +384,12 @@ class Decision:
         wire_ms = (time.perf_counter_ns() - t_seen_ns) / 1e6
         self.stats.spawn_to_wire_ms.append(wire_ms)
         lock_frame = a.spawn + len(masks) - 1
-        self.last = placement_record(pill, idx, lock_frame)
+        self.last = placement_record(pill, idx, lock_frame, a.without_next)
         self.log(
             "plan",
             pill=pill,
             placement=idx,
+            without_next=a.without_next,
             first_frame=a.spawn,  # the plan's first frame (its masks went out ahead)
             sent_from=send_from,  # the first frame sent now (the rest had gone or played)
             prefix=start,

@@ -60,6 +60,9 @@ class Ahead:
     sent_frame: int | None = None
     late: bool = False  # the spawn came within reach of the first free frame before sending
     reason: str = ""  # why take() gave None
+    # The choice was made without the successor's colours (``choose_mean``): the 9 choices
+    # pressed otherwise within commit_frames of the spawn.
+    without_next: bool = False
 
     @property
     def agreed(self) -> bool:
@@ -113,12 +116,22 @@ def ponder(
     planner: Callable[[engine.Game, U8], Any],
     choose: Callable[[engine.Game, Any], int],
     choose_pairs: Callable[[engine.Game, Any, Sequence[tuple[int, int]]], dict] | None = None,
+    commit_frames: int = 0,
+    choose_mean: Callable[[engine.Game, Any, Sequence[tuple[int, int]]], int] | None = None,
 ) -> Ahead | None:
     """Pill ``pill + 1`` decided from the state ``game`` before console frame ``g0`` and the
     masks ``full`` (uint8, one per frame from ``g0``) that lock pill ``pill``: ``planner(state,
     prefix)`` as the runtime's (engine.plan), ``choose(state, reachable)`` the policy's;
     ``choose_pairs(state, reachable, pairs)`` -> {pair: placement}, when the policy has it,
     makes choose()'s choice for every next pill at once (the search shares its work).
+
+    ``commit_frames``: the frames from a spawn until a choice taken when the spawn is seen
+    can still act (the capture's latency and the loop's reaction). When the 9 choices press
+    the same buttons for fewer frames than that, the one made from the spawn's colours alone
+    would come too late: ``choose_mean(state, reachable, pairs)`` (the policy's choice over
+    every next pill, e.g. its mean) is then taken for every pair, so the whole plan goes on
+    the wire before the spawn.
+
     ``game`` is not changed. None when the pill does not lock on the last mask, the game ends
     before another pill can move (stage clear, top-out), or nothing is reachable."""
     import time
@@ -152,11 +165,15 @@ def ponder(
         if idx not in by_placement:
             by_placement[idx] = np.asarray(plan.masks(idx), np.uint8)
         choices[pair] = (idx, by_placement[idx])
+    common = _common(choices)
+    without_next = False
+    if choose_mean is not None and common < min(commit_frames, _shortest(choices)):
+        without_next = True
+        idx = int(choose_mean(pred, plan.reachable, PAIRS))
+        one = (idx, by_placement.get(idx, np.asarray(plan.masks(idx), np.uint8)))
+        choices = dict.fromkeys(PAIRS, one)
+        common = len(one[1])
     masks = [m for _, m in choices.values()]
-    n = min(len(m) for m in masks)
-    common = 0
-    while common < n and all(m[common] == masks[0][common] for m in masks):
-        common += 1
     return Ahead(
         pill=pill + 1,
         spawn=frame,
@@ -164,7 +181,22 @@ def ponder(
         choices=choices,
         common=masks[0][:common].copy(),
         ms=(time.perf_counter() - t0) * 1e3,
+        without_next=without_next,
     )
+
+
+def _shortest(choices: dict[tuple[int, int], tuple[int, U8]]) -> int:
+    return min(len(m) for _, m in choices.values())
+
+
+def _common(choices: dict[tuple[int, int], tuple[int, U8]]) -> int:
+    """Frames from the spawn on on which every choice presses the same buttons."""
+    masks = [m for _, m in choices.values()]
+    n = _shortest(choices)
+    common = 0
+    while common < n and all(m[common] == masks[0][common] for m in masks):
+        common += 1
+    return common
 
 
 @dataclass
@@ -180,6 +212,7 @@ class PonderStats:
     taken: int = 0
     replanned: int = 0
     late: int = 0
+    unfinished: int = 0  # the spawn came before the worker had pondered the pill
     margins: list[int] = field(default_factory=list)
     ms: list[float] = field(default_factory=list)
 
@@ -195,6 +228,7 @@ class PonderStats:
             "taken": self.taken,
             "decided_at_spawn_instead": self.replanned,
             "too_late_to_send": self.late,
+            "unfinished_at_spawn": self.unfinished,
             "margin_frames": None
             if not m
             else {

@@ -559,6 +559,15 @@ class OnnxPlacementPolicy:
         best = int(self.net.choose(PolicyObservation.from_game(game), plan.reachable))
         return PolicyDecision(best, plan.masks(best), len(plan))
 
+    def act_without_next(self, game: engine.Game) -> int:
+        """The placement ``hil run`` commits to for a pill pondered before its successor's
+        colours are shown (hil.loop.ponder, ``choose_mean``): best on average over them."""
+        from hil.loop.ponder import PAIRS
+        from hil.loop.runtime import next_pill_observations
+
+        plan = _plan(game, self.taps_only)
+        return self.net.choose_mean(next_pill_observations(game, PAIRS), plan.reachable)
+
 
 class DeepestPolicy:
     """A baseline: all reachable placements from ``engine.plan`` (``taps_only`` for the faster
@@ -1041,7 +1050,10 @@ def replay(
                     live = truth.get("decision") if run and truth is not None else None
                     if live is not None:
                         summary.live_decisions += 1
-                        mine = None if pending is None else pending.get("placement")
+                        # A pill the run committed before its successor's colours were on
+                        # screen is compared with the same kind of choice.
+                        key = "placement_without_next" if live.get("without_next") else "placement"
+                        mine = None if pending is None else pending.get(key)
                         out_line = {
                             "type": "live_decision",
                             "index": frame.index,
@@ -1106,7 +1118,10 @@ def _decide(
     except ValueError as e:
         return {"policy": policy.name, "error": str(e), "speed_ups": speed_ups}
     placement = int(d.placement)
+    without_next = getattr(policy, "act_without_next", None)
+    extra = {} if without_next is None else {"placement_without_next": without_next(game)}
     return {
+        **extra,
         "policy": policy.name,
         "placement": placement,
         "rotation": placement // 128,

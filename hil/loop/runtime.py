@@ -54,6 +54,7 @@ from hil.loop.observation import Reader
 from hil.loop.recording import jsonable
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import Event, Tracker, TrackerConfig
+from hil.loop.worker import make_worker
 from perception.observation import Observation
 
 U8 = npt.NDArray[np.uint8]
@@ -103,9 +104,16 @@ def make_policy(name: str) -> Policy:
             def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
                 return int(self.net.choose(PolicyObservation.from_game(game), reachable))
 
+            def choose_mean(self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any) -> int:
+                """The placement best on average over the next pill's colours ``pairs``
+                (PlacementPolicy.choose_mean): for a pill pondered before the preview shows
+                its successor."""
+                return self.net.choose_mean(next_pill_observations(game, pairs), reachable)
+
         return OnnxPolicy()
     if name == "search":
         try:
+            from policy.features import Observation as PolicyObservation
             from policy.onnx_policy import PlacementPolicy
             from policy.search import PlayedPly, SearchPlayer
         except ImportError as exc:
@@ -122,7 +130,14 @@ def make_policy(name: str) -> Policy:
             name = "search"
 
             def __init__(self) -> None:
-                self.player = SearchPlayer(prior=PlacementPolicy())
+                self.prior = PlacementPolicy()
+                self.player = SearchPlayer(prior=self.prior)
+                self._features = PolicyObservation.from_game
+
+            def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+                """The prior network's choice (~2 ms): for a pill decided at its spawn in
+                real time, which cannot wait the search's ~100 ms."""
+                return int(self.prior.choose(self._features(game), reachable))
 
             def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
                 first = PlayedPly(game, engine.plan(game))
@@ -162,6 +177,19 @@ def make_policy(name: str) -> Policy:
 
         return SearchPolicy()
     raise ValueError(f"unknown policy {name!r}; choose heuristic, onnx or search")
+
+
+def next_pill_observations(game: engine.Game, pairs: Any) -> list[Any]:
+    """The policy's input (policy.features.Observation) of ``game`` with each next pill
+    colour pair of ``pairs`` ((0 yellow, 1 red, 2 blue) x 2)."""
+    from policy.features import Observation as PolicyObservation
+
+    out = []
+    for a, b in pairs:
+        h = game.clone()
+        h.next_colors[:] = (int(a), int(b))
+        out.append(PolicyObservation.from_game(h))
+    return out
 
 
 def onnx_reader_available() -> bool:
@@ -262,6 +290,7 @@ def parse_levels(text: str, speed: int) -> list[LevelPlan]:
     return out
 
 
+MAX_SCHEDULE = 64  # masks one SCHEDULE carries (firmware/PROTOCOL.md)
 LOCKSTEP_LINK_TIMEOUT_S = 10.0  # link write/reply timeout when the console waits (--fast)
 
 
@@ -275,7 +304,10 @@ class RunSettings:
     max_frames: int = 200_000  # console frames before the run stops
     start_wait_frames: int = 30  # after a level ends, before pressing Start
     start_menu_frames: int = 9_000  # console frames the menus may take to start a level
-    feed_frames: int = 12  # "no buttons" kept scheduled this far ahead
+    feed_frames: int = 12  # "no buttons" kept scheduled this far ahead (lockstep)
+    # ... in real time: the host may be held up for that long (a busy machine) before the
+    # firmware runs out of frames (an underrun); a plan replaces what it needs of them.
+    realtime_feed_frames: int = 30
     margin_ms: float = 3.0  # transport margin on top of the measured decision time
     ponder: bool = True  # decide pill N+1 during pill N's fall (hil.loop.ponder)
     stop_on_top_out: bool = False
@@ -363,6 +395,8 @@ class Stats:
     underruns: int = 0
     watchdog_trips: int = 0
     arm_misses: int = 0
+    stalls: int = 0  # frames whose handling took longer than a console frame
+    longest_stall: dict[str, Any] = field(default_factory=dict)  # ms, where, frame
     first_frame: int | None = None
     last_frame: int | None = None
     link_anomalies: dict[str, int] = field(default_factory=dict)
@@ -383,6 +417,35 @@ def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
         "p99": round(float(q[2]), 3),
         "max": round(float(a.max()), 3),
     }
+
+
+# A frame's handling longer than this is a stall (one console frame, ms).
+STALL_MS = 1e3 / 60.0988
+REALTIME_SWITCH_INTERVAL_S = 0.001  # the interpreter's switch interval while in real time
+
+
+class _Laps:
+    """Where one frame's handling went: ``lap(name)`` adds the time since the last lap to
+    ``parts[name]`` (ms) and returns now (perf_counter ns)."""
+
+    def __init__(self, t0_ns: int) -> None:
+        self.t0 = self.last = t0_ns
+        self.cpu0 = time.thread_time_ns()
+        self.parts: dict[str, float] = {}
+
+    def __call__(self, name: str) -> int:
+        now = time.perf_counter_ns()
+        self.parts[name] = self.parts.get(name, 0.0) + (now - self.last) / 1e6
+        self.last = now
+        return now
+
+    def total_ms(self) -> float:
+        return (self.last - self.t0) / 1e6
+
+    def cpu_ms(self) -> float:
+        """CPU time this thread used since the start (ms): far below :meth:`total_ms`, the
+        thread waited for a core or the interpreter lock rather than worked."""
+        return (time.thread_time_ns() - self.cpu0) / 1e6
 
 
 # ---- the controller link with reconnection ----------------------------------------------------
@@ -529,8 +592,15 @@ class Runtime:
         config = TrackerConfig(latency_ns=settings.latency_frames * period, jitter_ns=jitter_ns)
         self.clock = FrameClock(config.hz, config.window_us)
         self.schedule = Schedule()
+        # Work no frame may wait for (pondering, the intro's tables): a thread in real time
+        # (hil.loop.worker).
+        self.worker = make_worker(console.lockstep)
         self.tracker = Tracker(
-            config, log=self._tracker_event, clock=self.clock, schedule=self.schedule
+            config,
+            log=self._tracker_event,
+            clock=self.clock,
+            schedule=self.schedule,
+            worker=self.worker,
         )
         # In lockstep the console waits for the runtime, so a write or reply that stalls on a
         # busy host is not a lost device (seen at load 20: a 0.5 s pty write timeout dropped the
@@ -543,6 +613,11 @@ class Runtime:
             now_ns=console.now_ns,
         )
         self.stats = Stats()
+        self.feed_frames = (
+            settings.feed_frames
+            if console.lockstep
+            else max(settings.feed_frames, settings.realtime_feed_frames)
+        )
         self.levels = Levels(
             settings.levels,
             self.log,
@@ -560,16 +635,18 @@ class Runtime:
             feed=lambda ahead: self._feed(ahead=ahead),
             send=self._schedule,
             lockstep=console.lockstep,
-            feed_frames=settings.feed_frames,
+            feed_frames=self.feed_frames,
             log=self.log.write,
             stats=self.stats,
             ponder=settings.ponder,
             now_frame=lambda: self.clock.frame_at(self.now()),
             horizon=self._horizon,
+            worker=self.worker,
         )
         self.last_ping_frame = -(10**9)
         self.last_obs: Observation | None = None
         self.pending_renumber = False
+        self._menus_ran = False  # this frame's handling ran the menus (not a stall)
         self.interrupted = False
         # Why the run stopped before every level was played (the unfinished level's result).
         self.end_reason = "unfinished"
@@ -628,6 +705,14 @@ class Runtime:
             if self.stats.first_frame is None:
                 self.stats.first_frame = st.frame
             self.stats.last_frame = st.frame
+            if st.underruns > self.stats.underruns or st.watchdog_trips > self.stats.watchdog_trips:
+                self.log.write(
+                    "underrun" if st.underruns > self.stats.underruns else "watchdog_trip",
+                    frame=st.frame,
+                    underruns=st.underruns,
+                    watchdog_trips=st.watchdog_trips,
+                    fed_to=self.schedule.feed_end,
+                )
             self.stats.underruns = st.underruns
             self.stats.watchdog_trips = st.watchdog_trips
             self.stats.arm_misses = st.arm_misses
@@ -683,6 +768,23 @@ class Runtime:
         self.schedule.released(self.clock.last_frame)
 
     def _schedule(self, first: int, masks: Sequence[int], what: str) -> bool:
+        """Schedules ``masks`` from console frame ``first``. A hole between what was scheduled
+        before and ``first`` would be an underrun for each frame in it (the firmware streams
+        from its first frame): it is filled with "no buttons" where it can still be reached.
+        False when the link is gone."""
+        link = self.ctl.link
+        if link is None or not masks:
+            return False
+        hole = self.schedule.hole(first, self._first_free()) if first > 0 else range(0)
+        if hole:
+            if len(hole) + len(masks) > MAX_SCHEDULE:
+                if not self._send(hole.start, [0] * len(hole), "feed"):
+                    return False
+            else:
+                masks, first = [0] * len(hole) + list(masks), hole.start
+        return self._send(first, masks, what)
+
+    def _send(self, first: int, masks: Sequence[int], what: str) -> bool:
         link = self.ctl.link
         if link is None or not masks:
             return False
@@ -730,8 +832,8 @@ class Runtime:
         if self.ctl.link is None or not clock.ready:
             return
         now_frame = clock.frame_at(self.now())
-        want = now_frame + (ahead if ahead is not None else self.s.feed_frames)
-        if sched.feed_end < want - self.s.feed_frames // 2:  # top up in chunks
+        want = now_frame + (ahead if ahead is not None else self.feed_frames)
+        if sched.feed_end < want - self.feed_frames // 2:  # top up in chunks
             # Not time-critical: a frame of slack so a feed is never late itself.
             first = max(sched.feed_end + 1, self._first_free(extra_ms=16.7))
             if want >= first:
@@ -796,6 +898,7 @@ class Runtime:
         from hil.menus import MenuDriver, MenuError
 
         assert self.screens is not None
+        self._menus_ran = True
         screens = self.screens
         seen: list[str] = []
         blank = [0]
@@ -870,10 +973,31 @@ class Runtime:
 
     # ---- the loop ------------------------------------------------------------------------
 
+    def warm_up(self) -> None:
+        """The first call of each model before the console starts, not on its first frames:
+        an onnxruntime session's first run takes 100-400 ms (the reader's, the policy's), and
+        a real-time console does not wait. No state of the run changes."""
+        warm = getattr(self.reader, "warm_up", None)
+        if warm is not None:
+            warm()
+        game = engine.Game(0, 1, 0x8988)
+        for _ in range(400):
+            if int(game.next_action) == 0 and int(game.phase) == 1:
+                break
+            game.step(0)
+        plan = self.decision.planner(game, np.zeros(0, np.uint8))
+        if len(plan):
+            self.decision.policy.choose(game, plan.reachable)
+
     def run(self) -> dict[str, Any]:
         """Plays until every level has ended, the frame budget is spent, the capture ends, or
         the link stays lost past ``reconnect_timeout_s``. Returns the summary (also logged)."""
         self.log.write("run_start", settings=asdict(self.s), capture=self.source.describe())
+        switch = sys.getswitchinterval()
+        if not self.console.lockstep:
+            # The loop's thread gets the interpreter back from the worker's Python within a
+            # millisecond, not the default 5.
+            sys.setswitchinterval(REALTIME_SWITCH_INTERVAL_S)
         if not self.ctl.connect():
             self.say(f"cannot open the controller port {self.ctl._path()}; retrying")
             self.ctl.lost_at = self.ctl.now_s()
@@ -889,6 +1013,8 @@ class Runtime:
             self.end_reason = "interrupted"
         finally:
             self._release()
+            self.worker.close()
+            sys.setswitchinterval(switch)
         now = self.clock.frame_at(self.now()) if self.clock.ready else None
         self.levels.finish(self.tracker, now, self.end_reason)
         return self.summary()
@@ -919,10 +1045,11 @@ class Runtime:
             self.say(f"no captured frame for {self.s.frame_timeout_s} s (capture unplugged?)")
             return True
         t_got = time.perf_counter_ns()
+        lap = _Laps(t_got)
         if hasattr(self.reader, "virus_label"):
             self.reader.virus_label = self.tracker.wants_virus_frame
         obs = self.reader(frame)
-        t_read = time.perf_counter_ns()
+        t_read = lap("read")
         self.stats.frames += 1
         self.stats.read_ms.append((t_read - t_got) / 1e6)
         # The statuses are read after the decision (below), off the path from a frame's
@@ -932,15 +1059,24 @@ class Runtime:
         events = self.tracker.on_frame(frame.time_ns, obs)
         self.last_obs = obs
         self._latency_sample(frame)
+        lap("tracker")
         self.decision.on_frame(t_got, linked=self.ctl.link is not None)
+        lap("decision")
         self._poll()
+        lap("link")
         self._level_flow()
+        lap("level_start")
         self._feed()
-        self.stats.handle_ms.append((time.perf_counter_ns() - t_got) / 1e6)
+        lap("feed")
+        if not self._menus_ran:  # (the menus read their frames in a loop of their own)
+            self.stats.handle_ms.append((time.perf_counter_ns() - t_got) / 1e6)
         if self.on_frame is not None:
             self.on_frame(self, frame)
+            lap("recording")
         if self.view is not None:
             self.view(self.snapshot(frame, events))
+            lap("view")
+        self._stall(lap)
         last = self.stats.last_frame
         if last is not None and self.stats.first_frame is not None:
             if last - self.stats.first_frame >= self.s.max_frames:
@@ -951,6 +1087,30 @@ class Runtime:
 
     # While waiting for the next captured frame the link is read every LINK_POLL_S.
     LINK_POLL_S = 0.001
+
+    def _stall(self, lap: _Laps) -> None:
+        """A frame whose handling took longer than a console frame is a stall: logged with
+        where the time went, the longest kept for the summary."""
+        total = lap.total_ms()
+        if total < STALL_MS or self._menus_ran:
+            # (A level started from the menus reads its frames in MenuDriver's own loop.)
+            self._menus_ran = False
+            return
+        where = max(lap.parts, key=lambda k: lap.parts[k])
+        parts = {k: round(v, 2) for k, v in lap.parts.items()}
+        cpu = round(lap.cpu_ms(), 2)
+        self.stats.stalls += 1
+        frame = self.tracker.last_matched
+        if total > self.stats.longest_stall.get("ms", 0.0):
+            self.stats.longest_stall = {
+                "ms": round(total, 2),
+                "where": where,
+                "cpu_ms": cpu,
+                "frame": frame,
+            }
+        self.log.write(
+            "stall", ms=round(total, 2), where=where, cpu_ms=cpu, parts=parts, frame=frame
+        )
 
     def _next_frame(self) -> Frame | None:
         """The next captured frame (None after ``frame_timeout_s`` without one), reading the
@@ -1046,6 +1206,8 @@ class Runtime:
             "interrupted": self.interrupted,
             "cannot_start": self.cannot_start,
             "capture_timeouts": st.capture_losses,
+            "stalls": st.stalls,
+            "longest_stall": st.longest_stall or None,
             "latency_ms": {
                 "capture_to_observation": percentiles(st.read_ms),
                 "frame_handling": percentiles(st.handle_ms),
@@ -1103,5 +1265,6 @@ def play(
         on_frame=on_frame,
         screens=screens,
     )
+    rt.warm_up()
     console.start()
     return rt.run()

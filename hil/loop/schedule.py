@@ -46,6 +46,15 @@ class Schedule:
             last = first_frame + i
         self.feed_end = max(self.feed_end, last)
 
+    def hole(self, first_frame: int, reachable: int) -> range:
+        """The frames between what was scheduled and ``first_frame`` that a schedule sent now
+        can still fill (from ``reachable`` on): the firmware streams from its first scheduled
+        frame, and each frame of a hole in the stream is an underrun. Empty when nothing was
+        scheduled yet or there is no hole."""
+        if self.feed_end < 0:
+            return range(0)
+        return range(max(self.feed_end + 1, reachable), first_frame)
+
     def mask_of(self, frame: int) -> int:
         """The byte frame ``frame`` latched, or will latch as far as the host knows."""
         if frame in self.latched:

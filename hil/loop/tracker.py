@@ -25,6 +25,7 @@ right; the pictures are used to find those, to check every prediction and to re-
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -37,6 +38,7 @@ from engine import ScreenKind
 from engine.constants import Phase
 from hil.loop.clock import NES_HZ, FrameClock
 from hil.loop.schedule import Schedule
+from hil.loop.worker import Inline, Worker
 from perception.observation import (
     COLS,
     ROWS,
@@ -256,6 +258,7 @@ class _Level:
         self.board: npt.NDArray[np.uint8] | None = None
         self.next0: tuple[int, int] | None = None
         self.tables: dict[int, list[Observation]] = {}
+        self.align_jobs: list[Future[Any]] = []  # _align_step on the worker, in order
         self.table_throw: dict[int, int] = {}  # first e whose preview is not next0
         self.table_lock: dict[int, int] = {}  # first e after the first spawn without a pill
         self.misses: dict[tuple[int, int], int] = {}
@@ -294,8 +297,12 @@ class Tracker:
         *,
         clock: FrameClock | None = None,
         schedule: Schedule | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.cfg = config
+        # Where the intro's tables are built (hil.loop.worker: a thread in real time, here and
+        # now in lockstep): 160 ms of work the loop's thread must not wait for.
+        self.worker = worker if worker is not None else Inline()
         # While tracking, the virus animation frame is compared only when asked: it fixed the
         # frameCounter phase at alignment, and a pixel reader's relative label that slips on a
         # frame would be a false desync.
@@ -374,8 +381,8 @@ class Tracker:
     def base(self) -> int | None:
         return None if self.lv is None else self.lv.base
 
-    def _make_state0(self, fc0: int) -> engine.Game:
-        lv = self.lv
+    def _make_state0(self, fc0: int, lv: _Level | None = None) -> engine.Game:
+        lv = lv if lv is not None else self.lv
         assert lv is not None and lv.board is not None
         g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
         field = lv.board.reshape(-1)
@@ -387,39 +394,31 @@ class Tracker:
             g.next_colors[:] = lv.next0
         return g
 
-    def _build_tables(self) -> None:
-        lv = self.lv
-        assert lv is not None and lv.base_prior is not None
-        for c in range(16):
-            g = self._make_state0(c)
-            table = []
-            for _ in range(self.cfg.intro_frames):
-                table.append(predicted_observation(g))
-                g.step(0)
-            lv.tables[c] = table
-            # From the first throw on the preview shows a pill of the reserve, unknown here.
-            lv.table_throw[c] = next(
-                (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
-                len(table),
-            )
-            spawn = next((e for e in range(len(table)) if table[e].falling is not None), None)
-            lv.table_lock[c] = (
-                len(table)
-                if spawn is None
-                else next(
-                    (e for e in range(spawn, len(table)) if table[e].falling is None), len(table)
-                )
-            )
-        w = self.cfg.align_window
-        lv.misses = {
-            (b, c): 0 for b in range(lv.base_prior - w, lv.base_prior + w + 1) for c in range(16)
-        }
-        for frames, obs in lv.observations:
-            self._score(frames, obs)
+    def _align_step(
+        self, lv: _Level, frames: range, obs: Observation, n: int, force: bool, now: int
+    ) -> tuple[int, int, bool] | None:
+        """One capture of the alignment, on the worker (hil.loop.worker: a thread in real time,
+        inline in lockstep; its jobs run in order): the first builds the intro's tables for
+        every frameCounter phase (:func:`intro_tables`) and scores the ``n`` captures seen so
+        far, each later one scores its own; then :meth:`_align_choice`. About 7 ms a capture
+        and 330 ms for the first: no frame of the loop waits for them."""
+        if lv.base is not None:
+            return None  # aligned meanwhile
+        if not lv.tables:
+            states = [self._make_state0(c, lv) for c in range(16)]
+            lv.tables, lv.table_throw, lv.table_lock = intro_tables(states, self.cfg.intro_frames)
+            w = self.cfg.align_window
+            assert lv.base_prior is not None
+            prior = lv.base_prior
+            lv.misses = {(b, c): 0 for b in range(prior - w, prior + w + 1) for c in range(16)}
+            for seen, o in lv.observations[:n]:
+                self._score(lv, seen, o)
+        else:
+            self._score(lv, frames, obs)
+        return self._align_choice(lv, n, force, now)
 
-    def _score(self, frames: range, obs: Observation) -> None:
-        lv = self.lv
-        assert lv is not None and lv.board is not None
+    def _score(self, lv: _Level, frames: range, obs: Observation) -> None:
+        assert lv.board is not None
         for (b, c), miss in lv.misses.items():
             table = lv.tables[c]
             ok = False
@@ -441,25 +440,40 @@ class Tracker:
             if informative and not ok:
                 lv.misses[(b, c)] = miss + 1
 
-    def _try_align(self, force: bool = False, now: int | None = None) -> None:
-        lv = self.lv
-        assert lv is not None and lv.base_prior is not None
+    def _align_choice(
+        self, lv: _Level, n: int, force: bool, now: int
+    ) -> tuple[int, int, bool] | None:
+        """(base frame, frameCounter mod 16, ambiguous) once one hypothesis leads (or
+        ``force``), else None; ``n``: the captures seen so far."""
+        assert lv.base_prior is not None
         if not lv.misses:
-            return
+            return None
         prior = lv.base_prior
         ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - prior)))
         (b, c), best = ranked[0]
         runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
         # b is pinned once the first pill is thrown (intro + throw frames tabulated).
-        seen_enough = any(g - b >= 150 for frames, _ in lv.observations for g in frames)
+        seen_enough = any(g - b >= 150 for frames, _ in lv.observations[:n] for g in frames)
         # While the first pill falls its decision is due: one contradicting capture decides.
         margin = 1 if lv.pill_seen is not None else 2
         # ... and the wait ends while the pill can still be steered (the no-input table says
         # when it would lock).
-        if now is not None and lv.pill_seen is not None:
+        if lv.pill_seen is not None:
             force |= lv.table_lock[c] - (now - b) <= self.cfg.lock_reserve
         if force or (runner_up >= best + margin and seen_enough):
-            self._start_tracking(b, c, ambiguous=runner_up < best + margin)
+            return b, c, runner_up < best + margin
+        return None
+
+    def _aligned(self) -> None:
+        """Takes the alignment's finished jobs in order; tracking starts at the first that
+        chose a hypothesis."""
+        lv = self.lv
+        assert lv is not None
+        while lv.align_jobs and lv.align_jobs[0].done():
+            choice = lv.align_jobs.pop(0).result()
+            if choice is not None and lv.base is None:
+                lv.align_jobs.clear()
+                self._start_tracking(*choice)
 
     def _start_tracking(self, b: int, c: int, ambiguous: bool) -> None:
         lv = self.lv
@@ -645,9 +659,6 @@ class Tracker:
                 lv.voted >= self.cfg.board_frames or obs.falling is not None
             ):
                 lv.board = lv.votes.argmax(axis=-1).astype(np.uint8)
-                self._build_tables()
-        else:
-            self._score(frames, obs)
         if lv.board is not None:
             # The first pill in sight: its decision is due. Its fall (no input yet, so still in
             # the tables) pins the base frame when the intro could not (a pixel reader sees no
@@ -658,7 +669,11 @@ class Tracker:
             waited = lv.pill_seen is not None and frames.stop - 1 - lv.pill_seen >= (
                 self.cfg.align_wait if obs.next_throw_frame is None else 0
             )
-            self._try_align(force=waited, now=frames.stop - 1)
+            job = self.worker.submit(
+                self._align_step, lv, frames, obs, len(lv.observations), waited, frames.stop - 1
+            )
+            lv.align_jobs.append(job)
+            self._aligned()
 
     def _first_full(self, target: int, frames: range) -> int:
         """The first frame a capture of this level showed ``target`` viruses or more (the
@@ -984,6 +999,36 @@ _MICROSTATE_GUESSES: list[tuple[tuple[str, int], ...]] = [
     (("btns_held", 0), ("speed_counter", 0)),
     (("btns_held", 0), ("speed_counter", 0), ("hor_velocity", 0)),
 ]
+
+
+def intro_tables(
+    states: list[engine.Game], frames: int
+) -> tuple[dict[int, list[Observation]], dict[int, int], dict[int, int]]:
+    """What a level shows from State 0 on without input, for each frameCounter phase c
+    (``states[c]``, State 0 with frameCounter mod 16 = c): per c the predicted observation of
+    ``frames`` frames, the first frame whose preview is a pill of the reserve (the first
+    throw, unknown here) and the first frame after the first spawn without a falling pill
+    (it locked). The states are stepped (the caller's copies)."""
+    tables: dict[int, list[Observation]] = {}
+    throws: dict[int, int] = {}
+    locks: dict[int, int] = {}
+    for c, g in enumerate(states):
+        table = []
+        for _ in range(frames):
+            table.append(predicted_observation(g))
+            g.step(0)
+        tables[c] = table
+        throws[c] = next(
+            (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
+            len(table),
+        )
+        spawn = next((e for e in range(len(table)) if table[e].falling is not None), None)
+        locks[c] = (
+            len(table)
+            if spawn is None
+            else next((e for e in range(spawn, len(table)) if table[e].falling is None), len(table))
+        )
+    return tables, throws, locks
 
 
 def _usable_seed(level: int) -> int:
