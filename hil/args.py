@@ -121,6 +121,7 @@ FAULTS: dict[str, tuple[str, float, float, float, str]] = {
     "usb_stall": ("ms", 100, 1, 5000, "the controller's USB link passes nothing"),
     "unplug": ("ms", 1000, 0, 60000, "the controller is unplugged, then plugged back in"),
     "starve": ("ms", 1000, 1, 10000, "the host's loop gets no CPU"),
+    "reset": ("ms", 8.3, 0, 16.6, "RESET: the game restarts, its frames this much later"),
 }
 
 

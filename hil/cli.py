@@ -375,7 +375,7 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     import json
 
     asked = summary.get("levels_asked", summary["levels_played"])
-    unplayed = asked - summary["levels_played"]
+    unplayed = max(0, asked - summary["levels_played"])
     print(
         f"hil run: {stopped}{summary['levels_cleared']}/{asked} levels cleared"
         + (f" ({unplayed} not played)" if unplayed else "")

@@ -41,13 +41,13 @@ KINDS = ("sim", "emu", "rig")
 # The faults each console kind can inject (hil.args.FAULTS); the rig's faults are real ones.
 CONSOLE_FAULTS = {
     "sim": {"drop_input", "garbage", "drop", "repeat", "burst", "usb_stall", "unplug", "starve"},
-    "emu": {"drop", "repeat", "burst", "usb_stall", "unplug", "starve"},
+    "emu": {"drop", "repeat", "burst", "usb_stall", "unplug", "starve", "reset"},
     "rig": set(),
 }
 # Faults of the controller's link and of the host (hil.consoles.paced.PacedConsole).
-LINK_FAULTS = ("usb_stall", "unplug", "starve")
+LINK_FAULTS = ("usb_stall", "unplug", "starve", "reset")
 # Faults that need the console to run in real time (in lockstep nothing can starve or stall).
-REALTIME_FAULTS = {"drop", "repeat", "burst", "usb_stall", "starve"}
+REALTIME_FAULTS = {"drop", "repeat", "burst", "usb_stall", "starve", "reset"}
 ORACLE_NOTE = {
     "sim": "the simulated console's ground truth stands in for perception",
     "emu": "the engine's LevelFlow shadow of the game, checked against its RAM every frame, "

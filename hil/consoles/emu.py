@@ -58,6 +58,7 @@ from hil.link.vdevice import VirtualDevice
 NTSC_FRAME_US = 1e6 / 60.0988  # one NTSC video frame (us)
 DR_MARIO_READ_GAP_US = 222  # first latch to second latch of getInputs (firmware/PROTOCOL.md)
 FRAMES_KEPT = 600  # video frames (pictures, facts) an EmuRun keeps (10 s)
+RESET_RESYNC_FRAMES = 12  # video frames after RESET before the NMI counter is trusted again
 U8 = npt.NDArray[np.uint8]
 
 
@@ -90,6 +91,8 @@ class Emulator(Protocol):
     def step(self, frames: int = 1) -> U8: ...
 
     def __getitem__(self, address: int) -> int: ...
+
+    def reset(self) -> None: ...
 
     @property
     def has_crashed(self) -> bool: ...
@@ -171,6 +174,7 @@ class EmuConsole:
         self.console_frame = -1  # the firmware's number of the latest latch group; -1: none yet
         self.lag_frames = 0  # video frames without a controller read
         self._counter = int(self.nes[self.facts.nmi_counter])
+        self._resync = 0  # frames after a RESET whose NMI counter steps are not trusted
 
     # ---- the console ---------------------------------------------------------------------
 
@@ -205,6 +209,11 @@ class EmuConsole:
         count = int(self.nes[self.facts.nmi_counter])
         nmis = (count - self._counter) & 0xFF
         self._counter = count
+        if self._resync > 0:
+            # After RESET the game clears RAM: the counter's step means nothing until it counts
+            # again (a frame it jumped in is taken as one without a read).
+            self._resync -= 1
+            nmis = nmis if nmis <= 1 else 0
         frame: EmuFrame
         if nmis == 0:
             self.device.advance(t_us)
@@ -231,6 +240,12 @@ class EmuConsole:
             )
         self.video_frame += 1
         return frame
+
+    def reset(self) -> None:
+        """The console's RESET button (the game restarts at its title; RAM is kept, as on the
+        console, and the game clears what it uses)."""
+        self.nes.reset()
+        self._resync = RESET_RESYNC_FRAMES
 
     def ram(self, address: int) -> int:
         """One byte of the console's 2 KiB RAM ($0000-$07FF). Raises ValueError outside it
@@ -634,6 +649,8 @@ class EmuRun(PacedConsole):
         self.base_video = 0  # video frame that is the capture schedule's frame 0
         self._frames: dict[int, tuple[EmuFrame, Any]] = {}  # video frame -> (frame, facts)
         self._pending_close: int | None = None  # video frame whose latch window is open
+        self._shift_ns = 0.0  # frames run this much later than frame 0's phase (RESETs)
+        self._origin_us = 0  # the firmware's clock at console time 0 (start)
         self.flow: engine.LevelFlow | None = None
         self._snap: tuple[engine.LevelFlow, list[int]] | None = None
         self._late_checked = False
@@ -687,6 +704,16 @@ class EmuRun(PacedConsole):
             self.emu.console_frame = -1
             return self.emu.device.port
 
+    def console_reset(self, t_ns: float, shift_ns: float) -> None:
+        """The console's RESET (an injected fault): the game restarts at its title, and its
+        video timing at another phase, ``shift_ns`` later (a real console's PPU restarts its
+        frame; the capture card, on its own clock, samples the frames at the new phase)."""
+        self.emu.reset()
+        self.flow, self._snap = None, None
+        self._shift_ns += shift_ns
+        self.emu.start_us += round(shift_ns / 1000)
+        self.capture.shift_phase(t_ns, self._shift_ns)
+
     def prepare(self) -> MenuResult | None:
         """Menus to ``level``/``speed`` on the options screen (no Start); checks them back.
         The test ROM has no menus (None)."""
@@ -711,6 +738,9 @@ class EmuRun(PacedConsole):
             self.menu = self.prepare()
         else:
             self.base_video = self.emu.video_frame
+        # The firmware's clock at console time 0: it runs on through a RESET, whose frames
+        # come at another phase (console_reset moves the frames' times, not the clock).
+        self._origin_us = self.emu.frame_time_us(self.base_video)
         self._start_pacing()
 
     def start_level(
@@ -755,12 +785,14 @@ class EmuRun(PacedConsole):
     def _window_ns(self) -> float:
         return self.emu.device.window_us() * 1000.0
 
+    def _frame_ns(self, v: int) -> float:
+        """Console time at which video frame ``v`` begins (its NMI and controller reads)."""
+        return (v - self.base_video) * self.period_ns + self._shift_ns
+
     def _next_event_ns(self) -> float:
-        due = (self.emu.video_frame - self.base_video) * self.period_ns
+        due = self._frame_ns(self.emu.video_frame)
         if self._pending_close is not None:
-            due = min(
-                due, (self._pending_close - self.base_video) * self.period_ns + self._window_ns()
-            )
+            due = min(due, self._frame_ns(self._pending_close) + self._window_ns())
         return due
 
     def _advance_to(self, t_ns: float) -> None:
@@ -771,9 +803,9 @@ class EmuRun(PacedConsole):
         with self._lock:
             window = self._window_ns()
             while True:
-                due = (self.emu.video_frame - self.base_video) * self.period_ns
+                due = self._frame_ns(self.emu.video_frame)
                 if self._pending_close is not None:
-                    close = (self._pending_close - self.base_video) * self.period_ns + window
+                    close = self._frame_ns(self._pending_close) + window
                     if close <= due and close <= t_ns:
                         self._close(self._pending_close)
                         continue
@@ -781,12 +813,13 @@ class EmuRun(PacedConsole):
                     break
                 if self._pending_close is not None:
                     self._close(self._pending_close)
-                self._fault_tick(self.emu.video_frame - self.base_video, due)
+                if self._fault_tick(self.emu.video_frame - self.base_video, due):
+                    continue  # reset: the frame begins later, on the new phase
                 self._step()
             self._now_ns = int(t_ns)
             # The device's clock runs with the console's: messages the host sent are taken,
             # and STATUS/PONG stamped, at the time the host sees now.
-            self.emu.device.advance(self.emu.frame_time_us(self.base_video) + int(t_ns / 1000))
+            self.emu.device.advance(self._origin_us + int(t_ns / 1000))
 
     def _close(self, v: int) -> None:
         self.emu.device.advance(self.emu.frame_time_us(v) + self.emu.device.window_us())

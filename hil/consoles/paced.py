@@ -107,13 +107,18 @@ class PacedConsole:
         self._replug_at: float | None = None  # console time (ns) to plug the controller back
         self.fault_counts: dict[str, int] = {}
 
-    def _fault_tick(self, g: int, t_ns: float) -> None:
+    def _fault_tick(self, g: int, t_ns: float) -> bool:
         """Injects the faults due at console frame ``g`` (console time ``t_ns``); called by
-        the subclass as each frame begins, under its lock."""
+        the subclass as each frame begins, under its lock. True when the console was reset
+        (its frames then run at another phase: the caller re-reads their times)."""
+        was_reset = False
         while self._faults and self._faults[0].frame <= g:
             f = self._faults.pop(0)
             self.fault_counts[f.kind] = self.fault_counts.get(f.kind, 0) + 1
-            if f.kind == "usb_stall":
+            if f.kind == "reset":
+                self.console_reset(t_ns, f.amount * 1e6)
+                was_reset = True
+            elif f.kind == "usb_stall":
                 self.device.stall(f.amount / 1e3)
             elif f.kind == "unplug":
                 self.unplug()
@@ -123,6 +128,12 @@ class PacedConsole:
         if self._replug_at is not None and t_ns >= self._replug_at:
             self._replug_at = None
             self.replug()
+        return was_reset
+
+    def console_reset(self, t_ns: float, shift_ns: float) -> None:
+        """The console's RESET at console time ``t_ns``; its frames restart ``shift_ns`` later
+        than the old phase would have them."""
+        raise NotImplementedError
 
     device: Any
     capture: Any
@@ -257,6 +268,7 @@ class ChainCapture:
         self.name = name
         self.model = CaptureModel(profile, seed=capture_seed)
         timing = TimingModel(profile.timing, seed=capture_seed, combing=profile.artifacts.combing)
+        self.timing = timing
         self.schedule = timing.for_console_frames(max_frames)
         self.next = 0
         self.skipped = 0
@@ -348,6 +360,19 @@ class ChainCapture:
             frame = self._latest
             self._taken = frame.index
             return frame
+
+    def shift_phase(self, at_ns: float, shift_ns: float) -> None:
+        """The console's frames run ``shift_ns`` later from console time ``at_ns`` on (a
+        RESET restarts its video timing): the frames the card samples from then on show the
+        frame whose output is complete at the sampling instant on the new phase."""
+        t = self.timing
+        sched = self.schedule
+        tc = 1.0 / t.timing.console_hz
+        sample_s = tc + t.phase_s + sched.device_index / t.timing.capture_hz
+        later = sample_s * 1e9 >= at_ns
+        shown = np.floor((sample_s - shift_ns / 1e9) / tc).astype(np.int64) - 1
+        sched.console_frame[later] = shown[later]
+        sched.odd_frame[later] = (np.maximum(shown - 1, 0) if t.combing else shown)[later]
 
     def starve(self, seconds: float) -> None:
         """A host starved of CPU: the runtime's next call of :meth:`newest` blocks for

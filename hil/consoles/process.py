@@ -93,6 +93,12 @@ def _serve(
         priority = PRIORITY
     except OSError:
         priority = os.getpriority(os.PRIO_PROCESS, 0)
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if len(cpus) >= 2:
+        # One core for the console and its card (they need ~70 % of one): the host keeps
+        # the others, as it would beside a real console. Without this the console's threads
+        # took both cores at once now and then and the host's loop waited.
+        os.sched_setaffinity(0, {cpus[-1]})
     # The pacing thread must run within a fraction of a frame of its due time; the capture
     # thread's Python holds the interpreter lock for up to the switch interval (5 ms by
     # default) before it hands it over.

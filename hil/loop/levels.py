@@ -20,6 +20,9 @@ from typing import Any, Protocol
 from hil.consoles.base import LevelEnd
 from hil.loop.tracker import LevelState, Tracker
 
+# Levels played again, in a run, after the console left them (a RESET).
+MAX_RETRIES = 10
+
 
 @dataclass
 class LevelPlan:
@@ -53,6 +56,7 @@ class Levels:
         self.results: list[dict[str, Any]] = []
         self.ended_at_frame: int | None = None
         self.done = False
+        self.retries = 0  # levels played again after the console left them
         self._counted = (0, 0)  # the tracker's (desyncs, resyncs) at the last level's end
 
     def next_due(self, now_frame: int, tracker: Tracker, frames_seen: int) -> LevelPlan | None:
@@ -119,6 +123,11 @@ class Levels:
         self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
         if result == "top_out" and self.stop_on_top_out:
             self.done = True
+        if result == "left" and self.retries < MAX_RETRIES:
+            # The console left the level (its RESET): the same level is played again.
+            self.retries += 1
+            self.plans.insert(self.index + 1, self.plans[self.index])
+            self.log.write("level_retry", level=lv.level, speed=lv.speed, retries=self.retries)
 
     def _count(self, tracker: Tracker) -> dict[str, int]:
         """The tracker's desyncs and re-syncs since the last level ended."""

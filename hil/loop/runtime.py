@@ -396,6 +396,7 @@ class Stats:
     watchdog_trips: int = 0
     arm_misses: int = 0
     stalls: int = 0  # frames whose handling took longer than a console frame
+    repeated_frames: int = 0  # captures that repeated the picture before them
     longest_stall: dict[str, Any] = field(default_factory=dict)  # ms, where, frame
     first_frame: int | None = None
     last_frame: int | None = None
@@ -647,6 +648,9 @@ class Runtime:
         self.last_obs: Observation | None = None
         self.pending_renumber = False
         self._menus_ran = False  # this frame's handling ran the menus (not a stall)
+        self._last_small: U8 | None = None  # the last captured picture, subsampled
+        # underruns, watchdog trips, arm misses of the firmware's earlier boots in this run
+        self._counter_base = (0, 0, 0)
         self.interrupted = False
         # Why the run stopped before every level was played (the unfinished level's result).
         self.end_reason = "unfinished"
@@ -705,17 +709,22 @@ class Runtime:
             if self.stats.first_frame is None:
                 self.stats.first_frame = st.frame
             self.stats.last_frame = st.frame
-            if st.underruns > self.stats.underruns or st.watchdog_trips > self.stats.watchdog_trips:
+            # The firmware's counters are cumulative since its boot; a firmware that restarted
+            # (replugged) counts from 0 again on top of what the run had seen.
+            base = self._counter_base
+            underruns = base[0] + st.underruns
+            trips = base[1] + st.watchdog_trips
+            if underruns > self.stats.underruns or trips > self.stats.watchdog_trips:
                 self.log.write(
-                    "underrun" if st.underruns > self.stats.underruns else "watchdog_trip",
+                    "underrun" if underruns > self.stats.underruns else "watchdog_trip",
                     frame=st.frame,
-                    underruns=st.underruns,
-                    watchdog_trips=st.watchdog_trips,
+                    underruns=underruns,
+                    watchdog_trips=trips,
                     fed_to=self.schedule.feed_end,
                 )
-            self.stats.underruns = st.underruns
-            self.stats.watchdog_trips = st.watchdog_trips
-            self.stats.arm_misses = st.arm_misses
+            self.stats.underruns = max(self.stats.underruns, underruns)
+            self.stats.watchdog_trips = max(self.stats.watchdog_trips, trips)
+            self.stats.arm_misses = max(self.stats.arm_misses, base[2] + st.arm_misses)
 
     def _renumber(self, frame: int, first_latch_us: int, now: int) -> None:
         """The first STATUS after a reconnection: if the firmware restarted, its frames count
@@ -773,7 +782,9 @@ class Runtime:
         from its first frame): it is filled with "no buttons" where it can still be reached.
         False when the link is gone."""
         link = self.ctl.link
-        if link is None or not masks:
+        if link is None or not masks or self.pending_renumber:
+            # (After a reconnection the firmware may count frames from 0 again: nothing is
+            # scheduled until its first STATUS says how they are numbered now.)
             return False
         hole = self.schedule.hole(first, self._first_free()) if first > 0 else range(0)
         if hole:
@@ -1023,6 +1034,9 @@ class Runtime:
         if self.ctl.link is None:
             if self.ctl.maybe_reconnect():
                 self.pending_renumber = True
+                if self.ctl.restarted:  # a new boot: its counters start from 0
+                    st = self.stats
+                    self._counter_base = (st.underruns, st.watchdog_trips, st.arm_misses)
                 self._ping()
             elif (
                 self.ctl.lost_at is not None
@@ -1046,20 +1060,27 @@ class Runtime:
             return True
         t_got = time.perf_counter_ns()
         lap = _Laps(t_got)
-        if hasattr(self.reader, "virus_label"):
-            self.reader.virus_label = self.tracker.wants_virus_frame
-        obs = self.reader(frame)
-        t_read = lap("read")
+        events: list[Event] = []
         self.stats.frames += 1
-        self.stats.read_ms.append((t_read - t_got) / 1e6)
-        # The statuses are read after the decision (below), off the path from a frame's
-        # arrival to the schedule on the wire: the tracker's shadow state and the decision
-        # take the masks of frames not yet reported from what was scheduled (Schedule.mask_of),
-        # and the newest status is of a frame the capture shows only ~latency frames later.
-        events = self.tracker.on_frame(frame.time_ns, obs)
-        self.last_obs = obs
-        self._latency_sample(frame)
-        lap("tracker")
+        if self._repeated(frame):
+            # The card sent the picture before again (it stalled, or its clock beat the
+            # console's): no new information, and its newer time would make it look stale.
+            self.stats.repeated_frames += 1
+        else:
+            if hasattr(self.reader, "virus_label"):
+                self.reader.virus_label = self.tracker.wants_virus_frame
+            obs = self.reader(frame)
+            t_read = lap("read")
+            self.stats.read_ms.append((t_read - t_got) / 1e6)
+            # The statuses are read after the decision (below), off the path from a frame's
+            # arrival to the schedule on the wire: the tracker's shadow state and the decision
+            # take the masks of frames not yet reported from what was scheduled
+            # (Schedule.mask_of), and the newest status is of a frame the capture shows only
+            # ~latency frames later.
+            events = self.tracker.on_frame(frame.time_ns, obs)
+            self.last_obs = obs
+            self._latency_sample(frame)
+            lap("tracker")
         self.decision.on_frame(t_got, linked=self.ctl.link is not None)
         lap("decision")
         self._poll()
@@ -1087,6 +1108,15 @@ class Runtime:
 
     # While waiting for the next captured frame the link is read every LINK_POLL_S.
     LINK_POLL_S = 0.001
+
+    def _repeated(self, frame: Frame) -> bool:
+        """The captured picture is the one before it again, byte for byte (compared on every
+        4th row and column: 0.1 ms at 720p). A picture with noise never repeats by chance; a
+        noiseless one that repeats shows an unchanged screen, which tells nothing new."""
+        small = np.ascontiguousarray(frame.image[::4, ::4])
+        same = self._last_small is not None and np.array_equal(small, self._last_small)
+        self._last_small = small
+        return same
 
     def _stall(self, lap: _Laps) -> None:
         """A frame whose handling took longer than a console frame is a stall: logged with
@@ -1181,10 +1211,12 @@ class Runtime:
             "levels_played": len(self.results),
             "levels_cleared": cleared,
             "levels_failed": len(self.results) - cleared,
+            "levels_retried": self.levels.retries,
             "console_frames": 0
             if st.first_frame is None or st.last_frame is None
             else st.last_frame - st.first_frame + 1,
             "captured_frames": st.frames,
+            "repeated_frames": st.repeated_frames,
             "menu_frames": st.menu_frames,
             "decisions": st.decisions,
             "missed_decisions": st.missed_decisions,

@@ -212,7 +212,9 @@ class TrackerConfig:
     the virus animation frame after the alignment too. soft_mismatch_frames: consecutive
     disagreeing captures before a divergence is declared when only board cells or the next
     pill's colours differ (a reader's misread cell or preview lasts a frame or two; a real
-    difference stays, and neither moves the falling pill the inputs are planned for)."""
+    difference stays, and neither moves the falling pill the inputs are planned for).
+    left_frames: consecutive captures of a screen that is no level (ScreenKind.OTHER) after
+    which a level in play has ended, the console having left it (a RESET)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -226,6 +228,7 @@ class TrackerConfig:
     board_frames: int = 16
     track_virus_frame: bool = False
     soft_mismatch_frames: int = 6
+    left_frames: int = 30
     match: MatchConfig = field(default_factory=MatchConfig)
 
 
@@ -284,6 +287,7 @@ class _Level:
         self.viruses_missing = 0
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
         self.soft_only = False  # the current disagreeing run differs in board or next only
+        self.left_run = 0  # consecutive captures of no level while it is played
         self.voted = 0
 
 
@@ -603,6 +607,19 @@ class Tracker:
                     events.append(self._end("stage_clear", frames.stop - 1))
             elif obs.kind == ScreenKind.TOP_OUT and playing:
                 events.append(self._end("top_out", frames.stop - 1))
+            lv.left_run = lv.left_run + 1 if obs.kind == ScreenKind.OTHER and playing else 0
+            if lv.left_run:
+                # A screen that is no level while one is played: the console left it (its
+                # RESET, a soft reset). Not compared; after left_frames captures the level
+                # has ended ("left"), and the run plays it again.
+                if lv.left_run >= self.cfg.left_frames:
+                    events.append(self._end("left", frames.stop - 1))
+                lv.last_seen = obs
+                events = self._out + events
+                self._out = []
+                for ev in events:
+                    self.log(ev)
+                return events
             if self.state == LevelState.ALIGNING:
                 self._aligning(frames, obs)
             if self.state == LevelState.TRACKING:
