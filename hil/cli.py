@@ -791,8 +791,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const=str(DEFAULT_UF2),
         metavar="UF2",
-        help="with --fast (sim): the controller is this firmware image (default the committed "
-        "one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
+        help="with --fast (sim, --emu): the controller is this firmware image (default the "
+        "committed one) running in rp2040js, not the C core (firmware/README.md 'Emulator')",
     )
     run.add_argument(
         "--level",

@@ -320,3 +320,40 @@ def test_hil_run_with_the_firmware_image_clears_a_level() -> None:
     assert summary["levels_cleared"] == 1, summary
     for key in ("desyncs", "late_schedules", "underruns", "arm_misses", "watchdog_trips"):
         assert summary[key] == 0, (key, summary)
+
+
+@pytest.mark.usefixtures("emulator")
+def test_hil_run_emu_with_the_firmware_image_latches_the_start_it_scheduled(tmp_path) -> None:
+    """`hil run --emu ROM --fast --firmware`: the emulated console's controller reads are the
+    firmware image's own, in rp2040js: each frame that reads the pad is found first (the frame
+    emulated from a saved state), its two reads are planned a frame ahead and made on the
+    firmware's DATA line at their time, and the byte goes into the emulator. On the project's
+    test ROM (CI has no Dr. Mario), the Start the runtime pressed latches on the frame it chose;
+    every frame the ROM did not read (its NMI off) passed without a read."""
+    import json
+
+    from hil import testrom
+    from hil.cli import main
+
+    log = tmp_path / "run.jsonl"
+    out = tmp_path / "summary.json"
+    argv = [
+        "run", "--emu", str(testrom.image()), "--emu-game", "testrom", "--fast", "--firmware",
+        "--frames", "300", "--reader", "oracle", "--policy", "heuristic", "--view", "none",
+        "--log", str(log),
+    ]  # fmt: skip
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(argv)
+    out.write_text(buf.getvalue())
+    summary = json.loads(buf.getvalue())
+    assert rc == 1  # no level in a test ROM
+    pressed = [json.loads(x) for x in log.read_text().splitlines()]
+    pressed = [e["frame"] for e in pressed if e["event"] == "start_pressed"]
+    assert pressed and summary["emu"]["start_latches"][:1] == pressed[:1]
+    assert summary["emu"]["lag_frames"] > 0
+    for key in ("late_schedules", "underruns", "arm_misses", "watchdog_trips"):
+        assert summary[key] == 0, (key, summary)

@@ -144,3 +144,51 @@ def test_in_real_time_no_buttons_are_fed_past_the_pondering_before_it_starts(mon
             assert seen[0] == []
         else:
             assert seen[0] and seen[0][-1] >= dec.PONDER_FEED_FRAMES
+
+
+def test_in_real_time_the_full_policys_ponder_replaces_the_quick_one_while_it_can():
+    """A policy with a quick choice (the search's prior network) is pondered with it first in
+    real time, so a plan goes out before the spawn even when the full policy finishes late;
+    the full policy's choice replaces it (its plan sent over the quick one's, "no buttons" past
+    its end) while the spawn is still ahead of the first free frame, and is dropped after."""
+    from concurrent.futures import Future
+
+    from hil.loop.ponder import PAIRS, Ahead
+
+    game = spawn_state()
+
+    def ahead(spawn: int, idx: int, masks: list[int]) -> Ahead:
+        m = np.asarray(masks, np.uint8)
+        return Ahead(2, spawn, game.clone(), dict.fromkeys(PAIRS, (idx, m)), m)
+
+    def done(a: Ahead) -> Future:
+        f: Future = Future()
+        f.set_result(a)
+        return f
+
+    for first, replaced in ((100, True), (260, False)):
+        d, tracker, sent, _, logged = make(game, g0=0, first=first, fast=False)
+        d.horizon = lambda: 10_000
+
+        def send(f, masks, what, d=d, sent=sent):
+            sent.append((f, list(masks), what))  # as the runtime's, into the schedule
+            d.schedule.on_schedule(f, masks)
+            return True
+
+        d.send = send
+        d._ahead_level = tracker.lv
+        quick = ahead(250, 7, [2, 2, 0, 4, 4, 4])
+        d._pending = [(done(quick), 1, tracker.lv)]
+        d._collect()
+        assert d.ahead is quick and d.ponder_stats.pondered == 1
+        if first <= 250:
+            assert sent[-1][1][-6:] == [2, 2, 0, 4, 4, 4] and quick.sent_frame is not None
+        full = ahead(250, 9, [1, 4, 4])
+        d._pending = [(done(full), 1, tracker.lv)]
+        d._collect()
+        if replaced:
+            assert d.ahead is full and d.ponder_stats.refined == 1
+            f, masks, what = sent[-1]
+            assert what == "ponder" and masks[250 - f : 250 - f + 6] == [1, 4, 4, 0, 0, 0]
+        else:
+            assert d.ahead is quick and d.ponder_stats.refined_late == 1

@@ -163,3 +163,49 @@ def test_a_level_played_out_to_reach_the_options_screen_takes_no_listed_seed(tmp
     assert played[0] == (0, 0x8988) and played[-1] == (0, 0x1234), played
     assert any(level == 1 for level, _ in played[1:-1]), played  # the chain it played out
     assert console.levels_begun == 2 and console.finished
+
+
+def test_each_level_records_what_real_time_cost_while_it_was_played():
+    """A level's record has the growth of the run's counters while it was played (late
+    schedules, underruns, stalls, ...) and its own pills' margins and longest stall."""
+    from types import SimpleNamespace
+
+    from hil.loop.levels import Levels
+    from hil.loop.runtime import LevelPlan, _margin_summary
+    from hil.loop.tracker import LevelState
+
+    class Log:
+        def write(self, event, **data):
+            pass
+
+    run = {"underruns": 2, "stalls": 1}
+    margins: list[int] = [5]
+    stalls = [{"ms": 30.0, "where": "read", "cpu_ms": 4.0}]
+
+    def costs():
+        return {
+            **run,
+            "_margins": len(margins),
+            "margin": lambda b: _margin_summary(margins[b.get("_margins", 0) :]),
+            "_stalls": len(stalls),
+            "longest_stall": lambda b: max(
+                stalls[b.get("_stalls", 0) :], key=lambda x: x["ms"], default=None
+            ),
+        }
+
+    levels = Levels([LevelPlan(5, 1), LevelPlan(6, 1)], Log(), costs=costs)
+    tracker = SimpleNamespace(state=LevelState.TRACKING, desyncs=0, resyncs=0, lv=None)
+    tracker.lv = SimpleNamespace(
+        level=5, speed=1, result="stage_clear", base=100, fc0=4, decided_spawn=40
+    )
+    levels.started()
+    run.update(underruns=5, stalls=3)
+    margins += [12, -2, 30]
+    stalls += [{"ms": 20.0, "where": "tracker", "cpu_ms": 18.0}]
+    tracker.state = LevelState.ENDED
+    levels.next_due(5000, tracker, 100)
+    rec = levels.results[0]
+    assert rec["underruns"] == 3 and rec["stalls"] == 2
+    assert rec["margin"] == {"n": 3, "min": -2, "p1": -1.7, "p50": 12.0}
+    assert rec["longest_stall"] == {"ms": 20.0, "where": "tracker", "cpu_ms": 18.0}
+    assert "_margins" not in rec and "_stalls" not in rec

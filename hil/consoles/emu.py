@@ -59,6 +59,7 @@ NTSC_FRAME_US = 1e6 / 60.0988  # one NTSC video frame (us)
 DR_MARIO_READ_GAP_US = 222  # first latch to second latch of getInputs (firmware/PROTOCOL.md)
 FRAMES_KEPT = 600  # video frames (pictures, facts) an EmuRun keeps (10 s)
 RESET_RESYNC_FRAMES = 12  # video frames after RESET before the NMI counter is trusted again
+FIRMWARE_START_US = 1_000_000  # the firmware image's clock when the emulator's frame 0 begins
 U8 = npt.NDArray[np.uint8]
 
 
@@ -93,6 +94,10 @@ class Emulator(Protocol):
     def __getitem__(self, address: int) -> int: ...
 
     def reset(self) -> None: ...
+
+    def save(self) -> Any: ...
+
+    def load(self, state: Any) -> None: ...
 
     @property
     def has_crashed(self) -> bool: ...
@@ -167,7 +172,7 @@ class EmuConsole:
         except (RuntimeError, OSError) as e:  # cynes: "The ROM Mapper is not supported." etc.
             raise RomError(f"{path.name}: the emulator cannot load it ({e})") from None
         self._own_device = device is None
-        self.device = device if device is not None else VirtualDevice()
+        self.device: Any = device if device is not None else VirtualDevice()
         self.start_us = int(start_us)
         self.read_gap_us = int(read_gap_us)
         self.video_frame = 0  # video frames stepped so far
@@ -175,6 +180,13 @@ class EmuConsole:
         self.lag_frames = 0  # video frames without a controller read
         self._counter = int(self.nes[self.facts.nmi_counter])
         self._resync = 0  # frames after a RESET whose NMI counter steps are not trusted
+        # A controller whose armed byte cannot be seen (the firmware image in rp2040js,
+        # hil.link.vdevice.EmulatedFirmware) is read at the frame's time before the frame is
+        # emulated; whether the frame reads it at all is found out first (_probe_reads) and
+        # its reads are planned one frame ahead (made at their time while the emulated
+        # firmware serves the host). None: not known yet.
+        self._pull = not hasattr(self.device, "pio_words")
+        self._next_reads: bool | None = None
 
     # ---- the console ---------------------------------------------------------------------
 
@@ -199,6 +211,8 @@ class EmuConsole:
         (``device.advance(time_us + window_us)``: the STATUS and the next frame's byte), as a
         real-time console does ``window_us`` after the reads. Raises EmuError."""
         t_us = self.frame_time_us(self.video_frame)
+        if self._pull:
+            return self._step_pull(t_us)
         mask = self.armed_mask()
         self.nes.controller = mask
         picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
@@ -241,11 +255,55 @@ class EmuConsole:
         self.video_frame += 1
         return frame
 
+    def _probe_reads(self) -> bool:
+        """Whether the next video frame's NMI reads the controller: the frame emulated with
+        no buttons from a saved state, which is then restored (the game decides whether its
+        NMI runs before it reads the pad, so the byte cannot change the answer)."""
+        snap = self.nes.save()
+        before = int(self.nes[self.facts.nmi_counter])
+        self.nes.controller = 0
+        self.nes.step(1)
+        reads = (int(self.nes[self.facts.nmi_counter]) - before) & 0xFF == 1
+        self.nes.load(snap)
+        return reads
+
+    def _step_pull(self, t_us: int) -> EmuFrame:
+        """One video frame with a controller read at the frame's time (see __init__)."""
+        reads = self._probe_reads() if self._next_reads is None else self._next_reads
+        mask = 0
+        if reads:
+            mask = int(self.device.read(t_us))
+            if int(self.device.read(t_us + self.read_gap_us)) != mask:
+                raise EmuError(f"the two reads of video frame {self.video_frame} differ")
+        self.nes.controller = mask
+        picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
+        if self.nes.has_crashed:
+            raise EmuError(
+                f"the emulated CPU hit an invalid opcode in video frame {self.video_frame}"
+            )
+        count = int(self.nes[self.facts.nmi_counter])
+        self._counter = count
+        frame = EmuFrame(self.video_frame, t_us, None, None, picture)
+        if reads:
+            self.console_frame += 1
+            frame = EmuFrame(self.video_frame, t_us, self.console_frame, mask, picture)
+        else:
+            self.device.advance(t_us)
+            self.lag_frames += 1
+        self.video_frame += 1
+        # The next frame's reads are planned now, before the host talks to the firmware again.
+        self._next_reads = self._probe_reads()
+        if self._next_reads:
+            nxt = self.frame_time_us(self.video_frame)
+            self.device.plan_reads([nxt, nxt + self.read_gap_us])
+        return frame
+
     def reset(self) -> None:
         """The console's RESET button (the game restarts at its title; RAM is kept, as on the
         console, and the game clears what it uses)."""
         self.nes.reset()
         self._resync = RESET_RESYNC_FRAMES
+        self._next_reads = None
 
     def ram(self, address: int) -> int:
         """One byte of the console's 2 KiB RAM ($0000-$07FF). Raises ValueError outside it
@@ -637,7 +695,12 @@ class EmuRun(PacedConsole):
             )
         if speed not in (0, 1, 2):
             raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
-        self.emu = EmuConsole(rom, device, verify_crc=verify_crc, emulator=emulator, game=game)
+        # The firmware image's clock has run since its boot (about a second to enumerate):
+        # frames begin at 1 s on it, as on the simulated console.
+        start_us = 0 if device is None else FIRMWARE_START_US
+        self.emu = EmuConsole(
+            rom, device, verify_crc=verify_crc, emulator=emulator, game=game, start_us=start_us
+        )
         self.emu._own_device = True  # the run closes whatever controller it was given
         if isinstance(self.emu.device, VirtualDevice):
             self.emu.device.lockstep = not realtime
@@ -687,6 +750,18 @@ class EmuRun(PacedConsole):
     def device(self) -> Any:
         """The controller the game reads (the firmware core on a pty)."""
         return self.emu.device
+
+    def now_ns(self) -> int:
+        """The runtime's clock (PacedConsole.now_ns); in lockstep with the firmware image in
+        rp2040js, its clock where that is later: serving the host's bytes runs it on, and a
+        reply stamped with an earlier time would look early (as on the simulated console)."""
+        now = super().now_ns()
+        clock = getattr(self.emu.device, "clock_us", None)
+        if clock is None or self.realtime:
+            return now
+        with self._lock:
+            dev = self.host_ns((clock() - self._origin_us) * 1000.0)
+        return max(now, dev)
 
     def unplug(self) -> None:
         """Pulls the controller's USB cable: the pty goes away; the game reads no buttons once

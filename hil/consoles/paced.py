@@ -478,6 +478,10 @@ class ChainCapture:
             self.delivered += 1
             self._cond.notify_all()
 
+    def missed(self) -> int:
+        """Captured frames that never reached the host's loop (dropped behind a newer one)."""
+        return self.skipped
+
     def describe(self) -> dict[str, Any]:
         """The mode and counters, JSON-ready."""
         p = self.profile

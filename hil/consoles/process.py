@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -88,6 +89,11 @@ def _serve(
     slot_bytes: int,
 ) -> None:
     """The console process: builds the console, serves the host's requests until "close"."""
+    # Ctrl-C and a closed terminal reach the whole process group: the host handles them and
+    # closes this process itself (after asking for its report).
+    for sig in (signal.SIGINT, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
     try:
         os.setpriority(os.PRIO_PROCESS, 0, PRIORITY)
         priority = PRIORITY
@@ -236,9 +242,13 @@ class ConsoleProcess:
         return presses
 
     def report(self) -> dict[str, Any]:
-        """The console's own report (kept from before :meth:`close`)."""
+        """The console's own report (kept from before :meth:`close`); a console process that
+        died says so instead."""
         if self._report is None:
-            self._report = self._ask("report")
+            try:
+                self._report = self._ask("report")
+            except (ConsoleProcessError, OSError, EOFError) as e:
+                return {self.name: {"error": str(e)}}
         return self._report
 
     def describe_capture(self) -> dict[str, Any]:
@@ -341,6 +351,12 @@ class ProcessCapture:
         self.decode_ms += (time.perf_counter() - t0) * 1e3
         self.taken += 1
         return Frame(image, time_ns, index, truth)
+
+    def missed(self) -> int:
+        """Captured frames that never reached the host's loop: dropped by a card that could
+        not keep up, passed over for a newer one, overwritten before the host copied them."""
+        card = self.describe().get("skipped", 0)
+        return int(card) + self.passed + self.overwritten
 
     def describe(self) -> dict[str, Any]:
         """The card's mode and counters (from the console process while it runs) and the

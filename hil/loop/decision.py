@@ -123,7 +123,8 @@ class Decision:
         self.policy = policy
         # Pondering runs here (hil.loop.worker): a thread in real time, inline in lockstep.
         self.worker = worker if worker is not None else Inline()
-        self._pending: tuple[Future[Any], int, object] | None = None  # (job, pill, level)
+        # pondering jobs on the worker, in order: (job, pill, the tracker's level)
+        self._pending: list[tuple[Future[Any], int, object]] = []
         # A decision due now in real time takes the policy's quick choice where it has one
         # (the search's prior network, ~2 ms instead of ~100): the pill is already falling.
         self.choose_now = (
@@ -182,9 +183,9 @@ class Decision:
         if self.ahead is not None and self.ahead.pill == pill:
             if self._take_ahead(pill, t_seen_ns):
                 return
-        elif self._pending is not None and self._pending[1] + 1 == pill:
+        elif self._pending and self._pending[0][1] + 1 == pill:
             # Its pondering has not finished: decided now, the late result dropped.
-            self._pending = None
+            self._pending = []
             self.ponder_stats.unfinished += 1
             self.ponder_stats.replanned += 1
             self.log("ponder_replan", pill=pill, reason="its pondering had not finished")
@@ -277,9 +278,13 @@ class Decision:
 
     def _ponder(self, pill: int, g0: int, game: engine.Game, full: Any) -> None:
         """Has pill ``pill + 1`` decided now, during pill ``pill``'s fall, on the worker;
-        :meth:`_collect` takes the result and sends what it can."""
+        :meth:`_collect` takes the result and sends what it can. In real time a policy with a
+        quick choice (``quick``: the search's prior network) is pondered with it first, so a
+        plan is on the wire before the spawn even when the full policy (the search, ~250-1000
+        ms on a busy machine) finishes too late; the full policy's choice replaces it when it
+        comes while the spawn is still ahead."""
         self.ahead = None
-        self._pending = None
+        self._pending = []
         if not self.ponder:
             return
         if not self.lockstep:
@@ -291,39 +296,48 @@ class Decision:
         # capture's frame, the reaction); choices that differ before then are committed.
         period_ns = 1e9 / self.tracker.cfg.hz
         commit = math.ceil(self.tracker.cfg.latency_ns / period_ns) + COMMIT_MARGIN_FRAMES
-        job = self.worker.submit(
-            ponder,
-            pill,
-            g0,
-            game.clone(),
-            np.array(full, np.uint8),
-            self.planner,
-            self.policy.choose,
-            getattr(self.policy, "choose_pairs", None),
-            commit,
-            getattr(self.policy, "choose_mean", None),
-        )
-        self._pending = (job, pill, self.tracker.lv)
+        quick = None if self.lockstep else getattr(self.policy, "quick", None)
+        for policy in ([quick] if quick is not None else []) + [self.policy]:
+            job = self.worker.submit(
+                ponder,
+                pill,
+                g0,
+                game.clone(),
+                np.array(full, np.uint8),
+                self.planner,
+                policy.choose,
+                getattr(policy, "choose_pairs", None),
+                commit,
+                getattr(policy, "choose_mean", None),
+            )
+            self._pending.append((job, pill, self.tracker.lv))
         self._collect()
 
     def _collect(self) -> None:
-        """Takes a pondering the worker has finished: the pill after ``pill``, ready before
-        its spawn (dropped when the level changed meanwhile)."""
-        if self._pending is None or not self._pending[0].done():
-            return
-        job, pill, level = self._pending
-        self._pending = None
-        try:
-            a = job.result()
-        except ValueError as exc:  # a bad choice must not end the run
-            self.log("ponder_failed", pill=pill + 1, reason=str(exc))
-            return
-        if a is None or level is not self.tracker.lv:
-            return
-        self.ahead, self._ahead_level = a, level
-        self.ponder_stats.pondered += 1
-        self.ponder_stats.ms.append(a.ms)
-        self.send_ahead()
+        """Takes the ponderings the worker has finished, in order: the pill after ``pill``,
+        ready before its spawn (dropped when the level changed meanwhile); a later one (the
+        full policy's after the quick one's) replaces the earlier while its plan can still
+        go out before the spawn, else it is dropped."""
+        while self._pending and self._pending[0][0].done():
+            job, pill, level = self._pending.pop(0)
+            try:
+                a = job.result()
+            except ValueError as exc:  # a bad choice must not end the run
+                self.log("ponder_failed", pill=pill + 1, reason=str(exc))
+                continue
+            if a is None or level is not self.tracker.lv:
+                continue
+            old = self.ahead
+            if old is not None and old.pill == a.pill:
+                if a.spawn < self.first_free(self.margin_ms()):
+                    self.ponder_stats.refined_late += 1
+                    continue  # too late to replace what went out: the quick choice plays
+                self.ponder_stats.refined += 1
+            else:
+                self.ponder_stats.pondered += 1
+            self.ahead, self._ahead_level = a, level
+            self.ponder_stats.ms.append(a.ms)
+            self.send_ahead()
 
     def send_ahead(self) -> None:
         """Schedules the pondered pill's common masks from its spawn, once they fit in the
@@ -342,7 +356,10 @@ class Decision:
         if horizon is None or a.spawn + len(a.common) - 1 > horizon:
             return  # not in the queue's reach yet: a later frame sends it
         start = max(min(self.schedule.feed_end + 1, a.spawn), first)
-        masks = [0] * (a.spawn - start) + [int(m) for m in a.common]
+        # "No buttons" over what an earlier plan had scheduled beyond these (a quick choice
+        # this one replaces).
+        tail = max(0, self.schedule.feed_end - (a.spawn + len(a.common) - 1))
+        masks = [0] * (a.spawn - start) + [int(m) for m in a.common] + [0] * tail
         if self.send(start, masks, "ponder"):
             a.sent_frame = self.now_frame()
             self.ponder_stats.sent_early += 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,8 +47,13 @@ class Levels:
         *,
         start_wait_frames: int = 30,
         stop_on_top_out: bool = False,
+        costs: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.plans = list(plans)
+        # The run's cumulative counters (the runtime's: late schedules, underruns, stalls,
+        # ...); each level's record gets what they grew by while it was played.
+        self.costs = costs or (lambda: {})
+        self._costs0: dict[str, Any] = {}
         self.log = log
         self.start_wait_frames = start_wait_frames
         self.stop_on_top_out = stop_on_top_out
@@ -95,6 +100,7 @@ class Levels:
         """The next level's start was sent."""
         self.index += 1
         self.ended_at_frame = None
+        self._costs0 = self.costs()
 
     def renumber(self, shift: int) -> None:
         """The firmware restarted and numbers console frame g as g - shift from now on."""
@@ -129,11 +135,22 @@ class Levels:
             self.plans.insert(self.index + 1, self.plans[self.index])
             self.log.write("level_retry", level=lv.level, speed=lv.speed, retries=self.retries)
 
-    def _count(self, tracker: Tracker) -> dict[str, int]:
-        """The tracker's desyncs and re-syncs since the last level ended."""
+    def _count(self, tracker: Tracker) -> dict[str, Any]:
+        """The tracker's desyncs and re-syncs since the last level ended, and what real time
+        cost while this level was played (the runtime's counters since its start: see
+        hil.loop.runtime.Runtime.costs)."""
         d0, r0 = self._counted
         self._counted = (tracker.desyncs, tracker.resyncs)
-        return {"desyncs": tracker.desyncs - d0, "resyncs": tracker.resyncs - r0}
+        out: dict[str, Any] = {"desyncs": tracker.desyncs - d0, "resyncs": tracker.resyncs - r0}
+        now, before = self.costs(), self._costs0
+        for k, v in now.items():
+            if k.startswith("_"):  # where the per-level figures begin
+                continue
+            if callable(v):  # a per-level figure computed from where the level began
+                out[k] = v(before)
+            elif isinstance(v, int | float):
+                out[k] = v - before.get(k, 0)
+        return out
 
     def finish(self, tracker: Tracker, now_frame: int | None, why: str) -> None:
         """The run ends (``why``: "interrupted", "frame_budget", "capture_end", "link_lost"):

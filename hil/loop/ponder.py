@@ -213,6 +213,8 @@ class PonderStats:
     replanned: int = 0
     late: int = 0
     unfinished: int = 0  # the spawn came before the worker had pondered the pill
+    refined: int = 0  # the full policy's choice replaced the quick one's before the spawn
+    refined_late: int = 0  # ... came too late to replace it (the quick one played)
     margins: list[int] = field(default_factory=list)
     ms: list[float] = field(default_factory=list)
 
@@ -229,6 +231,8 @@ class PonderStats:
             "decided_at_spawn_instead": self.replanned,
             "too_late_to_send": self.late,
             "unfinished_at_spawn": self.unfinished,
+            "refined": self.refined,
+            "refined_too_late": self.refined_late,
             "margin_frames": None
             if not m
             else {

@@ -51,6 +51,12 @@ from hil.loop.clock import FrameClock
 from hil.loop.decision import Decision, Planner, Policy
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
 from hil.loop.observation import Reader
+from hil.loop.policies import (  # noqa: F401 - the names hil.play and the tests import here
+    make_policy,
+    next_pill_observations,
+    pick_policy,
+    pick_reader,
+)
 from hil.loop.recording import jsonable
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import Event, Tracker, TrackerConfig
@@ -74,165 +80,6 @@ class EnginePlanner:
 
     def __call__(self, game: engine.Game, prefix: U8) -> engine.Plan:
         return engine.plan(game, prefix=prefix if len(prefix) else None, taps_only=self.taps_only)
-
-
-def make_policy(name: str) -> Policy:
-    """``heuristic`` (hil's stand-in, one-ply greedy), ``onnx`` (the policy room's network,
-    once it is installed) or ``search`` (policy.search with the network as prior: stronger,
-    tens of ms of one core per choice; the 9 choices of a pondered pill share their first ply,
-    ``choose_pairs``). Raises ValueError for an unknown or unavailable policy."""
-    if name == "heuristic":
-        from hil.loop.heuristic import HeuristicPolicy
-
-        return HeuristicPolicy()
-    if name == "onnx":
-        try:
-            from policy.features import Observation as PolicyObservation
-            from policy.onnx_policy import PlacementPolicy
-        except ImportError as exc:
-            raise ValueError(
-                f"the ONNX placement policy is not installed in this checkout ({exc}); "
-                "use --policy heuristic"
-            ) from None
-
-        class OnnxPolicy:
-            name = "onnx"
-
-            def __init__(self) -> None:
-                self.net = PlacementPolicy()
-
-            def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
-                return int(self.net.choose(PolicyObservation.from_game(game), reachable))
-
-            def choose_mean(self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any) -> int:
-                """The placement best on average over the next pill's colours ``pairs``
-                (PlacementPolicy.choose_mean): for a pill pondered before the preview shows
-                its successor."""
-                return self.net.choose_mean(next_pill_observations(game, pairs), reachable)
-
-        return OnnxPolicy()
-    if name == "search":
-        try:
-            from policy.features import Observation as PolicyObservation
-            from policy.onnx_policy import PlacementPolicy
-            from policy.search import PlayedPly, SearchPlayer
-        except ImportError as exc:
-            raise ValueError(
-                f"the search policy is not installed in this checkout ({exc}); "
-                "use --policy heuristic"
-            ) from None
-
-        class SearchPolicy:
-            """policy.search's 3-ply search with the ONNX network as prior (docs/POLICY.md
-            "Play-time search"), from the falling pill: its first ply is played with the
-            planner's own masks (PlayedPly)."""
-
-            name = "search"
-
-            def __init__(self) -> None:
-                self.prior = PlacementPolicy()
-                self.player = SearchPlayer(prior=self.prior)
-                self._features = PolicyObservation.from_game
-
-            def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
-                """The prior network's choice (~2 ms): for a pill decided at its spawn in
-                real time, which cannot wait the search's ~100 ms."""
-                return int(self.prior.choose(self._features(game), reachable))
-
-            def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
-                first = PlayedPly(game, engine.plan(game))
-                if len(first) == 0:
-                    raise ValueError("no placement to choose")
-                e, values = self.player.search(game, first)
-                return self._best(e, values, reachable)
-
-            def choose_pairs(
-                self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
-            ) -> dict[tuple[int, int], int]:
-                """The pondered pill's placement, the same for every next pill of `pairs`:
-                the best on average over them (SearchPlayer.search_pairs, one search per pair
-                sharing the first ply), so the whole plan goes on the wire before the spawn.
-                Each pair's own best (the next pill's colours are on screen only from about
-                the spawn) made the choices differ on most pills, and those were decided when
-                the spawn was seen, about 5 frames late. Measured on engine games (level 20
-                HI, 100 training seeds, docs/POLICY.md "The search's pondering"): deciding 5
-                frames after each spawn cost 415 +- 33 frames a game against deciding at the
-                spawn; committing without the colours cost 95 +- 100, and waiting only when the
-                colours were worth 4 frames or more 293 +- 81."""
-                first = PlayedPly(game, engine.plan(game))
-                if len(first) == 0:
-                    raise ValueError("no placement to choose")
-                e, mean = self.player.mean_over_pairs(game, pairs, first)
-                idx = self._best(e, mean, reachable)
-                return {(int(a), int(b)): idx for a, b in pairs}
-
-            @staticmethod
-            def _best(e: Any, values: Any, reachable: npt.ArrayLike) -> int:
-                ok = np.asarray(reachable, dtype=bool)
-                for k in np.argsort(-values, kind="stable"):
-                    idx = int(e.placements[int(k)])
-                    if ok[idx]:
-                        return idx
-                raise ValueError("the search found no placement the runtime's planner reaches")
-
-        return SearchPolicy()
-    raise ValueError(f"unknown policy {name!r}; choose heuristic, onnx or search")
-
-
-def next_pill_observations(game: engine.Game, pairs: Any) -> list[Any]:
-    """The policy's input (policy.features.Observation) of ``game`` with each next pill
-    colour pair of ``pairs`` ((0 yellow, 1 red, 2 blue) x 2)."""
-    from policy.features import Observation as PolicyObservation
-
-    out = []
-    for a, b in pairs:
-        h = game.clone()
-        h.next_colors[:] = (int(a), int(b))
-        out.append(PolicyObservation.from_game(h))
-    return out
-
-
-def onnx_reader_available() -> bool:
-    """True when perception's ONNX BoardReader is installed."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("perception.reader") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def onnx_policy_available() -> bool:
-    """True when the policy room's ONNX placement policy is installed."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("policy.onnx_policy") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def pick_reader(name: str, sim: bool) -> str:
-    """``auto``: perception's ONNX reader whenever it is installed, in the simulator too (the
-    same pixels-to-state path as on a rig); the oracle (ground truth) only in the simulator
-    without it. Raises ValueError for a real capture without the ONNX reader or the oracle on a
-    rig."""
-    if name == "auto":
-        if onnx_reader_available():
-            return "onnx"
-        if sim:
-            return "oracle"
-        raise ValueError("a real capture needs the ONNX board reader (perception), not installed")
-    if name == "oracle" and not sim:
-        raise ValueError("--reader oracle reads the simulated console's ground truth: sim only")
-    return name
-
-
-def pick_policy(name: str) -> str:
-    """``auto``: the ONNX policy when installed, else hil's heuristic stand-in."""
-    if name == "auto":
-        return "onnx" if onnx_policy_available() else "heuristic"
-    return name
 
 
 # ---- the event log ---------------------------------------------------------------------------
@@ -449,6 +296,19 @@ class _Laps:
         return (time.thread_time_ns() - self.cpu0) / 1e6
 
 
+def _margin_summary(margins: Sequence[int]) -> dict[str, Any] | None:
+    """min, p1, p50 of some pills' margins (frames; hil.loop.ponder), None for none."""
+    if not margins:
+        return None
+    a = np.asarray(margins, float)
+    return {
+        "n": len(margins),
+        "min": int(a.min()),
+        "p1": round(float(np.percentile(a, 1)), 1),
+        "p50": round(float(np.percentile(a, 50)), 1),
+    }
+
+
 # ---- the controller link with reconnection ----------------------------------------------------
 
 
@@ -624,6 +484,7 @@ class Runtime:
             self.log,
             start_wait_frames=settings.start_wait_frames,
             stop_on_top_out=settings.stop_on_top_out,
+            costs=self.costs,
         )
         # The decision (hil.loop.decision): the policy, the planner, the placement last sent;
         # it reaches the link through the Runtime's helpers.
@@ -648,6 +509,7 @@ class Runtime:
         self.last_obs: Observation | None = None
         self.pending_renumber = False
         self._menus_ran = False  # this frame's handling ran the menus (not a stall)
+        self.stall_log: list[dict[str, Any]] = []  # every stall: ms, where, cpu_ms
         self._last_small: U8 | None = None  # the last captured picture, subsampled
         # underruns, watchdog trips, arm misses of the firmware's earlier boots in this run
         self._counter_base = (0, 0, 0)
@@ -1131,6 +993,7 @@ class Runtime:
         cpu = round(lap.cpu_ms(), 2)
         self.stats.stalls += 1
         frame = self.tracker.last_matched
+        self.stall_log.append({"ms": round(total, 2), "where": where, "cpu_ms": cpu})
         if total > self.stats.longest_stall.get("ms", 0.0):
             self.stats.longest_stall = {
                 "ms": round(total, 2),
@@ -1179,6 +1042,35 @@ class Runtime:
             self.ctl.link = None
 
     # ---- reporting ------------------------------------------------------------------------
+
+    def costs(self) -> dict[str, Any]:
+        """What real time has cost so far, as counters a level's record takes the growth of
+        (hil.loop.levels.Levels): late schedules and frames, underruns, watchdog trips,
+        missed decisions, timing slips, stalls of the loop, captures the loop missed (passed
+        over for a newer one or dropped by a card that could not keep up), repeated captures;
+        and, computed per level, its pills' margins (frames from the first input on the wire
+        to the spawn) and its longest stall."""
+        st = self.stats
+        cap = getattr(self.source, "missed", None)  # captures the loop never read
+        margins = self.decision.ponder_stats.margins
+        stalls = self.stall_log
+        return {
+            "late_schedules": st.late_schedules,
+            "late_frames": st.late_frames,
+            "underruns": st.underruns,
+            "watchdog_trips": st.watchdog_trips,
+            "missed_decisions": st.missed_decisions,
+            "timing_slips": self.tracker.timing_slips,
+            "stalls": st.stalls,
+            "repeated_frames": st.repeated_frames,
+            "missed_frames": cap() if callable(cap) else 0,
+            "_margins": len(margins),
+            "margin": lambda b: _margin_summary(margins[b.get("_margins", 0) :]),
+            "_stalls": len(stalls),
+            "longest_stall": lambda b: max(
+                stalls[b.get("_stalls", 0) :], key=lambda x: x["ms"], default=None
+            ),
+        }
 
     def snapshot(self, frame: Frame, events: list[Event]) -> dict[str, Any]:
         """What the live view shows: the board read, the tracker, the placement, latencies."""

@@ -423,6 +423,8 @@ class Tracker:
 
     def _score(self, lv: _Level, frames: range, obs: Observation) -> None:
         assert lv.board is not None
+        whole: bool | None = None
+        agree: dict[tuple[int, bool], bool] = {}  # (id of a prediction, next known) -> agrees
         for (b, c), miss in lv.misses.items():
             table = lv.tables[c]
             ok = False
@@ -433,12 +435,17 @@ class Tracker:
                     # The last virus is drawn by the NMI of the frame before State 0's picture:
                     # frame b - 1 shows the whole board, every earlier frame a partial one.
                     informative = True
-                    whole = obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board)
+                    if whole is None:
+                        whole = obs.kind == ScreenKind.LEVEL and _same_board(obs, lv.board)
                     ok |= whole if e == -1 else not whole
                 elif e < len(table):
                     informative = True
-                    known = e < lv.table_throw[c]
-                    ok |= not mismatches(table[e], obs, self.cfg.match, next_known=known)
+                    key = (id(table[e]), e < lv.table_throw[c])
+                    if key not in agree:
+                        agree[key] = not mismatches(
+                            table[e], obs, self.cfg.match, next_known=key[1]
+                        )
+                    ok |= agree[key]
                 if ok:
                     break
             if informative and not ok:
@@ -1029,10 +1036,14 @@ def intro_tables(
     tables: dict[int, list[Observation]] = {}
     throws: dict[int, int] = {}
     locks: dict[int, int] = {}
+    # Equal predictions are one object (most of a frame's 16 phases show the same picture),
+    # so _score compares a capture with each once.
+    seen: dict[tuple[Any, ...], Observation] = {}
     for c, g in enumerate(states):
         table = []
         for _ in range(frames):
-            table.append(predicted_observation(g))
+            o = predicted_observation(g)
+            table.append(seen.setdefault(_signature(o), o))
             g.step(0)
         tables[c] = table
         throws[c] = next(
@@ -1046,6 +1057,19 @@ def intro_tables(
             else next((e for e in range(spawn, len(table)) if table[e].falling is None), len(table))
         )
     return tables, throws, locks
+
+
+def _signature(o: Observation) -> tuple[Any, ...]:
+    """What a predicted observation's comparison with a capture depends on."""
+    return (
+        int(o.kind),
+        o.field.tobytes(),
+        np.asarray(o.confidence).tobytes(),
+        o.falling,
+        o.next,
+        o.intro,
+        o.virus_frame,
+    )
 
 
 def _usable_seed(level: int) -> int:

@@ -12,8 +12,6 @@ release the interpreter lock while they work), in lockstep the call itself, done
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
@@ -44,32 +42,19 @@ class Inline:
 
 
 class Background:
-    """Real time: one thread runs the jobs in order, at a lower scheduling priority than the
-    loop's thread (nice + :data:`NICE`, which any user may ask for): on a busy core the loop
-    takes its frame first and the pondering waits."""
+    """Real time: one thread runs the jobs in order. (At a lower priority than the loop's, nice
+    + 5, it got too little of a machine busy with other work: a level's alignment, due before
+    its first pill locks, took 7.6 s and the pill fell unsteered; the loop's stalls on a quiet
+    machine were no fewer.)"""
 
     def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="loop-worker", initializer=_lower_priority
-        )
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loop-worker")
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         return self.pool.submit(fn, *args)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-NICE = 5  # how much lower the worker thread's priority is than the process's
-
-
-def _lower_priority() -> None:
-    if hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
-        try:
-            tid = threading.get_native_id()  # Linux: a thread has a nice value of its own
-            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + NICE)
-        except OSError:
-            pass
 
 
 def make_worker(lockstep: bool) -> Worker:

@@ -1,0 +1,177 @@
+"""The placement policies the loop can play with, as the loop asks them (hil.loop.decision
+.Policy): ``choose(game, reachable) -> placement`` on the predicted state where the first new
+input takes effect, and, where a policy has them, ``choose_mean`` (one placement for every
+colour pair of the next pill: a pill pondered before the preview shows its successor),
+``choose_pairs`` (the 9 choices of a pondered pill at once), ``choose_now`` (a choice cheap
+enough for a pill decided at its spawn in real time) and ``quick`` (a policy pondered first in
+real time, whose plan the full one replaces when it comes in time).
+
+- ``heuristic``: hil's stand-in (hil.loop.heuristic), one-ply greedy, no model;
+- ``onnx``: the policy room's network (policy.onnx_policy.PlacementPolicy), ~2 ms a choice;
+- ``search``: policy.search's 3-ply search with the network as prior (docs/POLICY.md
+  "Play-time search"): stronger, ~100 ms of one core a choice, 250-1000 ms for a pondered pill.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import engine
+from hil.loop.decision import Policy
+
+
+class OnnxPolicy:
+    """The policy room's network on ``policy.features.Observation.from_game`` of the state.
+    ``net``: a policy.onnx_policy.PlacementPolicy (default: the shipped model)."""
+
+    name = "onnx"
+
+    def __init__(self, net: Any = None) -> None:
+        from policy.onnx_policy import PlacementPolicy
+
+        self.net = net if net is not None else PlacementPolicy()
+
+    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+        from policy.features import Observation as PolicyObservation
+
+        return int(self.net.choose(PolicyObservation.from_game(game), reachable))
+
+    def choose_mean(self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any) -> int:
+        """The placement best on average over the next pill's colours ``pairs``
+        (PlacementPolicy.choose_mean): for a pill pondered before the preview shows its
+        successor."""
+        return int(self.net.choose_mean(next_pill_observations(game, pairs), reachable))
+
+
+class SearchPolicy:
+    """policy.search's 3-ply search with the ONNX network as prior (docs/POLICY.md "Play-time
+    search"), from the falling pill: its first ply is played with the planner's own masks
+    (PlayedPly). ``quick`` is its prior network as an OnnxPolicy: a pill decided at its spawn
+    takes its choice (``choose_now``), and in real time a pondered pill is planned with it
+    first (hil.loop.decision)."""
+
+    name = "search"
+
+    def __init__(self) -> None:
+        from policy.onnx_policy import PlacementPolicy
+        from policy.search import SearchPlayer
+
+        self.prior = PlacementPolicy()
+        self.player = SearchPlayer(prior=self.prior)
+        self.quick = OnnxPolicy(self.prior)
+
+    def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+        """The prior network's choice (~2 ms): for a pill decided at its spawn in real time,
+        which cannot wait the search's ~100 ms."""
+        return self.quick.choose(game, reachable)
+
+    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+        from policy.search import PlayedPly
+
+        first = PlayedPly(game, engine.plan(game))
+        if len(first) == 0:
+            raise ValueError("no placement to choose")
+        e, values = self.player.search(game, first)
+        return self._best(e, values, reachable)
+
+    def choose_pairs(
+        self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
+    ) -> dict[tuple[int, int], int]:
+        """The pondered pill's placement, the same for every next pill of ``pairs``: the best
+        on average over them (SearchPlayer.mean_over_pairs, one search per pair sharing the
+        first ply), so the whole plan goes on the wire before the spawn (docs/POLICY.md "The
+        search's pondering": committing without the colours cost 95 +- 100 frames a game of
+        level 20 HI, deciding 5 frames after each spawn 415 +- 33)."""
+        from policy.search import PlayedPly
+
+        first = PlayedPly(game, engine.plan(game))
+        if len(first) == 0:
+            raise ValueError("no placement to choose")
+        e, mean = self.player.mean_over_pairs(game, pairs, first)
+        idx = self._best(e, mean, reachable)
+        return {(int(a), int(b)): idx for a, b in pairs}
+
+    @staticmethod
+    def _best(e: Any, values: Any, reachable: npt.ArrayLike) -> int:
+        ok = np.asarray(reachable, dtype=bool)
+        for k in np.argsort(-values, kind="stable"):
+            idx = int(e.placements[int(k)])
+            if ok[idx]:
+                return idx
+        raise ValueError("the search found no placement the runtime's planner reaches")
+
+
+def make_policy(name: str) -> Policy:
+    """``heuristic``, ``onnx`` or ``search`` (the module docstring). Raises ValueError for an
+    unknown policy or one whose room is not installed."""
+    if name == "heuristic":
+        from hil.loop.heuristic import HeuristicPolicy
+
+        return HeuristicPolicy()
+    if name not in ("onnx", "search"):
+        raise ValueError(f"unknown policy {name!r}; choose heuristic, onnx or search")
+    try:
+        return OnnxPolicy() if name == "onnx" else SearchPolicy()
+    except ImportError as exc:
+        raise ValueError(
+            f"the {name} policy is not installed in this checkout ({exc}); use --policy heuristic"
+        ) from None
+
+
+def next_pill_observations(game: engine.Game, pairs: Any) -> list[Any]:
+    """The policy's input (policy.features.Observation) of ``game`` with each next pill
+    colour pair of ``pairs`` ((0 yellow, 1 red, 2 blue) x 2)."""
+    from policy.features import Observation as PolicyObservation
+
+    out = []
+    for a, b in pairs:
+        h = game.clone()
+        h.next_colors[:] = (int(a), int(b))
+        out.append(PolicyObservation.from_game(h))
+    return out
+
+
+def onnx_reader_available() -> bool:
+    """True when perception's ONNX BoardReader is installed."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("perception.reader") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def onnx_policy_available() -> bool:
+    """True when the policy room's ONNX placement policy is installed."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("policy.onnx_policy") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def pick_reader(name: str, sim: bool) -> str:
+    """``auto``: perception's ONNX reader whenever it is installed, in the simulator too (the
+    same pixels-to-state path as on a rig); the oracle (ground truth) only in the simulator
+    without it. Raises ValueError for a real capture without the ONNX reader or the oracle on a
+    rig."""
+    if name == "auto":
+        if onnx_reader_available():
+            return "onnx"
+        if sim:
+            return "oracle"
+        raise ValueError("a real capture needs the ONNX board reader (perception), not installed")
+    if name == "oracle" and not sim:
+        raise ValueError("--reader oracle reads the simulated console's ground truth: sim only")
+    return name
+
+
+def pick_policy(name: str) -> str:
+    """``auto``: the ONNX policy when installed, else hil's heuristic stand-in."""
+    if name == "auto":
+        return "onnx" if onnx_policy_available() else "heuristic"
+    return name
