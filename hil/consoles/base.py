@@ -14,6 +14,8 @@ clock in lockstep).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,6 +41,47 @@ class Frame:
 
 class CaptureError(RuntimeError):
     """A capture source cannot deliver: absent, unplugged, or an unreadable file."""
+
+
+class NewestFrame:
+    """The newest frame a capture thread has made, handed to the reader once (a live pipeline
+    never works through a backlog): :meth:`put` from the capture's thread, :meth:`take` from
+    the runtime's."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._latest: Frame | None = None
+        self._taken = -1
+
+    def put(self, frame: Frame) -> bool:
+        """Makes ``frame`` the newest; True when it replaced one nobody took (skipped)."""
+        with self._cond:
+            replaced = self._latest is not None and self._latest.index > self._taken
+            self._latest = frame
+            self._cond.notify_all()
+            return replaced
+
+    def wake(self) -> None:
+        """Wakes a waiting :meth:`take` (the capture failed or ended: its ``failed`` says)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def take(self, timeout_s: float, failed: Callable[[], str | None]) -> Frame | None:
+        """The newest frame not taken yet; None when none comes within ``timeout_s``. Raises
+        CaptureError with ``failed()``'s message when it returns one while waiting."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._latest is None or self._latest.index <= self._taken:
+                why = failed()
+                if why is not None:
+                    raise CaptureError(why)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            frame = self._latest
+            self._taken = frame.index
+            return frame
 
 
 class CaptureSource(Protocol):

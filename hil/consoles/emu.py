@@ -214,12 +214,7 @@ class EmuConsole:
         if self._pull:
             return self._step_pull(t_us)
         mask = self.armed_mask()
-        self.nes.controller = mask
-        picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
-        if self.nes.has_crashed:
-            raise EmuError(
-                f"the emulated CPU hit an invalid opcode in video frame {self.video_frame}"
-            )
+        picture = self._emulate(mask)
         count = int(self.nes[self.facts.nmi_counter])
         nmis = (count - self._counter) & 0xFF
         self._counter = count
@@ -255,6 +250,16 @@ class EmuConsole:
         self.video_frame += 1
         return frame
 
+    def _emulate(self, mask: int) -> U8:
+        """One video frame with ``mask`` on the pad: its picture (a copy). Raises EmuError."""
+        self.nes.controller = mask
+        picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
+        if self.nes.has_crashed:
+            raise EmuError(
+                f"the emulated CPU hit an invalid opcode in video frame {self.video_frame}"
+            )
+        return picture
+
     def _probe_reads(self) -> bool:
         """Whether the next video frame's NMI reads the controller: the frame emulated with
         no buttons from a saved state, which is then restored (the game decides whether its
@@ -275,14 +280,8 @@ class EmuConsole:
             mask = int(self.device.read(t_us))
             if int(self.device.read(t_us + self.read_gap_us)) != mask:
                 raise EmuError(f"the two reads of video frame {self.video_frame} differ")
-        self.nes.controller = mask
-        picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
-        if self.nes.has_crashed:
-            raise EmuError(
-                f"the emulated CPU hit an invalid opcode in video frame {self.video_frame}"
-            )
-        count = int(self.nes[self.facts.nmi_counter])
-        self._counter = count
+        picture = self._emulate(mask)
+        self._counter = int(self.nes[self.facts.nmi_counter])
         frame = EmuFrame(self.video_frame, t_us, None, None, picture)
         if reads:
             self.console_frame += 1

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from calibration import CaptureModel, Profile, TimingModel
-from hil.consoles.base import CaptureError, Frame
+from hil.consoles.base import CaptureError, Frame, NewestFrame
 
 # Pacing lateness is kept in 0.1 ms bins up to this many ms (the last bin holds the rest).
 PACING_BINS_MS = 200.0
@@ -276,9 +276,7 @@ class ChainCapture:
         self.faults = sorted(faults, key=lambda f: f.at_frame)
         self.fault_counts: dict[str, int] = {}
         self._cache: tuple[int, np.ndarray, dict[str, Any]] | None = None  # the last picture
-        self._cond = threading.Condition()
-        self._latest: Frame | None = None
-        self._taken = -1
+        self._slot = NewestFrame()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._ended: str | None = None
@@ -348,18 +346,7 @@ class ChainCapture:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
             self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._latest is None or self._latest.index <= self._taken:
-                if self._ended is not None:
-                    raise CaptureError(self._ended)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(left)
-            frame = self._latest
-            self._taken = frame.index
-            return frame
+        return self._slot.take(timeout_s, lambda: self._ended)
 
     def shift_phase(self, at_ns: float, shift_ns: float) -> None:
         """The console's frames run ``shift_ns`` later from console time ``at_ns`` on (a
@@ -394,9 +381,8 @@ class ChainCapture:
     def _end(self, message: str) -> None:
         if self._sink is not None:
             self._sink.end(message)
-        with self._cond:
-            self._ended = message
-            self._cond.notify_all()
+        self._ended = message
+        self._slot.wake()
 
     def _run(self) -> None:
         try:
@@ -471,12 +457,8 @@ class ChainCapture:
             self.delivered += 1
             self._sink.frame(frame)
             return
-        with self._cond:
-            if self._latest is not None and self._latest.index > self._taken:
-                self.skipped += 1
-            self._latest = frame
-            self.delivered += 1
-            self._cond.notify_all()
+        self.skipped += self._slot.put(frame)
+        self.delivered += 1
 
     def missed(self) -> int:
         """Captured frames that never reached the host's loop (dropped behind a newer one)."""

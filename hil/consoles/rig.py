@@ -30,6 +30,7 @@ from hil.consoles.base import (
     CaptureSource,
     Frame,
     LevelEnd,
+    NewestFrame,
     StartPresses,
     start_with_pad,
 )
@@ -81,9 +82,7 @@ class DeviceCapture:
         self.skipped = 0
         self.lost = 0
         self._cap: Any = None
-        self._cond = threading.Condition()
-        self._latest: Frame | None = None
-        self._taken = -1
+        self._slot = NewestFrame()
         self._error: str | None = None
         self._stop = threading.Event()
         self._open()
@@ -133,20 +132,15 @@ class DeviceCapture:
             if not ok or image is None:
                 self.lost += 1
                 msg = f"capture device {self.device} lost (unplugged?); reconnecting"
-                with self._cond:
-                    self._error = msg
-                    self._cond.notify_all()
+                self._error = msg
+                self._slot.wake()
                 self.on_event({"event": "capture_lost", "message": msg})
                 self._cap.release()
                 self._cap = None
                 continue
-            with self._cond:
-                if self._latest is not None and self._latest.index > self._taken:
-                    self.skipped += 1
-                self._latest = Frame(image, now, self.delivered)
-                self.delivered += 1
-                self._error = None
-                self._cond.notify_all()
+            self._error = None
+            self.skipped += self._slot.put(Frame(image, now, self.delivered))
+            self.delivered += 1
 
     def _timestamp(self, now_ns: int) -> int:
         """The driver's timestamp of the buffer when it is on our clock (V4L2 stamps buffers
@@ -158,18 +152,12 @@ class DeviceCapture:
         return stamp if 0 <= now_ns - stamp < 500_000_000 else now_ns
 
     def newest(self, timeout_s: float) -> Frame | None:
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._latest is None or self._latest.index <= self._taken:
-                if not self._thread.is_alive():
-                    raise CaptureError(self._error or f"capture device {self.device} stopped")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(left)
-            frame = self._latest
-            self._taken = frame.index
-            return frame
+        def failed() -> str | None:
+            if self._thread.is_alive():
+                return None
+            return self._error or f"capture device {self.device} stopped"
+
+        return self._slot.take(timeout_s, failed)
 
     @property
     def error(self) -> str | None:

@@ -621,20 +621,15 @@ class Tracker:
                 # has ended ("left"), and the run plays it again.
                 if lv.left_run >= self.cfg.left_frames:
                     events.append(self._end("left", frames.stop - 1))
-                lv.last_seen = obs
-                events = self._out + events
-                self._out = []
-                for ev in events:
-                    self.log(ev)
-                return events
-            if self.state == LevelState.ALIGNING:
-                self._aligning(frames, obs)
-            if self.state == LevelState.TRACKING:
-                events += self._tracking(frames, obs)
-            elif self.state == LevelState.BLIND:
-                events += self._blind(frames, obs)
-            if prev is not None and self.state != LevelState.ALIGNING:
-                events += self._seen_events(prev, obs, frames)
+            else:
+                if self.state == LevelState.ALIGNING:
+                    self._aligning(frames, obs)
+                if self.state == LevelState.TRACKING:
+                    events += self._tracking(frames, obs)
+                elif self.state == LevelState.BLIND:
+                    events += self._blind(frames, obs)
+                if prev is not None and self.state != LevelState.ALIGNING:
+                    events += self._seen_events(prev, obs, frames)
             lv.last_seen = obs
         events = self._out + events
         self._out = []
