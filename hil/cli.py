@@ -244,14 +244,14 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
     return request
 
 
-def _check_out_file(path: str, opt: str) -> None:
+def _check_out_file(path: str, opt: str, command: str = "hil run") -> None:
     """A file to write (hil.args.out_file); SystemExit naming ``opt`` otherwise."""
     from hil.args import Bad, out_file
 
     try:
         out_file(path)
     except Bad as e:
-        raise SystemExit(f"hil run: {opt} {e}") from None
+        raise SystemExit(f"{command}: {opt} {e}") from None
 
 
 def _recorder(args: argparse.Namespace, req: RunRequest):
@@ -371,7 +371,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     """hil run's end: the headline on stderr (every fault the summary counts), the summary (as
     logged) as JSON on stdout; the exit status: 0 every level asked for was played and
-    cleared, 1 otherwise, 2 a level that could not start."""
+    cleared, 1 otherwise, 2 a level that could not start or a controller that cannot work
+    (``link_fatal``: another protocol version)."""
     import json
 
     asked = summary.get("levels_asked", summary["levels_played"])
@@ -389,6 +390,10 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     print(json.dumps(summary, indent=1))
     if summary.get("cannot_start"):
         return 2  # the level asked for could not be started (said in one line)
+    if summary.get("link_fatal"):
+        print(f"hil run: {summary['link_fatal']}", file=sys.stderr)
+        return 2  # the controller cannot work (another protocol version): retrying won't mend
+
     return 0 if summary["levels_cleared"] == asked > 0 else 1
 
 
@@ -630,6 +635,9 @@ def _cmd_calibrate_fit(args: argparse.Namespace) -> int:
     from hil.calibrate import calibrate
 
     base = _load_profile(args.base, "hil calibrate", "--base") if args.base else None
+    for opt, path in (("--out", args.out), ("--png", args.png)):
+        if path is not None:  # writable before any frame is read or fitted
+            _check_out_file(path, opt, "hil calibrate")
     try:
         result, out, png = calibrate(
             args.input,
@@ -676,12 +684,24 @@ def _print_help(parser: argparse.ArgumentParser) -> int:
 
 
 def _add_game_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--level", type=int, default=10, help="level 0..24 (default 10)")
+    from hil import args as parse
+
+    p.add_argument(
+        "--level", type=parse.integer(0, 24), default=10, help="level 0..24 (default 10)"
+    )
     p.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
     p.add_argument(
-        "--seed", type=lambda s: int(s, 0), default=0x8988, help="16-bit RNG state (default 0x8988)"
+        "--seed",
+        type=parse.integer(0, parse.MAX_SEED),
+        default=0x8988,
+        help="16-bit RNG state (default 0x8988)",
     )
-    p.add_argument("--player-seed", type=int, default=0, help="seed of the random placements")
+    p.add_argument(
+        "--player-seed",
+        type=parse.integer(0, 2**32 - 1),
+        default=0,
+        help="seed of the random placements",
+    )
     p.add_argument(
         "--taps-only", action="store_true", help="faster taps-only planning (docs/PLANNER.md)"
     )
@@ -719,7 +739,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = sub.add_parser("demo", help="replay the attract-mode demo in the engine")
-    demo.add_argument("--frames", type=int, default=5700, help="frames to play (default 5700)")
+    demo.add_argument(
+        "--frames", type=parse.integer(1, 10**7), default=5700, help="frames to play (default 5700)"
+    )
     demo.set_defaults(func=_cmd_demo)
 
     sim = sub.add_parser("sim", help="the simulated console seen through a capture profile")
@@ -729,7 +751,12 @@ def build_parser() -> argparse.ArgumentParser:
         "record", help="play a game (random reachable placements) and write a recording"
     )
     _add_game_args(rec)
-    rec.add_argument("--frames", type=int, default=1800, help="captured frames at most (1800)")
+    rec.add_argument(
+        "--frames",
+        type=parse.integer(1, 10**7),
+        default=1800,
+        help="captured frames at most (1800)",
+    )
     rec.add_argument("--profile", default="ideal_720p_nearest", help="profile name or JSON file")
     rec.add_argument("--out", required=True, help="recording directory to write")
     rec.add_argument(
@@ -738,7 +765,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="ffv1",
         help="video codec: ffv1 (lossless, default), mpeg4 or mjpeg (smaller, lossy)",
     )
-    rec.add_argument("--capture-seed", type=int, default=0, help="seed of noise and timing")
+    rec.add_argument(
+        "--capture-seed",
+        type=parse.integer(0, 2**32 - 1),
+        default=0,
+        help="seed of noise and timing",
+    )
     rec.add_argument("--overwrite", action="store_true", help="replace a recording in --out")
     rec.add_argument("--quiet", action="store_true", help="no progress bar")
     rec.set_defaults(func=_cmd_sim_record)
@@ -750,8 +782,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", action="append", help="profile name or file (repeat; default: all shipped)"
     )
     show.add_argument("--png", help="write the contact sheet here instead of opening a window")
-    show.add_argument("--frame", type=int, default=400, help="console frame of the sheet (400)")
-    show.add_argument("--frames", type=int, default=3600, help="captured frames to show live")
+    show.add_argument(
+        "--frame",
+        type=parse.integer(0, 10**7),
+        default=400,
+        help="console frame of the sheet (400)",
+    )
+    show.add_argument(
+        "--frames", type=parse.integer(1, 10**7), default=3600, help="captured frames to show live"
+    )
     show.set_defaults(func=_cmd_sim_show)
 
     run = sub.add_parser(
@@ -916,13 +955,17 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--port", help="controller port (the rig; without it: the simulated console)")
     cal.add_argument("--capture", help="capture device (the rig)")
     cal.add_argument("--profile", default="mjpeg_720p_q70", help="capture profile")
-    cal.add_argument("--presses", type=int, default=20, help="button presses to time (20)")
+    cal.add_argument(
+        "--presses", type=parse.integer(1, 1000), default=20, help="button presses to time (20)"
+    )
     cal.add_argument(
         "--no-write",
         action="store_true",
         help="latency: only print; by default a --profile FILE gets the measured latency",
     )
-    cal.add_argument("--level", type=int, default=0, help="latency: the level played (0)")
+    cal.add_argument(
+        "--level", type=parse.integer(0, 24), default=0, help="latency: the level played (0)"
+    )
     cal.add_argument(
         "--speed", type=int, default=0, choices=[0, 1, 2], help="latency: 0 LOW, 1 MED, 2 HI (0)"
     )
@@ -931,7 +974,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cal.add_argument("--fast", action="store_true", help="sim: lockstep")
     cal.add_argument(
-        "--capture-seed", type=int, default=0, help="latency, sim: capture noise and timing seed"
+        "--capture-seed",
+        type=parse.integer(0, 2**32 - 1),
+        default=0,
+        help="latency, sim: capture noise and timing seed",
     )
     cal.add_argument(
         "--input",
@@ -939,8 +985,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cal.add_argument("--out", help="profile JSON to write")
     cal.add_argument("--png", help="grid picture to write (default: --out with .png)")
-    cal.add_argument("--frames", type=int, default=8, help="frames to fit from (8)")
-    cal.add_argument("--every", type=int, default=30, help="device: keep one frame in N (30)")
+    cal.add_argument(
+        "--frames", type=parse.integer(1, 10_000), default=8, help="frames to fit from (8)"
+    )
+    cal.add_argument(
+        "--every",
+        type=parse.integer(1, 10_000),
+        default=30,
+        help="device: keep one frame in N (30)",
+    )
     cal.add_argument("--name", help="profile name (default: the --out file name)")
     cal.add_argument("--base", help="profile whose artifacts and timing to keep")
     cal.add_argument("--rom", help="your Dr. Mario ROM: align with its level screen")
@@ -973,10 +1026,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto/onnx: the ONNX placement policy (policy/models/policy.onnx); deepest: the "
         "deepest reachable placement (baseline)",
     )
-    rp.add_argument("--level", type=int, help="level 0..24 (default: the recording's)")
+    rp.add_argument(
+        "--level", type=parse.integer(0, 24), help="level 0..24 (default: the recording's)"
+    )
     rp.add_argument("--speed", type=int, choices=[0, 1, 2], help="default: the recording's")
     rp.add_argument("--taps-only", action="store_true", help="faster taps-only planning")
-    rp.add_argument("--frames", type=int, help="replay at most this many frames")
+    rp.add_argument(
+        "--frames", type=parse.integer(1, 10**8), help="replay at most this many frames"
+    )
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.add_argument("--model", help=MODEL_HELP)
 
@@ -999,8 +1056,12 @@ def build_parser() -> argparse.ArgumentParser:
     st = emu_sub.add_parser(
         "selftest", help="the project's test ROM proves every scheduled mask arrives (JSON)"
     )
-    st.add_argument("--frames", type=int, default=600, help="console frames to check (600)")
-    st.add_argument("--seed", type=int, default=0, help="seed of the random masks")
+    st.add_argument(
+        "--frames", type=parse.integer(1, 10**7), default=600, help="console frames to check (600)"
+    )
+    st.add_argument(
+        "--seed", type=parse.integer(0, 2**32 - 1), default=0, help="seed of the random masks"
+    )
     st.add_argument(
         "--build-dir", help="build the test ROM from its source here first (needs cc65)"
     )
@@ -1009,7 +1070,9 @@ def build_parser() -> argparse.ArgumentParser:
         "start", help="your Dr. Mario ROM: menus to a level, engine parity of its board (JSON)"
     )
     es.add_argument("rom", help="your own Dr. Mario iNES file")
-    es.add_argument("--level", type=int, default=10, help="level 0..20 (default 10)")
+    es.add_argument(
+        "--level", type=parse.integer(0, 20), default=10, help="level 0..20 (default 10)"
+    )
     es.add_argument("--speed", type=int, default=1, choices=[0, 1, 2], help="0 LOW, 1 MED, 2 HI")
     es.add_argument("--music", choices=["fever", "chill", "off"], help="default: leave it")
     es.add_argument("--png", help="write the first frame of play here")
@@ -1027,7 +1090,12 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="serial port (/dev/ttyACM0, COM5), or 'emulated' for the committed UF2 in rp2040js",
     )
-    ck.add_argument("--seconds", type=float, default=1.0, help="how long to count latches (1)")
+    ck.add_argument(
+        "--seconds",
+        type=parse.real(0.0, 3600.0, lo_open=True),
+        default=1.0,
+        help="how long to count latches (1)",
+    )
     ck.set_defaults(func=_cmd_link_check)
     return parser
 
@@ -1069,6 +1137,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hil {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        import errno
+
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EPIPE, errno.EIO):
+            raise
+        where = e.filename or "its output (stdout)"
+        print(f"hil {args.command}: cannot write {where}: {e.strerror}", file=sys.stderr)
+        try:  # the interpreter's last flush of stdout would fail again, with a traceback
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until the process ends
+        except OSError:
+            pass
+        return 2
     except Exception as e:
         # Ctrl-C while a C extension initialises (onnxruntime) surfaces as an ImportError
         # caused by the KeyboardInterrupt: still an interruption, not a fault.

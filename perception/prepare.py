@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -156,13 +157,60 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
             profile = Profile.load(args.profile)
         except (ValueError, OSError) as e:
             raise PrepareError(f"--profile: {e}") from None
-    if args.minutes < 0 or args.steps < 1 or args.batch < 1 or args.threads < 1:
-        raise PrepareError("--steps, --batch and --threads must be positive, --minutes 0 or more")
-    if not 0.0 <= args.target_rate <= 1.0:
-        raise PrepareError(f"--target-rate must be within 0..1, got {args.target_rate}")
-    if not args.init.is_file():
-        raise PrepareError(f"--init: no such file {args.init}")
+    for name, lo, hi in (
+        ("minutes", 0.0, 10_000.0),
+        ("lr", 1e-9, 1.0),
+        ("hard_cells", 0.0, 1.0),
+        ("hard_samples", 0.0, 1.0),
+        ("target_rate", 0.0, 1.0),
+    ):
+        v = getattr(args, name)
+        if not (math.isfinite(v) and lo <= v <= hi):  # NaN and infinity are refused
+            raise PrepareError(f"--{name.replace('_', '-')} must be within {lo:g}..{hi:g}, got {v}")
+    for name, lo in (
+        ("steps", 1),
+        ("batch", 1),
+        ("threads", 1),
+        ("workers", 0),
+        ("eval_frames", 1),
+        ("random_chains", 0),
+        ("random_frames", 1),
+    ):
+        v = getattr(args, name)
+        if not lo <= v <= 10**7:
+            raise PrepareError(f"--{name.replace('_', '-')} must be within {lo}..{10**7}, got {v}")
+    _check_init(args.init)
+    if args.out is not None:
+        _check_out_dir(Path(args.out))
     return crc, profile
+
+
+def _check_init(path: Path) -> None:
+    """--init: an ONNX file of the board network (read before any training starts)."""
+    if path.is_dir():
+        raise PrepareError(f"--init: {path} is a directory, not an ONNX model")
+    if not path.is_file():
+        raise PrepareError(f"--init: no such file {path}")
+    if importlib.util.find_spec("torch") is None:
+        return  # prepare stops at TORCH_MISSING before anything else
+    from perception.model import from_onnx
+
+    try:
+        from_onnx(path)
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, a graph of another net
+        why = f"{type(e).__name__}: {e}".splitlines()[0][:160]
+        raise PrepareError(f"--init: {path} is not a board model ({why})") from None
+
+
+def _check_out_dir(d: Path) -> None:
+    """--out: a folder that is or can be made, and that this user can write into."""
+    if d.exists() and not d.is_dir():
+        raise PrepareError(f"--out: {d} is a file, not a folder")
+    parent = d
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise PrepareError(f"--out: cannot write into {parent} (permission denied)")
 
 
 def _exit_when_orphaned(parent: int, poll_s: float = 1.0) -> None:

@@ -35,6 +35,7 @@ Prototypes come from the same graphics as the pictures read:
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -140,19 +141,66 @@ class ScreenPrototypes:
 
     @classmethod
     def load(cls, path: str | Path) -> ScreenPrototypes:
-        """Read a file written by ``save``. Raises OSError or ValueError (not such a file)."""
-        z = np.load(path, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path}: not a screen prototype file (not an .npz archive)")
-        with z:
-            try:
+        """Read a file written by ``save``, checked against :data:`PROTOTYPE_SCHEMA` (each
+        feature array float32 2-D of its width with finite values, each label array as long
+        as its features with values in range, the radii finite and positive, at least one
+        picture). Raises ValueError naming the file and the field (a truncated, foreign or
+        damaged file: prepare the ROM again) or OSError (unreadable)."""
+        try:
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
+                if not isinstance(z, np.lib.npyio.NpzFile):
+                    raise ValueError("not an .npz archive")
                 kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
-            except KeyError as e:
-                raise ValueError(f"{path}: not a screen prototype file (no {e})") from None
-        kw["demo_radius"] = float(kw["demo_radius"])
-        kw["box_radius"] = float(kw["box_radius"])
+        except IsADirectoryError:
+            raise ValueError(f"{path}: a directory, not a screen prototype file") from None
+        except KeyError as e:
+            raise ValueError(f"{path}: not a screen prototype file (no {e})") from None
+        except (ValueError, EOFError, zipfile.BadZipFile, OSError) as e:
+            if isinstance(e, OSError) and not isinstance(e, zipfile.BadZipFile) and e.errno:
+                raise
+            raise ValueError(
+                f"{path}: not a screen prototype file ({type(e).__name__}: {e}); "
+                "prepare the ROM again (hil prepare --rom ROM)"
+            ) from None
+        for name, (width, labels, top) in PROTOTYPE_SCHEMA.items():
+            a = kw[name]
+            if a.dtype != np.float32 or a.ndim != 2 or a.shape[1] != width:
+                raise ValueError(
+                    f"{path}: field {name!r}: expected float32 [n, {width}], got "
+                    f"{a.dtype} {list(a.shape)}"
+                )
+            if not np.isfinite(a).all():
+                raise ValueError(f"{path}: field {name!r}: values that are not finite numbers")
+            if labels is not None:
+                lab = kw[labels]
+                if lab.ndim != 1 or lab.shape[0] != a.shape[0] or lab.dtype.kind not in "iu":
+                    raise ValueError(
+                        f"{path}: field {labels!r}: expected {a.shape[0]} integers, got "
+                        f"{lab.dtype} {list(lab.shape)}"
+                    )
+                if len(lab) and (int(lab.min()) < 0 or int(lab.max()) > top):
+                    raise ValueError(f"{path}: field {labels!r}: values outside 0..{top}")
+        if len(kw["whole"]) == 0:
+            raise ValueError(f"{path}: field 'whole': no pictures")
+        for name in ("demo_radius", "box_radius"):
+            v = kw[name]
+            if v.shape != () or not np.isfinite(v) or float(v) <= 0:
+                raise ValueError(f"{path}: field {name!r}: expected a finite number > 0")
+            kw[name] = float(v)
         kw["source"] = str(kw["source"])
         return cls(**kw)
+
+
+# feature field -> (width, its label field or None, the labels' highest value); the widths
+# are those of the module's crops (_blocks and _crop of a 240x256 picture)
+PROTOTYPE_SCHEMA: dict[str, tuple[int, str | None, int]] = {
+    "whole": (720, "kind", len(KINDS) - 1),
+    "demo_bottle": (384, None, 0),
+    "box": (1280, "box_kind", len(KINDS) - 1),
+    "digits": (240, "digit_level", 20),
+    "speed_row": (4096, "row_speed", 2),
+    "heart": (640, "heart_players", 2),
+}
 
 
 class PrototypeBuilder:

@@ -121,7 +121,9 @@ def test_hil_run_ponders_with_0_desyncs_and_reports_the_margin(tmp_path, capsys,
     assert p["pondered"] > 0 and p["taken"] > 0 and p["whole_plan_before_spawn"] > 0
     assert p["taken"] + p["decided_at_spawn_instead"] <= p["pondered"]
     assert p["margin_frames"]["max"] > 0  # some pills went on the wire before their spawn
-    assert p["margin_frames"]["n"] == summary["decisions"]
+    at_spawn = p["margin_at_spawn_frames"]["n"] if p["margin_at_spawn_frames"] else 0
+    assert p["margin_frames"]["n"] == p["taken"]  # each pondered plan taken has its margin
+    assert p["margin_frames"]["n"] + at_spawn == summary["decisions"]
 
 
 def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys, small_profile):
@@ -131,7 +133,8 @@ def test_no_ponder_decides_every_pill_at_its_spawn(tmp_path, capsys, small_profi
     )  # fmt: skip
     assert rc in (0, 1)  # 700 frames: the level may not be over
     p = json.loads(capsys.readouterr().out)["ponder"]
-    assert p["pondered"] == 0 and p["margin_frames"]["max"] <= 0
+    assert p["pondered"] == 0 and p["margin_frames"] is None
+    assert p["margin_at_spawn_frames"]["max"] <= 0
 
 
 def test_the_search_ponders_one_placement_for_every_next_pill(decided):

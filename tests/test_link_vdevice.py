@@ -9,7 +9,7 @@ import pytest
 import serial
 
 from hil.link import protocol as p
-from hil.link.link import Link, LinkError
+from hil.link.link import Link, LinkError, LinkFatal, check_port
 from hil.link.vdevice import VirtualDevice
 
 FRAME_US = 16639
@@ -204,8 +204,49 @@ class ScriptedPort:
 
 def test_version_mismatch_is_refused():
     port = ScriptedPort(p.encode(p.HelloAck(version=2, flags=0), 0))
-    with pytest.raises(LinkError, match="version 2"):
+    with pytest.raises(LinkFatal, match="version 2"):
         Link(port, timeout_s=0.2)
+
+
+def test_a_failure_retrying_cannot_mend_ends_the_run_at_once(tmp_path):
+    """Another protocol version is not retried for 30 s: the controller raises LinkFatal (logged
+    as link_fatal), and hil run's end says it in one line with exit status 2."""
+    from hil.cli import _print_summary
+    from hil.loop.runtime import Controller, EventLog
+
+    said = []
+    log = EventLog(tmp_path / "events.jsonl")
+    ctl = Controller(
+        lambda: ScriptedPort(p.encode(p.HelloAck(version=2, flags=0), 0)),
+        log,
+        said.append,
+        timeout_s=0.2,
+    )
+    with pytest.raises(LinkFatal, match="flash the matching firmware"):
+        ctl.connect()
+    log.close()
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["link_fatal"]
+    summary = {
+        "levels_asked": 1,
+        "levels_played": 1,
+        "levels_cleared": 0,
+        "console_frames": 0,
+        "desyncs": 0,
+        "late_schedules": 0,
+        "underruns": 0,
+        "watchdog_trips": 0,
+        "timing_slips": 0,
+        "missed_decisions": 0,
+        "peak_rss_mb": 1.0,
+        "link_fatal": "x: firmware speaks protocol version 2",
+    }
+    assert _print_summary(summary) == 2
+
+
+def test_a_windows_port_name_on_this_os_is_fatal():
+    with pytest.raises(LinkFatal, match="COM5 is a Windows port name"):
+        check_port("COM5")
 
 
 def test_corrupt_frames_from_the_device_are_counted_not_fatal():

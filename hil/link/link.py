@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import time
 from collections import deque
@@ -39,7 +40,12 @@ def check_port(port: str) -> None:
     (``/dev/null``: "Inappropriate ioctl for device"). pyserial URLs (``socket://...``,
     ``loop://``) and Windows ``COM`` names are left to pyserial. A port that exists but is
     busy or vanishes later is not this: the runtime retries those."""
-    if "://" in port or port.upper().startswith("COM") or os.name == "nt":
+    if os.name != "nt" and re.fullmatch(r"COM\d+", port.upper()):
+        raise LinkFatal(
+            f"{port} is a Windows port name; on this OS the controller is a device such as "
+            "/dev/ttyACM0 (ls /dev/ttyACM*)"
+        )
+    if "://" in port or os.name == "nt":
         return
     if not os.path.exists(port):
         raise LinkError(f"{port}: no such device (is the controller plugged in?)")
@@ -85,6 +91,11 @@ def _err_name(code: int) -> str:
 
 class LinkError(RuntimeError):
     """The device is absent, unplugged, speaks another protocol version, or refused."""
+
+
+class LinkFatal(LinkError):
+    """A failure that retrying will not mend: the firmware speaks another protocol version, or
+    the port's name cannot be a port on this OS. The runtime ends the run with it at once."""
 
 
 class LinkTimeout(LinkError):
@@ -187,7 +198,7 @@ class Link:
     # ---- requests ----------------------------------------------------------------------
 
     def handshake(self) -> p.HelloAck:
-        """Sends HELLO and waits for HELLO_ACK. Raises LinkError on a version mismatch.
+        """Sends HELLO and waits for HELLO_ACK. Raises LinkFatal on a version mismatch.
 
         A leading 0x00 ends whatever partial frame the device holds, and everything that
         arrived before the HELLO_ACK (old statuses, noise) is discarded."""
@@ -196,7 +207,7 @@ class Link:
         ack = self._request(p.Hello(p.PROTOCOL_VERSION), p.HelloAck)
         assert isinstance(ack, p.HelloAck)
         if not ack.session_open or ack.version != p.PROTOCOL_VERSION:
-            raise LinkError(
+            raise LinkFatal(
                 f"{self.name}: firmware speaks protocol version {ack.version}, "
                 f"host speaks {p.PROTOCOL_VERSION}; flash the matching firmware"
             )

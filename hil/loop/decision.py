@@ -236,8 +236,8 @@ class Decision:
                 return
             tr.decided(pill)
             spawn = self._spawn_frame(pill)
-            if spawn is not None:
-                self.ponder_stats.margins.append(spawn - self.now_frame())
+            if spawn is not None:  # decided at its spawn, not pondered
+                self.ponder_stats.at_spawn_margins.append(spawn - self.now_frame())
             lock_frame = g0 + len(full) - 1
             wire_ms = (t_wire - t_seen_ns) / 1e6
             self.stats.spawn_to_wire_ms.append(wire_ms)

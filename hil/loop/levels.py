@@ -153,7 +153,8 @@ class Levels:
         return out
 
     def finish(self, tracker: Tracker, now_frame: int | None, why: str) -> None:
-        """The run ends (``why``: "interrupted", "frame_budget", "capture_end", "link_lost"):
+        """The run ends (``why``: "interrupted", "frame_budget", "capture_end", "link_lost",
+        "link_fatal"):
         a level the tracker saw end is recorded as it ended; one still in play counts as
         played with ``why`` as its result, not cleared."""
         if self.index < 0 or len(self.results) > self.index:

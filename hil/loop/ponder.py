@@ -204,7 +204,10 @@ class PonderStats:
     """Counts for the summary: pills pondered (decisions ready before their spawn), sent early
     (their common masks on the wire before the spawn; ``whole``: the whole plan), taken (the
     pondered choice played), replanned (decided at the spawn instead), and the margin per
-    pill decided (frames; positive: the first mask went out before the spawn)."""
+    pill decided (frames; positive: the first mask went out before the spawn): ``margins`` of
+    the pills whose pondered plan went out, ``at_spawn_margins`` of those decided when their
+    spawn was seen (a level's first pill, the pill after a desync, a re-sync or a
+    reconnection, a pondered choice replanned)."""
 
     pondered: int = 0
     sent_early: int = 0
@@ -216,13 +219,24 @@ class PonderStats:
     refined: int = 0  # the full policy's choice replaced the quick one's before the spawn
     refined_late: int = 0  # ... came too late to replace it (the quick one played)
     margins: list[int] = field(default_factory=list)
+    at_spawn_margins: list[int] = field(default_factory=list)
     ms: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         def pct(values: Sequence[float], q: float) -> float:
             return float(np.percentile(np.asarray(values, float), q)) if values else float("nan")
 
-        m = self.margins
+        def margin(m: Sequence[int]) -> dict[str, Any] | None:
+            if not m:
+                return None
+            return {
+                "n": len(m),
+                "min": int(min(m)),
+                "p1": round(pct(m, 1), 1),
+                "p50": round(pct(m, 50), 1),
+                "max": int(max(m)),
+            }
+
         return {
             "pondered": self.pondered,
             "sent_before_spawn": self.sent_early,
@@ -233,15 +247,8 @@ class PonderStats:
             "unfinished_at_spawn": self.unfinished,
             "refined": self.refined,
             "refined_too_late": self.refined_late,
-            "margin_frames": None
-            if not m
-            else {
-                "n": len(m),
-                "min": int(min(m)),
-                "p1": round(pct(m, 1), 1),
-                "p50": round(pct(m, 50), 1),
-                "max": int(max(m)),
-            },
+            "margin_frames": margin(self.margins),
+            "margin_at_spawn_frames": margin(self.at_spawn_margins),
             "ponder_ms": None
             if not self.ms
             else {"p50": round(pct(self.ms, 50), 2), "p99": round(pct(self.ms, 99), 2)},

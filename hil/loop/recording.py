@@ -56,6 +56,10 @@ CODECS: dict[str, tuple[str, str, int]] = {
     "mjpeg": ("MJPG", "capture.mkv", cv2.CAP_FFMPEG),
 }
 LEGACY_VIDEOS = ("capture.avi",)  # FORMAT_VERSION 1 wrote MJPEG AVI (not crash-safe)
+VIDEO_FILES = (*sorted({n for _, n, _ in CODECS.values()}), *LEGACY_VIDEOS)
+RECORDING_FILES = (META_FILE, TRUTH_FILE, *VIDEO_FILES)  # any of them: a recording is there
+MAX_SIDE = 8192  # NES pixels or capture pixels: a frame side no capture card gives
+RUN_READERS = ("auto", "onnx", "oracle")  # hil run --reader, recorded in "source"
 
 
 def jsonable(o: Any) -> Any:
@@ -81,10 +85,11 @@ def check_target(out_dir: str | Path, overwrite: bool) -> Path:
     d = Path(out_dir)
     if d.exists() and not d.is_dir():
         raise RecordingError(f"{d} is a file, not a directory for a recording")
-    if (d / META_FILE).exists() and not overwrite:
+    held = [n for n in RECORDING_FILES if (d / n).exists() or (d / n).is_symlink()]
+    if held and not overwrite:
         raise RecordingError(
-            f"{d} already holds a recording (kept; --overwrite replaces it, or choose "
-            "another directory)"
+            f"{d} already holds a recording ({', '.join(held)}; kept: --overwrite replaces "
+            "it, or choose another directory)"
         )
     parent = d
     while not parent.exists():
@@ -92,6 +97,77 @@ def check_target(out_dir: str | Path, overwrite: bool) -> Path:
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise RecordingError(f"{d}: cannot write into {parent} (permission denied)")
     return d
+
+
+def _field_error(path: Path, field: str, expected: str, got: Any) -> RecordingError:
+    shown = repr(got) if len(repr(got)) <= 60 else repr(got)[:57] + "..."
+    return RecordingError(f"{path}: field {field!r}: expected {expected}, got {shown}")
+
+
+def check_header(meta: Any, path: Path) -> dict[str, Any]:
+    """Validates a recording.json object (``path``: its file, for the message) against the
+    recording schema of format versions 1 to :data:`FORMAT_VERSION` and returns it:
+
+    - ``version``: int 1..FORMAT_VERSION (absent: 1); ``format`` (absent in version 1):
+      ``"drmario-bridge recording"``;
+    - ``video``: one of :data:`VIDEO_FILES`, ``truth`` (absent: frames.jsonl): frames.jsonl,
+      both bare names (a recording's files are inside it, never a path elsewhere);
+    - ``width``, ``height``: int 1..:data:`MAX_SIDE` (pixels); ``fps`` (optional): a number
+      in (0, 1000]; ``profile``: an object (checked by ``Profile.from_dict``);
+    - ``closed`` (optional): bool; ``frames`` (optional): int >= 0; ``source`` (optional): an
+      object whose ``reader``, if present, is one of :data:`RUN_READERS` and whose ``level``
+      and ``speed``, if present, are ints 0..24 and 0..2 or null.
+
+    Raises RecordingError naming the file, the field and what was expected.
+    """
+    if not isinstance(meta, dict):
+        raise _field_error(path, "(top level)", "a JSON object", type(meta).__name__)
+    version = meta.get("version", 1)
+    if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+        raise _field_error(path, "version", f"an integer 1..{FORMAT_VERSION}", version)
+    fmt = meta.get("format", "drmario-bridge recording" if version == 1 else None)
+    if fmt != "drmario-bridge recording":
+        raise _field_error(path, "format", "'drmario-bridge recording'", fmt)
+    if meta.get("video") not in VIDEO_FILES:
+        raise _field_error(path, "video", f"one of {', '.join(VIDEO_FILES)}", meta.get("video"))
+    if meta.get("truth", TRUTH_FILE) != TRUTH_FILE:
+        raise _field_error(path, "truth", repr(TRUTH_FILE), meta.get("truth"))
+    for name in ("width", "height"):
+        v = meta.get(name)
+        if type(v) is not int or not 1 <= v <= MAX_SIDE:
+            raise _field_error(path, name, f"an integer 1..{MAX_SIDE} (pixels)", v)
+    fps = meta.get("fps")
+    if fps is not None and (type(fps) not in (int, float) or not 0 < fps <= 1000):
+        raise _field_error(path, "fps", "a number in (0, 1000] (frames a second)", fps)
+    if not isinstance(meta.get("profile"), dict):
+        raise _field_error(path, "profile", "a capture profile object", meta.get("profile"))
+    if not isinstance(meta.get("closed", False), bool):
+        raise _field_error(path, "closed", "true or false", meta.get("closed"))
+    frames = meta.get("frames")
+    if frames is not None and (type(frames) is not int or frames < 0):
+        raise _field_error(path, "frames", "an integer >= 0", frames)
+    source = meta.get("source", {})
+    if not isinstance(source, dict):
+        raise _field_error(path, "source", "an object", source)
+    if "reader" in source and source["reader"] not in RUN_READERS:
+        raise _field_error(
+            path, "source.reader", f"one of {', '.join(RUN_READERS)}", source["reader"]
+        )
+    for name, top in (("level", 24), ("speed", 2)):
+        v = source.get(name)
+        if v is not None and (type(v) is not int or not 0 <= v <= top):
+            raise _field_error(path, f"source.{name}", f"an integer 0..{top} or null", v)
+    return meta
+
+
+def _inside(d: Path, name: str) -> Path:
+    """``d / name``, refused (RecordingError) when it resolves outside ``d`` (a symbolic link
+    to elsewhere)."""
+    p = d / name
+    if p.is_symlink() or p.exists():
+        if not p.resolve().is_relative_to(d.resolve()):
+            raise RecordingError(f"{p}: points outside the recording ({p.resolve()})")
+    return p
 
 
 class RecordingWriter:
@@ -272,14 +348,18 @@ class Recording:
         if not meta_path.is_file():
             raise RecordingError(f"{self.dir} is not a recording: no {META_FILE}")
         try:
-            self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
-            self.video_path = self.dir / self.meta["video"]
-            self.size = (int(self.meta["width"]), int(self.meta["height"]))
-            self.profile = Profile.from_dict(self.meta["profile"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
             raise RecordingError(f"{meta_path}: unreadable recording header ({e})") from None
+        self.meta: dict[str, Any] = check_header(meta, meta_path)
+        self.video_path = _inside(self.dir, self.meta["video"])
+        self.size = (self.meta["width"], self.meta["height"])
+        try:
+            self.profile = Profile.from_dict(self.meta["profile"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise RecordingError(f"{meta_path}: field 'profile': {e}") from None
         self.warnings: list[str] = []
-        truth_path = self.dir / str(self.meta.get("truth", TRUTH_FILE))
+        truth_path = _inside(self.dir, self.meta.get("truth", TRUTH_FILE))
         if not truth_path.is_file():
             raise RecordingError(
                 f"{self.dir}: the ground-truth sidecar {truth_path.name} is missing"
@@ -318,6 +398,8 @@ class Recording:
                     line = json.loads(raw)
                 except (json.JSONDecodeError, UnicodeDecodeError) as e:
                     raise RecordingError(f"{where}: not JSON ({e})") from None
+                except RecursionError:
+                    raise RecordingError(f"{where}: not JSON (nested too deep)") from None
                 index = line.get("index") if isinstance(line, dict) else None
                 if index != len(offsets):
                     raise RecordingError(

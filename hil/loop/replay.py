@@ -134,8 +134,12 @@ class Reader(Protocol):
 
 
 def _screen_kind(name: str) -> ScreenKind:
-    """An engine.ScreenKind name (a sidecar's) -> the kind; OTHER for any other name."""
-    return ScreenKind.__members__.get(name, ScreenKind.OTHER)
+    """An engine.ScreenKind name (a sidecar's) -> the kind. Raises ValueError for any other
+    name (a sidecar that names a kind no screen has is not one this replay can mean)."""
+    kind = ScreenKind.__members__.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"screen kind {name!r} is not one of {', '.join(ScreenKind.__members__)}")
+    return kind
 
 
 _KIND_OF_PHASE = {

@@ -46,7 +46,7 @@ import numpy.typing as npt
 
 import engine
 from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEnd, chains_to
-from hil.link.link import Link, LinkError, LinkRefused
+from hil.link.link import Link, LinkError, LinkFatal, LinkRefused
 from hil.loop.clock import FrameClock
 from hil.loop.decision import Decision, Planner, Policy
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
@@ -87,13 +87,16 @@ class EnginePlanner:
 
 class EventLog:
     """JSONL, one object per line, flushed per line (a crash keeps every line before it).
-    ``path`` None: nothing written. Each line gets ``t_ms`` (wall ms since the run began)."""
+    ``path`` None: nothing written. Each line gets ``t_ms`` (wall ms since the run began). A
+    write that fails (a full disk) ends the log with one line on stderr, not the run
+    (``error`` says why; the summary's ``log_error``)."""
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = None if path is None else Path(path)
         self._f: IO[str] | None = None
         self.t0 = time.perf_counter_ns()
         self.counts: dict[str, int] = {}
+        self.error: str | None = None  # why the log stopped early (a full disk), if it did
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._f = self.path.open("w", encoding="utf-8")
@@ -103,12 +106,24 @@ class EventLog:
         if self._f is None:
             return
         rec = {"t_ms": round((time.perf_counter_ns() - self.t0) / 1e6, 3), "event": name, **data}
-        self._f.write(json.dumps(rec, default=_json_default) + "\n")
-        self._f.flush()
+        try:
+            self._f.write(json.dumps(rec, default=_json_default) + "\n")
+            self._f.flush()
+        except OSError as e:  # a full disk: the log stops, the run (a console never waits) not
+            self.error = f"{self.path}: {e.strerror or e}"
+            print(
+                f"hil: the event log stops here ({self.error}); the run goes on",
+                file=sys.stderr,
+                flush=True,
+            )
+            self.close()
 
     def close(self) -> None:
         if self._f is not None:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:
+                pass  # the lines that could be written are there
             self._f = None
 
 
@@ -270,6 +285,10 @@ def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
 # A frame's handling longer than this is a stall (one console frame, ms).
 STALL_MS = 1e3 / 60.0988
 REALTIME_SWITCH_INTERVAL_S = 0.001  # the interpreter's switch interval while in real time
+# In the menus "no buttons" is kept this far ahead (frames): a screen read takes 30-110 ms on a
+# busy 2-core machine, and with the loop's 30 frames the firmware ran out for 12-14 frames at
+# the start of runs beside two CPU-bound processes. A menu press replaces what was fed.
+MENU_FEED_FRAMES = 120
 
 
 class _Laps:
@@ -341,6 +360,7 @@ class Controller:
         self.boot_count: int | None = None
         self.restarted = False
         self.anomalies: dict[str, int] = {}  # handshakes refused (the Link never existed)
+        self.last_error = ""  # why the last connection attempt failed
 
     def _path(self) -> str:
         return self.port() if callable(self.port) else self.port
@@ -355,6 +375,10 @@ class Controller:
             self.link = Link(path, timeout_s=self.timeout_s)
         except LinkError as exc:
             self.link = None
+            self.last_error = str(exc)
+            if isinstance(exc, LinkFatal):  # retrying will not mend it: the run ends with it
+                self.log.write("link_fatal", port=path, error=str(exc))
+                raise
             if isinstance(exc, LinkRefused):  # a device that answers with impossible values
                 self.anomalies["hello_ack"] = self.anomalies.get("hello_ack", 0) + 1
                 self.log.write("link_anomaly", kind="hello_ack", detail=str(exc))
@@ -516,6 +540,7 @@ class Runtime:
         self.interrupted = False
         # Why the run stopped before every level was played (the unfinished level's result).
         self.end_reason = "unfinished"
+        self.link_fatal: str | None = None  # why the link cannot work (LinkFatal), if so
         self.t_start = time.perf_counter()
 
     @property
@@ -798,9 +823,23 @@ class Runtime:
             seen.append(r.kind)
             return r
 
+        last = [time.perf_counter_ns(), time.thread_time_ns()]
+
         def newest() -> tuple[int, Any] | None:
+            # A pass of the menus' loop longer than 6 frames is logged (menu_stall: not a
+            # stall of the loop, the menus are not time-critical, but it says where the time of
+            # a run's start went).
+            t, cpu = time.perf_counter_ns(), time.thread_time_ns()
+            if t - last[0] > 6 * STALL_MS * 1e6:
+                self.log.write(
+                    "menu_stall",
+                    ms=round((t - last[0]) / 1e6, 2),
+                    cpu_ms=round((cpu - last[1]) / 1e6, 2),
+                    screens=seen[-3:],
+                )
             self._poll()
-            self._feed()
+            self._feed(ahead=MENU_FEED_FRAMES)
+            last[0], last[1] = time.perf_counter_ns(), time.thread_time_ns()
             if self.ctl.link is None:
                 raise MenuError("the controller link was lost while setting the options screen")
             frame = self.source.newest(self.s.frame_timeout_s)
@@ -871,15 +910,22 @@ class Runtime:
             # The loop's thread gets the interpreter back from the worker's Python within a
             # millisecond, not the default 5.
             sys.setswitchinterval(REALTIME_SWITCH_INTERVAL_S)
-        if not self.ctl.connect():
-            self.say(f"cannot open the controller port {self.ctl._path()}; retrying")
-            self.ctl.lost_at = self.ctl.now_s()
-        else:
-            self._ping()
         try:
+            if not self.ctl.connect():
+                self.say(
+                    f"cannot open the controller port {self.ctl._path()} "
+                    f"({self.ctl.last_error}); retrying"
+                )
+                self.ctl.lost_at = self.ctl.now_s()
+            else:
+                self._ping()
             while not self.done:
                 if not self._step():
                     break
+        except LinkFatal as exc:
+            self.say(str(exc))
+            self.link_fatal = str(exc)
+            self.end_reason = "link_fatal"
         except KeyboardInterrupt:  # Ctrl-C, and SIGTERM / SIGHUP (hil run turns them into it)
             self.interrupted = True
             self.log.write("interrupted")
@@ -1049,10 +1095,12 @@ class Runtime:
         missed decisions, timing slips, stalls of the loop, captures the loop missed (passed
         over for a newer one or dropped by a card that could not keep up), repeated captures;
         and, computed per level, its pills' margins (frames from the first input on the wire
-        to the spawn) and its longest stall."""
+        to the spawn: ``margin`` of the pondered pills, ``margin_at_spawn`` of those decided at
+        their spawn) and its longest stall."""
         st = self.stats
         cap = getattr(self.source, "missed", None)  # captures the loop never read
         margins = self.decision.ponder_stats.margins
+        at_spawn = self.decision.ponder_stats.at_spawn_margins
         stalls = self.stall_log
         return {
             "late_schedules": st.late_schedules,
@@ -1066,6 +1114,8 @@ class Runtime:
             "missed_frames": cap() if callable(cap) else 0,
             "_margins": len(margins),
             "margin": lambda b: _margin_summary(margins[b.get("_margins", 0) :]),
+            "_at_spawn": len(at_spawn),
+            "margin_at_spawn": lambda b: _margin_summary(at_spawn[b.get("_at_spawn", 0) :]),
             "_stalls": len(stalls),
             "longest_stall": lambda b: max(
                 stalls[b.get("_stalls", 0) :], key=lambda x: x["ms"], default=None
@@ -1129,6 +1179,8 @@ class Runtime:
             },
             "interrupted": self.interrupted,
             "cannot_start": self.cannot_start,
+            "link_fatal": self.link_fatal,
+            "log_error": self.log.error,
             "capture_timeouts": st.capture_losses,
             "stalls": st.stalls,
             "longest_stall": st.longest_stall or None,
