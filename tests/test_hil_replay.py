@@ -386,7 +386,10 @@ def test_cli_replay_and_its_errors(recording, tmp_path, capsys):
         "no ground-truth sidecar",
     )
     refused(["replay", str(rec), "--profile", "mjpeg_720p_q70"], "frames are 320x240")
-    refused(["replay", str(rec), "--frames", "0"], "frames must be at least 1")
+    with pytest.raises(SystemExit) as exc:  # argparse: one line, exit 2, nothing written
+        main(["replay", str(rec), "--frames", "0", "--out", str(tmp_path / "never"), "--quiet"])
+    assert exc.value.code == 2 and not (tmp_path / "never").exists()
+    assert "argument --frames: 0 is outside 1..100000000" in capsys.readouterr().err
     broken = tmp_path / "broken"
     shutil.copytree(rec, broken)
     (broken / "capture.mkv").write_bytes(b"junk" * 1000)
