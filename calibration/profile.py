@@ -40,6 +40,9 @@ CHROMA = ("4:4:4", "4:2:2", "4:2:0")
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 
 
+PROFILE_VERSION = 1  # the "version" of a profile file; absent in files written before it
+
+
 class ProfileError(ValueError):
     """A profile value is missing its type or range; the message names the key."""
 
@@ -340,8 +343,14 @@ class Profile:
         """
         if not isinstance(data, dict):
             raise ProfileError(f"a profile must be a JSON object, got {type(data).__name__}")
-        allowed = {"name", "description", "rom_crc32", *_SECTIONS}
+        allowed = {"version", "name", "description", "rom_crc32", *_SECTIONS}
         _reject_unknown("", data, allowed)
+        version = data.get("version", PROFILE_VERSION)  # absent: written before versions
+        if type(version) is not int or version != PROFILE_VERSION:
+            raise ProfileError(
+                f"version must be {PROFILE_VERSION} (the profile format this tool reads), "
+                f"got {version!r}"
+            )
         kwargs: dict[str, Any] = {}
         for key, section in _SECTIONS.items():
             if key not in data:
@@ -358,7 +367,7 @@ class Profile:
 
     def to_dict(self) -> dict[str, Any]:
         """The profile as JSON-ready data (every key, lists for tuples)."""
-        out = asdict(self)
+        out = {"version": PROFILE_VERSION, **asdict(self)}
         for section in ("color",):
             for key in ("gain", "offset"):
                 out[section][key] = list(out[section][key])

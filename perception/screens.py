@@ -137,11 +137,13 @@ class ScreenPrototypes:
         arrays["demo_radius"] = np.float32(self.demo_radius)
         arrays["box_radius"] = np.float32(self.box_radius)
         arrays["source"] = np.array(self.source)
+        arrays["version"] = np.int32(SCREENS_VERSION)
         np.savez_compressed(path, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> ScreenPrototypes:
-        """Read a file written by ``save``, checked against :data:`PROTOTYPE_SCHEMA` (each
+        """Read a file written by ``save``, checked against :data:`PROTOTYPE_SCHEMA` (its
+        ``version`` :data:`SCREENS_VERSION`, absent in older files; each
         feature array float32 2-D of its width with finite values, each label array as long
         as its features with values in range, the radii finite and positive, at least one
         picture). Raises ValueError naming the file and the field (a truncated, foreign or
@@ -151,6 +153,7 @@ class ScreenPrototypes:
                 if not isinstance(z, np.lib.npyio.NpzFile):
                     raise ValueError("not an .npz archive")
                 kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
+                version = z["version"] if "version" in z.files else np.int32(SCREENS_VERSION)
         except IsADirectoryError:
             raise ValueError(f"{path}: a directory, not a screen prototype file") from None
         except KeyError as e:
@@ -162,6 +165,15 @@ class ScreenPrototypes:
                 f"{path}: not a screen prototype file ({type(e).__name__}: {e}); "
                 "prepare the ROM again (hil prepare --rom ROM)"
             ) from None
+        try:
+            known = version.shape == () and int(version) == SCREENS_VERSION
+        except (TypeError, ValueError):
+            known = False
+        if not known:
+            raise ValueError(
+                f"{path}: field 'version': expected {SCREENS_VERSION}, got {version!r} (a "
+                "file of another version of this tool: prepare the ROM again)"
+            )
         for name, (width, labels, top) in PROTOTYPE_SCHEMA.items():
             a = kw[name]
             if a.dtype != np.float32 or a.ndim != 2 or a.shape[1] != width:
@@ -191,6 +203,7 @@ class ScreenPrototypes:
         return cls(**kw)
 
 
+SCREENS_VERSION = 1  # the "version" array of a screens.npz (absent in files written before it)
 # feature field -> (width, its label field or None, the labels' highest value); the widths
 # are those of the module's crops (_blocks and _crop of a 240x256 picture)
 PROTOTYPE_SCHEMA: dict[str, tuple[int, str | None, int]] = {
