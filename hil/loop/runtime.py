@@ -842,7 +842,7 @@ class Runtime:
             last[0], last[1] = time.perf_counter_ns(), time.thread_time_ns()
             if self.ctl.link is None:
                 raise MenuError("the controller link was lost while setting the options screen")
-            frame = self.source.newest(self.s.frame_timeout_s)
+            frame = self.source.newest(self.LINK_POLL_S)  # the feed goes on while it waits
             if frame is None or not self.clock.ready:
                 return None
             self.stats.menu_frames += 1
@@ -1068,6 +1068,10 @@ class Runtime:
             if frame is not None or left <= 0:
                 return frame
             self._poll()
+            # A card that stalls or drops frames for longer than the firmware's watchdog
+            # (500 ms) must not silence the host: the feed and its pings go on while waiting
+            # (30 dropped captures tripped the watchdog 5 times in 5 on the real game).
+            self._feed()
 
     def _latency_sample(self, frame: Frame) -> None:
         g = self.tracker.frame_match
