@@ -119,10 +119,15 @@ class Decision:
         now_frame: Callable[[], int] | None = None,
         horizon: Callable[[], int | None] | None = None,
         worker: Worker | None = None,
+        slow_worker: Worker | None = None,
     ) -> None:
         self.policy = policy
         # Pondering runs here (hil.loop.worker): a thread in real time, inline in lockstep.
         self.worker = worker if worker is not None else Inline()
+        # ... and the full policy's, after a quick choice, on a thread of its own: a search
+        # still running for a pill already spawned (250-1,000 ms on a busy machine) made the
+        # next pill's quick choice and the next level's alignment wait behind it.
+        self.slow_worker = slow_worker if slow_worker is not None else self.worker
         # pondering jobs on the worker, in order: (job, pill, the tracker's level)
         self._pending: list[tuple[Future[Any], int, object]] = []
         # A decision due now in real time takes the policy's quick choice where it has one
@@ -182,10 +187,11 @@ class Decision:
             return
         if self.ahead is not None and self.ahead.pill == pill:
             if self._take_ahead(pill, t_seen_ns):
+                self._drop_pending()  # a refinement now would come after the spawn
                 return
         elif self._pending and self._pending[0][1] + 1 == pill:
             # Its pondering has not finished: decided now, the late result dropped.
-            self._pending = []
+            self._drop_pending()
             self.ponder_stats.unfinished += 1
             self.ponder_stats.replanned += 1
             self.log("ponder_replan", pill=pill, reason="its pondering had not finished")
@@ -284,7 +290,7 @@ class Decision:
         ms on a busy machine) finishes too late; the full policy's choice replaces it when it
         comes while the spawn is still ahead."""
         self.ahead = None
-        self._pending = []
+        self._drop_pending()
         if not self.ponder:
             return
         if not self.lockstep:
@@ -298,7 +304,10 @@ class Decision:
         commit = math.ceil(self.tracker.cfg.latency_ns / period_ns) + COMMIT_MARGIN_FRAMES
         quick = None if self.lockstep else getattr(self.policy, "quick", None)
         for policy in ([quick] if quick is not None else []) + [self.policy]:
-            job = self.worker.submit(
+            worker = (
+                self.slow_worker if quick is not None and policy is self.policy else self.worker
+            )
+            job = worker.submit(
                 ponder,
                 pill,
                 g0,
@@ -312,6 +321,16 @@ class Decision:
             )
             self._pending.append((job, pill, self.tracker.lv))
         self._collect()
+
+    def _drop_pending(self) -> None:
+        """Cancels the ponderings still queued on the worker and forgets them (one already
+        running finishes; its result is not taken). Left queued, they kept the worker on
+        pills already spawned: beside two CPU-bound processes the search's queue grew pill
+        by pill until every pill of 19 HI was decided at its spawn, and 20 HI's alignment,
+        queued behind them, came after its top-out."""
+        for job, _, _ in self._pending:
+            job.cancel()
+        self._pending = []
 
     def _collect(self) -> None:
         """Takes the ponderings the worker has finished, in order: the pill after ``pill``,

@@ -480,6 +480,7 @@ class Runtime:
         # Work no frame may wait for (pondering, the intro's tables): a thread in real time
         # (hil.loop.worker).
         self.worker = make_worker(console.lockstep)
+        self.slow_worker = make_worker(console.lockstep)  # the full policy after a quick one
         self.tracker = Tracker(
             config,
             log=self._tracker_event,
@@ -528,6 +529,7 @@ class Runtime:
             now_frame=lambda: self.clock.frame_at(self.now()),
             horizon=self._horizon,
             worker=self.worker,
+            slow_worker=self.slow_worker,
         )
         self.last_ping_frame = -(10**9)
         self.last_obs: Observation | None = None
@@ -933,6 +935,7 @@ class Runtime:
         finally:
             self._release()
             self.worker.close()
+            self.slow_worker.close()
             sys.setswitchinterval(switch)
         now = self.clock.frame_at(self.now()) if self.clock.ready else None
         self.levels.finish(self.tracker, now, self.end_reason)

@@ -42,10 +42,11 @@ class Inline:
 
 
 class Background:
-    """Real time: one thread runs the jobs in order. (At a lower priority than the loop's, nice
-    + 5, it got too little of a machine busy with other work: a level's alignment, due before
-    its first pill locks, took 7.6 s and the pill fell unsteered; the loop's stalls on a quiet
-    machine were no fewer.)"""
+    """Real time: one thread runs the jobs in order (the runtime has two: one for the
+    alignment and the pondering, one for a policy's full pondering after its quick choice).
+    At a lower priority than the loop's (nice + 5) it got too little of a machine busy with
+    other work: a level's alignment, due before its first pill locks, took 7.6 s and the pill
+    fell unsteered; the loop's stalls on a quiet machine were no fewer."""
 
     def __init__(self) -> None:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loop-worker")
