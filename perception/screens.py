@@ -149,11 +149,13 @@ class ScreenPrototypes:
         picture). Raises ValueError naming the file and the field (a truncated, foreign or
         damaged file: prepare the ROM again) or OSError (unreadable)."""
         try:
-            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
+            with open(path, "rb") as fh:
+                z = np.load(fh, allow_pickle=False)
                 if not isinstance(z, np.lib.npyio.NpzFile):
                     raise ValueError("not an .npz archive")
-                kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
-                version = z["version"] if "version" in z.files else np.int32(SCREENS_VERSION)
+                with z:
+                    kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
+                    version = z["version"] if "version" in z.files else np.int32(SCREENS_VERSION)
         except IsADirectoryError:
             raise ValueError(f"{path}: a directory, not a screen prototype file") from None
         except KeyError as e:
