@@ -125,7 +125,7 @@ def test_reader_errors_name_the_file(tmp_path):
     with pytest.raises(RecordingError, match="sidecar frames.jsonl is missing"):
         Recording(rec)
     (rec / "recording.json").write_text("{}")
-    with pytest.raises(RecordingError, match="recording.json: field .video.: expected one of capture.mkv"):
+    with pytest.raises(RecordingError, match="recording.json: field .video.: expected one of"):
         Recording(rec)
 
 
