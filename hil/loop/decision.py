@@ -187,7 +187,8 @@ class Decision:
             return
         if self.ahead is not None and self.ahead.pill == pill:
             if self._take_ahead(pill, t_seen_ns):
-                self._drop_pending()  # a refinement now would come after the spawn
+                # (not _drop_pending here: taking the pill ponders the next one, whose jobs
+                # would be cancelled; the next pondering's start cancels what is stale)
                 return
         elif self._pending and self._pending[0][1] + 1 == pill:
             # Its pondering has not finished: decided now, the late result dropped.
