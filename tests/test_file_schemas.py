@@ -289,3 +289,15 @@ def test_files_of_another_version_are_refused(tmp_path):
     np.savez_compressed(tmp_path / "s.npz", **arrays, version=np.int32(2))
     with pytest.raises(ValueError, match="field 'version': expected 1"):
         ScreenPrototypes.load(tmp_path / "s.npz")
+
+
+def test_a_full_disk_ends_the_event_log_not_the_run(capsys):
+    """/dev/full takes the open and refuses every write (ENOSPC), as a full disk does."""
+    from hil.loop.runtime import EventLog
+
+    log = EventLog("/dev/full")
+    for i in range(3):
+        log.write("frame", i=i)  # the first fails; none raises
+    log.close()
+    assert log.error == "/dev/full: No space left on device"
+    assert capsys.readouterr().err.count("the event log stops here") == 1
