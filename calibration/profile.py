@@ -429,7 +429,9 @@ class Profile:
 def _reject_unknown(prefix: str, data: dict, allowed: set[str]) -> None:
     for key in data:
         if key not in allowed:
-            raise ProfileError(f"unknown key {prefix}{key}; allowed: " + ", ".join(sorted(allowed)))
+            name = f"{prefix}{key}"
+            shown = name if name.isprintable() else repr(name)  # one line, whatever the key
+            raise ProfileError(f"unknown key {shown}; allowed: " + ", ".join(sorted(allowed)))
 
 
 def _inline_list(m: re.Match[str]) -> str:

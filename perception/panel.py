@@ -40,6 +40,7 @@ import numpy.typing as npt
 from perception.layout import CROP_X, CROP_Y
 
 PANEL_FILE = "panel.npz"  # beside a prepared board model (the user's data directory)
+PANEL_VERSION = 1  # its "version" array (absent in files written before it: read as 1)
 LEVEL_DIGITS_YX = ((152, 216), (152, 224))  # NES (y, x) of the LEVEL number's tiles
 VIRUS_UNITS_YX = (200, 224)  # the VIRUS counter's units digit ($233C): the glyphs' source
 REST_BOX = (70, 190, 8, 16)  # NES (y, x, height, width) of the next pill at rest
@@ -77,21 +78,28 @@ def glyphs(tiles: Any) -> np.ndarray:
 
 
 def save_glyphs(tiles: Any, path: str | Path) -> None:
-    """Write :func:`glyphs` of ``tiles`` to ``path`` (npz, key ``digits``)."""
-    np.savez_compressed(path, digits=glyphs(tiles))
+    """Write :func:`glyphs` of ``tiles`` to ``path`` (npz, keys ``digits`` and ``version``)."""
+    np.savez_compressed(path, digits=glyphs(tiles), version=np.int32(PANEL_VERSION))
 
 
 def load_glyphs(path: str | Path) -> np.ndarray:
     """The glyphs :func:`save_glyphs` wrote. Raises ValueError for a file that holds none of
-    shape [10, 8, 8] (an empty, truncated or foreign file, a directory) or non-finite ones."""
+    shape [10, 8, 8] (an empty, truncated or foreign file, a directory), non-finite ones, or
+    a ``version`` other than :data:`PANEL_VERSION`."""
     try:
         with open(path, "rb") as fh, np.load(fh) as f:  # the file closes on any error
             digits = np.asarray(f["digits"], np.float32)
+            version = int(f["version"]) if "version" in f.files else PANEL_VERSION
     except Exception:  # noqa: BLE001 (numpy raises OSError, EOFError, BadZipFile, KeyError...)
         raise ValueError(
             f"{path}: no panel glyphs in this file (hil prepare writes it beside the model; "
             "prepare the ROM again)"
         ) from None
+    if version != PANEL_VERSION:
+        raise ValueError(
+            f"{path}: field 'version': expected {PANEL_VERSION}, got {version} (prepare the ROM "
+            "again)"
+        )
     if digits.shape != (10, 8, 8):
         raise ValueError(f"{path}: panel glyphs of shape {digits.shape}, expected (10, 8, 8)")
     if not np.isfinite(digits).all():

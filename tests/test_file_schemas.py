@@ -301,3 +301,12 @@ def test_a_full_disk_ends_the_event_log_not_the_run(capsys):
     log.close()
     assert log.error == "/dev/full: No space left on device"
     assert capsys.readouterr().err.count("the event log stops here") == 1
+
+
+def test_panel_glyphs_of_another_version_are_refused(tmp_path):
+    digits = np.random.default_rng(0).random((10, 8, 8), np.float32)
+    np.savez_compressed(tmp_path / "old.npz", digits=digits)  # before versions: read as 1
+    assert load_glyphs(tmp_path / "old.npz").shape == (10, 8, 8)
+    np.savez_compressed(tmp_path / "new.npz", digits=digits, version=np.int32(2))
+    with pytest.raises(ValueError, match="field 'version': expected 1, got 2"):
+        load_glyphs(tmp_path / "new.npz")
