@@ -195,12 +195,12 @@ class Series:
 
     def append(self, value: float) -> None:
         v = float(value)
-        self.n += 1
         self.max = max(self.max, v)
         self.last = v
         self.recent.append(v)
         key = self._key(v)
         self.bins[key] = self.bins.get(key, 0) + 1
+        self.n += 1  # last: a signal raised in between leaves the count and the bins agreeing
 
     def _key(self, v: float) -> int:
         if abs(v) < 1e-6:
@@ -224,9 +224,10 @@ class Series:
             return None
         keys = sorted(self.bins)
         counts = np.cumsum([self.bins[k] for k in keys])
+        total = int(counts[-1])  # the values binned (a signal may land inside append)
         out: dict[str, float] = {"n": self.n}
         for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
-            rank = min(self.n - 1, max(0, math.ceil(q * self.n) - 1))
+            rank = min(total - 1, max(0, math.ceil(q * total) - 1))
             i = int(np.searchsorted(counts, rank + 1))
             out[name] = round(min(self._value(keys[i]), self.max), 3)
         out["max"] = round(self.max, 3)
