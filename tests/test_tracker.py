@@ -12,7 +12,7 @@ import pytest
 import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
-from hil.loop.clock import FrameClock
+from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.observation import VirusAnimation
 from hil.loop.tracker import (
     LevelState,
@@ -204,6 +204,40 @@ def test_frame_clock_period_ignores_frames_without_a_latch():
         t_us += int(round(P / 1000)) * (3 if g == 50 else 1)  # two lag frames before frame 50
         clock.on_status(g, t_us, int(t_us * 1000) + HOST_OFFSET + 6_000_000)
     assert abs(clock.period_ns - P) < 1000.0  # whole-us timestamps: within 1 us
+
+
+def test_a_restarted_firmware_is_placed_on_the_old_frames_by_prompt_samples_not_a_late_one():
+    """A firmware that restarted counts frames and time from 0 again; the shift comes from the
+    latch times on the host clock. Its first STATUS was read 0.7 frame late (waiting in the
+    port while the host reconnected): rounded alone it put every frame one off."""
+    old = FrameClock(window_us=WINDOW_US)
+    for g in range(200):
+        old.on_status(g, device_us(g), int(latch_ns(g) + WINDOW_US * 1000 + 3e5) + HOST_OFFSET)
+    true_shift = 257  # old frame 257 is the new firmware's frame 0
+    new_us0 = 1_000_000  # its clock, in us, at its frame 0
+
+    def status(f: int, late_ns: float) -> tuple[int, int, int]:
+        g = f + true_shift
+        host = int(latch_ns(g) + WINDOW_US * 1000 + late_ns) + HOST_OFFSET
+        return f, new_us0 + int(round((latch_ns(g) - latch_ns(true_shift)) / 1000)), host
+
+    r = Renumbering(old)
+    r.on_status(*status(40, 0.7 * P))
+    assert r.shift is None and round(r.estimate) == true_shift + 1  # what a single sample says
+    r.on_status(*status(41, 4e5))
+    assert r.shift is None  # two reads: not yet enough
+    r.on_status(*status(42, 2e5))
+    assert r.shift == true_shift
+    # Never near a whole frame (each sample half a frame late): rounded after max_samples.
+    r = Renumbering(old, max_samples=5)
+    for f in range(5):
+        assert r.shift is None
+        r.on_status(*status(f, 0.5 * P))
+    assert r.shift in (true_shift, true_shift + 1)
+    # Nothing numbered before: nothing to move.
+    fresh = Renumbering(FrameClock(window_us=WINDOW_US))
+    fresh.on_status(*status(3, 0))
+    assert fresh.shift == 0
 
 
 def test_mismatches_names_what_differs_and_respects_confidence():

@@ -112,3 +112,69 @@ class FrameClock:
         hi = self.frame_at(done + slack_ns)
         lo = self.frame_at(done - jitter_ns)
         return range(lo, hi + 1)
+
+
+class Renumbering:
+    """Where a reconnected firmware's frames fall on the run's frame numbers.
+
+    A firmware that restarted (the controller unplugged and plugged back, a reboot) numbers
+    its frames from 0 again, on a clock that also began again, so its numbers cannot be
+    compared with the old ones; the console's latches can: both firmwares latch the same
+    console's frames, whose times on the host clock lie on the grid ``old`` has learnt. The
+    shift (old number - new number) is ``(latch_new(f) - latch_old(f_last)) / period + f_last -
+    f``, an integer but for the error of the new offset, which is only ever late (a message is
+    read after it was sent; a STATUS read just after the reconnection was waiting in the port).
+    A single late sample rounded the shift a frame or two high (the real game in real time,
+    level 10 HI, 1 s unplugged: every input then landed 2 frames later than planned, 511
+    desyncs), so the shift is taken only once samples from ``min_arrivals`` separate reads put
+    it within ``tolerance`` frames of an integer, or after ``max_samples`` STATUS messages
+    (rounded then). Until then nothing may be scheduled (the new numbers are not known).
+
+    ``on_status``/``on_pong``: samples from the new firmware, in its numbering and clock.
+    ``shift``: None until known. Shift 0: the frames go on (the same firmware came back).
+    """
+
+    def __init__(
+        self,
+        old: FrameClock,
+        min_arrivals: int = 3,
+        max_samples: int = 30,
+        tolerance: float = 0.25,
+    ) -> None:
+        self.old = old
+        self.min_arrivals = min_arrivals
+        self.max_samples = max_samples
+        self.tolerance = tolerance
+        self.statuses: list[tuple[int, int, int]] = []  # (frame, first_latch_us, host_ns)
+        self.pongs: list[tuple[int, int]] = []  # (device_us, host_ns)
+        self._offsets: list[float] = []
+        self._arrivals: set[int] = set()
+        self.estimate: float | None = None  # the shift before rounding (frames)
+
+    def on_status(self, frame: int, first_latch_us: int, host_ns: int) -> None:
+        self.statuses.append((frame, first_latch_us, host_ns))
+        self._offsets.append(host_ns - (first_latch_us + self.old.window_us) * 1000.0)
+        self._arrivals.add(host_ns)
+
+    def on_pong(self, device_us: int, host_ns: int) -> None:
+        self.pongs.append((device_us, host_ns))
+        self._offsets.append(host_ns - device_us * 1000.0)
+        self._arrivals.add(host_ns)
+
+    @property
+    def shift(self) -> int | None:
+        if not self.statuses:
+            return None
+        if not self.old.ready:
+            return 0  # nothing was numbered before: nothing to move
+        f, t_us, _ = self.statuses[-1]
+        latch = t_us * 1000.0 + min(self._offsets)
+        last = self.old.last_frame
+        x = last + (latch - self.old.latch_ns(last)) / self.old.period_ns - f
+        self.estimate = x
+        near = abs(x - round(x)) <= self.tolerance
+        if (near and len(self._arrivals) >= self.min_arrivals) or len(
+            self.statuses
+        ) >= self.max_samples:
+            return round(x)
+        return None

@@ -47,7 +47,7 @@ import numpy.typing as npt
 import engine
 from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEnd, chains_to
 from hil.link.link import Link, LinkError, LinkFatal, LinkRefused
-from hil.loop.clock import FrameClock
+from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.decision import Decision, Planner, Policy
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
 from hil.loop.observation import Reader
@@ -534,7 +534,10 @@ class Runtime:
         )
         self.last_ping_frame = -(10**9)
         self.last_obs: Observation | None = None
-        self.pending_renumber = False
+        # After a reconnection, until the firmware's frames are placed on the run's numbers:
+        # the placing, and the STATUS messages held meanwhile.
+        self.renumbering: Renumbering | None = None
+        self._held: list[tuple[Any, int]] = []
         self._menus_ran = False  # this frame's handling ran the menus (not a stall)
         self.stall_log: list[dict[str, Any]] = []  # every stall: ms, where, cpu_ms
         self._last_small: U8 | None = None  # the last captured picture, subsampled
@@ -590,10 +593,14 @@ class Runtime:
         link.statuses.clear()
         self._anomalies(link)
         now = self.now()
-        for st in statuses:
-            if self.pending_renumber:
-                self._renumber(st.frame, st.first_latch_us, now)
-            self.clock.on_status(st.frame, st.first_latch_us, now)
+        arrived = [(st, now) for st in statuses]
+        if self.renumbering is not None:
+            for st in statuses:
+                self.renumbering.on_status(st.frame, st.first_latch_us, now)
+            self._held += arrived
+            arrived = self._renumber()
+        for st, at in arrived:
+            self.clock.on_status(st.frame, st.first_latch_us, at)
             self.schedule.on_latched(st.frame, st.mask)
             self.tracker.advance()
             if self.stats.first_frame is None:
@@ -616,28 +623,38 @@ class Runtime:
             self.stats.watchdog_trips = max(self.stats.watchdog_trips, trips)
             self.stats.arm_misses = max(self.stats.arm_misses, base[2] + st.arm_misses)
 
-    def _renumber(self, frame: int, first_latch_us: int, now: int) -> None:
-        """The first STATUS after a reconnection: if the firmware restarted, its frames count
-        from 0 again; find the shift from the latch time on the host clock."""
-        self.pending_renumber = False
-        clock = self.clock
-        if not clock.ready or frame > clock.last_frame:
-            return
-        old_latch0 = clock.latch_ns(0)
-        period = clock.period_ns
-        clock.reset()
-        clock.on_status(frame, first_latch_us, now)
-        if self.ctl.link is not None:
-            self._ping()
-        latch = clock.latch_ns(frame)
-        old_frame = round((latch - old_latch0) / period)
-        shift = old_frame - frame
-        self.tracker.renumber(shift)
-        self.schedule.renumber(shift)
-        self.levels.renumber(shift)
-        if self.stats.first_frame is not None:
-            self.stats.first_frame -= shift
-        self.log.write("frames_renumbered", shift=shift, first_new_frame=frame)
+    def _renumber(self) -> list[tuple[Any, int]]:
+        """After a reconnection: once the firmware's new numbering is placed on the run's
+        (hil.loop.clock.Renumbering), moves everything numbered by frame to it and returns
+        the STATUS messages held meanwhile with their arrival times, to be taken in order; []
+        until then."""
+        r = self.renumbering
+        assert r is not None
+        shift = r.shift
+        if shift is None:
+            return []
+        self.renumbering = None
+        held, self._held = self._held, []
+        if not self.clock.ready:
+            return held
+        # The firmware's clock may have begun again too: learn it afresh, from what was held.
+        self.clock.reset()
+        for device_us, host_ns in r.pongs:
+            self.clock.on_pong(device_us, host_ns)
+        if shift:
+            self.tracker.renumber(shift)
+            self.schedule.renumber(shift)
+            self.levels.renumber(shift)
+            if self.stats.first_frame is not None:
+                self.stats.first_frame -= shift
+        self.log.write(
+            "frames_renumbered",
+            shift=shift,
+            estimate=round(r.estimate or 0.0, 3),
+            statuses=len(r.statuses),
+            first_new_frame=r.statuses[0][0],
+        )
+        return held
 
     def _anomalies(self, link: Link) -> None:
         """Logs what the link found wrong in the device's replies (hil.link.Anomaly) and
@@ -658,7 +675,10 @@ class Runtime:
             self._link_lost(exc)
             return
         # The reply's arrival bounds the offset from above (the min filter keeps the best).
-        self.clock.on_pong(pong.device_us, self.now())
+        if self.renumbering is not None:  # a firmware that may have restarted its clock
+            self.renumbering.on_pong(pong.device_us, self.now())
+        else:
+            self.clock.on_pong(pong.device_us, self.now())
 
     def _link_lost(self, exc: Exception) -> None:
         self.stats.link_losses += 1
@@ -672,9 +692,9 @@ class Runtime:
         from its first frame): it is filled with "no buttons" where it can still be reached.
         False when the link is gone."""
         link = self.ctl.link
-        if link is None or not masks or self.pending_renumber:
+        if link is None or not masks or self.renumbering is not None:
             # (After a reconnection the firmware may count frames from 0 again: nothing is
-            # scheduled until its first STATUS says how they are numbered now.)
+            # scheduled until its STATUS messages say how they are numbered now.)
             return False
         hole = self.schedule.hole(first, self._first_free()) if first > 0 else range(0)
         if hole:
@@ -945,7 +965,7 @@ class Runtime:
     def _step(self) -> bool:
         if self.ctl.link is None:
             if self.ctl.maybe_reconnect():
-                self.pending_renumber = True
+                self.renumbering, self._held = Renumbering(self.clock), []
                 if self.ctl.restarted:  # a new boot: its counters start from 0
                     st = self.stats
                     self._counter_base = (st.underruns, st.watchdog_trips, st.arm_misses)
