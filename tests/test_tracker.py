@@ -228,12 +228,18 @@ def test_a_restarted_firmware_is_placed_on_the_old_frames_by_prompt_samples_not_
     assert r.shift is None  # two reads: not yet enough
     r.on_status(*status(42, 2e5))
     assert r.shift == true_shift
-    # Never near a whole frame (each sample half a frame late): rounded after max_samples.
+    # The new clock's offset seeded from the old grid: frame 42's latch where the old clock
+    # puts frame 299, not where the late samples put it.
+    device, host = r.grid_sample(true_shift)
+    assert device == status(42, 0)[1]
+    assert abs(host - (latch_ns(42 + true_shift) + HOST_OFFSET)) < 1e6
+    # Never close enough (each sample half a frame late): after max_samples, the integer
+    # below (samples are only ever late).
     r = Renumbering(old, max_samples=5)
     for f in range(5):
         assert r.shift is None
         r.on_status(*status(f, 0.5 * P))
-    assert r.shift in (true_shift, true_shift + 1)
+    assert r.shift == true_shift
     # Nothing numbered before: nothing to move.
     fresh = Renumbering(FrameClock(window_us=WINDOW_US))
     fresh.on_status(*status(3, 0))

@@ -122,16 +122,20 @@ class Renumbering:
     compared with the old ones; the console's latches can: both firmwares latch the same
     console's frames, whose times on the host clock lie on the grid ``old`` has learnt. The
     shift (old number - new number) is ``(latch_new(f) - latch_old(f_last)) / period + f_last -
-    f``, an integer but for the error of the new offset, which is only ever late (a message is
-    read after it was sent; a STATUS read just after the reconnection was waiting in the port).
-    A single late sample rounded the shift a frame or two high (the real game in real time,
-    level 10 HI, 1 s unplugged: every input then landed 2 frames later than planned, 511
-    desyncs), so the shift is taken only once samples from ``min_arrivals`` separate reads put
-    it within ``tolerance`` frames of an integer, or after ``max_samples`` STATUS messages
-    (rounded then). Until then nothing may be scheduled (the new numbers are not known).
+    f``: an integer, but for the error of the new offset, which is only ever late (a message
+    is read after it was sent; a STATUS read just after the reconnection waited in the port).
+    Rounding a single late sample put the shift one frame high (the real game in real time,
+    level 10 HI, 1 s unplugged: every input then landed a frame or two late, 511 desyncs), so
+    the shift is taken once samples from ``min_arrivals`` separate reads put the estimate
+    within ``early`` frames below or ``late`` frames above an integer, or after
+    ``max_samples`` STATUS messages (then the integer at or below the estimate + ``early``).
+    Until then nothing may be scheduled: the new numbers are not known.
 
     ``on_status``/``on_pong``: samples from the new firmware, in its numbering and clock.
-    ``shift``: None until known. Shift 0: the frames go on (the same firmware came back).
+    ``shift``: None until known; 0: the frames go on (the same firmware came back).
+    ``grid_sample()``: once the shift is known, (device_us, host_ns) of the newest STATUS's
+    latch on the old grid, to seed the new clock's offset (a PONG-like sample): the console's
+    phase did not change, and a few late samples would map captures a frame off for seconds.
     """
 
     def __init__(
@@ -139,12 +143,13 @@ class Renumbering:
         old: FrameClock,
         min_arrivals: int = 3,
         max_samples: int = 30,
-        tolerance: float = 0.25,
+        early: float = 0.2,
+        late: float = 0.45,
     ) -> None:
         self.old = old
         self.min_arrivals = min_arrivals
         self.max_samples = max_samples
-        self.tolerance = tolerance
+        self.early, self.late = early, late
         self.statuses: list[tuple[int, int, int]] = []  # (frame, first_latch_us, host_ns)
         self.pongs: list[tuple[int, int]] = []  # (device_us, host_ns)
         self._offsets: list[float] = []
@@ -172,9 +177,17 @@ class Renumbering:
         last = self.old.last_frame
         x = last + (latch - self.old.latch_ns(last)) / self.old.period_ns - f
         self.estimate = x
-        near = abs(x - round(x)) <= self.tolerance
-        if (near and len(self._arrivals) >= self.min_arrivals) or len(
-            self.statuses
-        ) >= self.max_samples:
-            return round(x)
+        k = math.floor(x + self.early)
+        if len(self.statuses) >= self.max_samples:
+            return k
+        if x - k <= self.late and len(self._arrivals) >= self.min_arrivals:
+            return k
         return None
+
+    def grid_sample(self, shift: int) -> tuple[int, int] | None:
+        """(device_us, host_ns): the newest STATUS's latch, new clock and old grid (see the
+        class); None when nothing was numbered before. Call before the old clock is reset."""
+        if not self.statuses or not self.old.ready:
+            return None
+        f, t_us, _ = self.statuses[-1]
+        return t_us, round(self.old.latch_ns(f + shift))

@@ -637,9 +637,11 @@ class Runtime:
         held, self._held = self._held, []
         if not self.clock.ready:
             return held
-        # The firmware's clock may have begun again too: learn it afresh, from what was held.
+        # The firmware's clock may have begun again too: learn it afresh, from what was held
+        # and the console's phase on the old grid.
+        grid = r.grid_sample(shift)
         self.clock.reset()
-        for device_us, host_ns in r.pongs:
+        for device_us, host_ns in [*r.pongs, *([grid] if grid else [])]:
             self.clock.on_pong(device_us, host_ns)
         if shift:
             self.tracker.renumber(shift)
