@@ -224,15 +224,17 @@ def test_a_restarted_firmware_is_placed_on_the_old_frames_by_prompt_samples_not_
     r = Renumbering(old)
     r.on_status(*status(40, 0.7 * P))
     assert r.shift is None and round(r.estimate) == true_shift + 1  # what a single sample says
+    r.on_pong(status(40, 0)[1] + 9000, int(latch_ns(40 + true_shift) + 9.1e6) + HOST_OFFSET)
     r.on_status(*status(41, 4e5))
-    assert r.shift is None  # two reads: not yet enough
-    r.on_status(*status(42, 2e5))
+    r.on_status(*status(42, 0.9 * P))
+    assert r.shift is None  # three reads of STATUS (a PONG is no read): not yet enough
+    r.on_status(*status(43, 2e5))
     assert r.shift == true_shift
-    # The new clock's offset seeded from the old grid: frame 42's latch where the old clock
-    # puts frame 299, not where the late samples put it.
+    # The new clock's offset seeded from the old grid: frame 43's latch where the old clock
+    # puts frame 300, not where the late samples put it.
     device, host = r.grid_sample(true_shift)
-    assert device == status(42, 0)[1]
-    assert abs(host - (latch_ns(42 + true_shift) + HOST_OFFSET)) < 1e6
+    assert device == status(43, 0)[1]
+    assert abs(host - (latch_ns(43 + true_shift) + HOST_OFFSET)) < 1e6
     # Never close enough (each sample half a frame late): after max_samples, the integer
     # below (samples are only ever late).
     r = Renumbering(old, max_samples=5)

@@ -123,11 +123,10 @@ class Renumbering:
     console's frames, whose times on the host clock lie on the grid ``old`` has learnt. The
     shift (old number - new number) is ``(latch_new(f) - latch_old(f_last)) / period + f_last -
     f``: an integer, but for the error of the new offset, which is only ever late (a message
-    is read after it was sent; a STATUS read just after the reconnection waited in the port).
-    Rounding a single late sample put the shift one frame high (the real game in real time,
-    level 10 HI, 1 s unplugged: every input then landed a frame or two late, 511 desyncs), so
-    the shift is taken once samples from ``min_arrivals`` separate reads put the estimate
-    within ``early`` frames below or ``late`` frames above an integer, or after
+    is read after it was sent; a STATUS read just after the reconnection waited in the port),
+    and a shift one frame off puts every later input a frame off. So the shift is taken once
+    STATUS messages from ``min_arrivals`` separate reads (PONGs add samples, not reads) put
+    the estimate within ``early`` frames below or ``late`` frames above an integer, or after
     ``max_samples`` STATUS messages (then the integer at or below the estimate + ``early``).
     Until then nothing may be scheduled: the new numbers are not known.
 
@@ -141,7 +140,7 @@ class Renumbering:
     def __init__(
         self,
         old: FrameClock,
-        min_arrivals: int = 3,
+        min_arrivals: int = 4,
         max_samples: int = 30,
         early: float = 0.2,
         late: float = 0.45,
@@ -164,7 +163,6 @@ class Renumbering:
     def on_pong(self, device_us: int, host_ns: int) -> None:
         self.pongs.append((device_us, host_ns))
         self._offsets.append(host_ns - device_us * 1000.0)
-        self._arrivals.add(host_ns)
 
     @property
     def shift(self) -> int | None:
