@@ -84,8 +84,8 @@ def test_the_schedule_knows_each_frames_byte():
     assert [s.mask_of(f) for f in (9, 10, 11, 12, 13)] == [0, 1, 2, 3, 0] and s.feed_end == 12
     s.on_latched(10, 0x80)  # the console read something else: what it read wins
     assert s.mask_of(10) == 0x80 and 10 not in s.planned
-    s.released(11)  # the link was lost: nothing beyond the last reported frame plays
-    assert s.mask_of(11) == 0 and 12 not in s.planned and s.feed_end == -1
+    s.released(11)  # the link was lost with frame 11 armed: it plays, nothing after it
+    assert s.mask_of(11) == 2 and s.mask_of(12) == 0 and s.feed_end == -1
     s.renumber(5)
     assert s.mask_of(5) == 0x80 and s.latched == {5: 0x80}
     for f in range(100, 4200):

@@ -685,8 +685,12 @@ class Runtime:
     def _link_lost(self, exc: Exception) -> None:
         self.stats.link_losses += 1
         self.ctl.lost(exc)
-        # The firmware's watchdog releases the controller; nothing we scheduled plays any more.
-        self.schedule.released(self.clock.last_frame)
+        # The firmware serves the frame it had armed when the host went, then no buttons:
+        # what was scheduled up to the frame armed now played (as far as the host can tell;
+        # the frames after the last STATUS read are not known otherwise), nothing after it.
+        now = self.now()
+        armed = self.clock.first_schedulable(now) - 1 if self.clock.ready else -1
+        self.schedule.released(max(armed, self.clock.last_frame))
 
     def _schedule(self, first: int, masks: Sequence[int], what: str) -> bool:
         """Schedules ``masks`` from console frame ``first``. A hole between what was scheduled

@@ -61,10 +61,12 @@ class Schedule:
             return self.latched[frame]
         return self.planned.get(frame, 0)
 
-    def released(self, last_frame: int) -> None:
-        """The controller was released (the link was lost: the firmware's watchdog gives "no
-        buttons"); nothing scheduled plays any more."""
-        self.planned = {f: 0 for f in self.planned if f <= last_frame}
+    def released(self, through: int) -> None:
+        """The controller was released after frame ``through`` (the link was lost: the
+        firmware still serves the frame it had armed, then "no buttons"; nb_host_lost, and
+        its watchdog when the host went silent): what was scheduled up to ``through`` played,
+        nothing later does."""
+        self.planned = {f: m for f, m in self.planned.items() if f <= through}
         self.feed_end = -1
 
     def renumber(self, shift: int) -> None:

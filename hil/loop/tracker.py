@@ -114,6 +114,35 @@ def _same_picture(pred: ScreenKind, seen: ScreenKind) -> bool:
     return seen == ScreenKind.LEVEL and pred in (ScreenKind.STAGE_CLEAR, ScreenKind.TOP_OUT)
 
 
+def _compared_differences(pred: Observation, obs: Observation, cfg: MatchConfig) -> Any:
+    """bool [16, 8]: the cells the board comparison counts as different: read with
+    ``cfg.min_confidence``, not under either falling pill's sprites, not a reading the game
+    cannot show (_impossible_reads) or a half without its partner (unpaired_halves)."""
+    sure = np.asarray(obs.confidence) >= cfg.min_confidence  # a new array
+    for pill in (pred.falling, obs.falling):
+        if pill is not None:  # the tiles under a falling pill's sprites are hidden
+            for r, c in pill.cells:
+                if 0 <= r < ROWS and 0 <= c < COLS:
+                    sure[r, c] = False
+    # Readings the game cannot show are not compared: the ROM-fitted reader took some red
+    # viruses on the real game's picture for $B1 and a yellow right half for a yellow virus,
+    # confidently, for hundreds of frames.
+    sure &= ~_impossible_reads(pred.field, obs.field) & ~unpaired_halves(obs.field, clearing=False)
+    return (np.asarray(pred.field) != np.asarray(obs.field)) & sure
+
+
+def board_differences(pred: Observation, obs: Observation, cfg: MatchConfig) -> list[list[Any]]:
+    """The compared cells that differ, for the event log: [row, col, predicted, seen,
+    confidence] each (cell codes as hex strings, confidence rounded), at most 8."""
+    out: list[list[Any]] = []
+    conf = np.asarray(obs.confidence)
+    for r, c in np.argwhere(_compared_differences(pred, obs, cfg))[:8]:
+        r, c = int(r), int(c)
+        p, o = int(pred.field[r][c]), int(obs.field[r][c])
+        out.append([r, c, f"{p:02x}", f"{o:02x}", round(float(conf[r, c]), 3)])
+    return out
+
+
 def mismatches(
     pred: Observation, obs: Observation, cfg: MatchConfig, next_known: bool = True
 ) -> list[str]:
@@ -124,18 +153,7 @@ def mismatches(
         out.append("kind")
     if pred.kind == ScreenKind.PAUSED or obs.kind == ScreenKind.PAUSED:
         return out
-    sure = np.asarray(obs.confidence) >= cfg.min_confidence  # a new array
-    for pill in (pred.falling, obs.falling):
-        if pill is not None:  # the tiles under a falling pill's sprites are hidden
-            for r, c in pill.cells:
-                if 0 <= r < ROWS and 0 <= c < COLS:
-                    sure[r, c] = False
-    # Readings the game cannot show (_impossible_reads) are not compared: the ROM-fitted reader
-    # took some red viruses on the real game's picture for $B1 and a yellow right half for a
-    # yellow virus, confidently, for hundreds of frames (board desyncs whose re-syncs wrote the
-    # misread into the shadow).
-    sure &= ~_impossible_reads(pred.field, obs.field) & ~unpaired_halves(obs.field, clearing=False)
-    diff = int(((pred.field != obs.field) & sure).sum())
+    diff = int(_compared_differences(pred, obs, cfg).sum())
     if diff > cfg.cell_tolerance:
         out.append("board")
     if pred.falling is not None and obs.falling is None and _pill_hidden(pred.falling, obs.field):
@@ -731,13 +749,14 @@ class Tracker:
         events: list[Event] = []
         match = None
         worst: list[str] = []
+        worst_pred: Observation | None = None
         for g, pred, spawns, known in reversed(self._candidates(frames)):
             diff = mismatches(pred, obs, self._track_match, known)
             if not diff:
                 match = (g, pred, spawns)
                 break
             if not worst or len(diff) < len(worst):
-                worst = diff
+                worst, worst_pred = diff, pred
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
@@ -745,7 +764,7 @@ class Tracker:
             lv.soft_only = (lv.soft_only if lv.mismatch_run > 1 else True) and soft
             needed = self.cfg.soft_mismatch_frames if lv.soft_only else self.cfg.mismatch_frames
             if lv.mismatch_run >= needed:
-                events += self._diverged(frames, obs, worst)
+                events += self._diverged(frames, obs, worst, worst_pred)
             return events
         lv.mismatch_run = 0
         lv.run_obs = []
@@ -827,7 +846,9 @@ class Tracker:
 
     # ---- divergence ---------------------------------------------------------------------------
 
-    def _diverged(self, frames: range, obs: Observation, what: list[str]) -> list[Event]:
+    def _diverged(
+        self, frames: range, obs: Observation, what: list[str], pred: Observation | None = None
+    ) -> list[Event]:
         lv = self.lv
         assert lv is not None and lv.base is not None
         # A capture mapped to the wrong frame (latency drift, a late or repeated capture) is a
@@ -844,7 +865,10 @@ class Tracker:
         lv.slip_run = 0
         self.desyncs += 1
         g = frames.stop - 1
-        events = [Event("desync", g, {"what": what, "seen": obs.to_json()})]
+        detail: dict[str, Any] = {"what": what, "seen": obs.to_json()}
+        if pred is not None and "board" in what:
+            detail["cells"] = board_differences(pred, obs, self._track_match)
+        events = [Event("desync", g, detail)]
         fixed = self._resync(lv.run_obs)
         lv.mismatch_run = 0
         lv.run_obs = []
