@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_LEVEL = 24  # lvCap $18: the game's chain stops climbing here
-MAX_MENU_LEVEL = 20  # selectableLvCap $14: the options screen's highest level
 MAX_SEED = 0xFFFF  # the RNG state is 16 bits (rng0 $17, rng1 $18)
 
 Bad = argparse.ArgumentTypeError

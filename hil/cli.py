@@ -102,7 +102,8 @@ def _cmd_sim_record(args: argparse.Namespace) -> int:
 def _cmd_sim_show(args: argparse.Namespace) -> int:
     """Show the simulated capture live, or write a PNG contact sheet of several profiles."""
     from calibration import builtin_profiles
-    from hil.sim_record import contact_sheet, has_display, play_to, show_live
+    from hil.loop.view import has_display
+    from hil.sim_record import contact_sheet, play_to, show_live
 
     shipped = builtin_profiles()
     default = [n for n in SHEET_ORDER if n in shipped] + [
@@ -609,7 +610,8 @@ def _cmd_emu_start(args: argparse.Namespace) -> int:
     """Start a level of the user's Dr. Mario ROM through the menus; print JSON."""
     from pathlib import Path
 
-    from hil.consoles.emu import MUSIC, EmuError, print_json, start_game
+    from engine.ram import MUSIC
+    from hil.consoles.emu import EmuError, print_json, start_game
 
     if Path(args.rom).is_dir():
         raise SystemExit(f"hil emu start: {args.rom} is a directory, not a ROM file")

@@ -342,12 +342,13 @@ def _screens_from_rom(
     rom: str | Path, profile: Profile, say: Callable[[str], None]
 ) -> Callable[[Any], Any] | None:
     """``--emu`` has the ROM, so a missing screens.npz is taken from it here, as ``hil
-    prepare`` does (perception.screens.rom_prototypes: the ROM in cynes, 1-2 minutes on this
+    prepare`` does (perception.screens_rom.rom_prototypes: the ROM in cynes, 1-2 minutes on this
     machine), and stored by the ROM's CRC for later runs. None when the file is not the game
     (its title does not reach the options screen; the run then sets the options by RAM, and
     EmuRun refuses a ROM that is not Dr. Mario)."""
     from engine import RomError
-    from perception.screens import SCREENS_FILE, rom_prototypes
+    from perception.screens import SCREENS_FILE
+    from perception.screens_rom import rom_prototypes
     from perception.store import prepared_dir
 
     say(

@@ -11,8 +11,6 @@ delivers during the level, from its intro to its end, with the ground truth of e
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,20 +255,6 @@ def record(
         count = writer.count
     console.close()
     return count
-
-
-def has_display() -> bool:
-    """True when a GUI window can be opened (a display, and an interactive matplotlib backend)."""
-    if sys.platform.startswith("linux") and not (
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    ):
-        return False
-    try:
-        import matplotlib
-
-        return str(matplotlib.get_backend()).lower() not in ("agg", "pdf", "svg", "ps", "cairo")
-    except ImportError:
-        return False
 
 
 def play_to(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import engine
-from calibration import Artifacts, Color, Profile
+from calibration import Artifacts, Color, Profile, builtin_profiles
 from calibration.forward import NoiseSource, forward
 from calibration.profile import CHROMA
 from calibration.window import aligned_window, forward_window
@@ -587,3 +587,15 @@ class TrainingSamples:
 def crop_of(picture: np.ndarray) -> np.ndarray:
     """The model's crop of an NES picture (uint8 [240, 256, 3] -> [208, 144, 3])."""
     return picture[CROP_Y : CROP_Y + CROP_H, CROP_X : CROP_X + CROP_W]
+
+
+EVAL_SEED = 20_000_000  # seeds of the held-out games and random profiles (training: 0..)
+
+
+def held_out_profiles(random_profiles: int) -> list[Profile]:
+    """The shipped profiles and ``random_profiles`` random ones from the held-out seed."""
+    out = [Profile.load(name) for name in builtin_profiles()]
+    for k in range(random_profiles):
+        p = Profile.random(np.random.default_rng([EVAL_SEED, k]))
+        out.append(p.replace(name=f"random_{k}"))
+    return out

@@ -35,24 +35,20 @@ from typing import Any
 
 import numpy as np
 
-from calibration import Profile, builtin_profiles
+from calibration import Profile
 from calibration.forward import NoiseSource
-from perception.data import GameStream, Shown, capture_full
+from perception.data import (  # noqa: F401 - EVAL_SEED, held_out_profiles: named here before
+    EVAL_SEED,
+    GameStream,
+    Shown,
+    capture_full,
+    held_out_profiles,
+)
 from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, KindLabel
 from perception.observation import Observation, canonical_pill
 from perception.reader import DEFAULT_MODEL, BoardReader
 
-EVAL_SEED = 20_000_000  # seeds of the held-out games and random profiles (training: 0..)
 BATCH = 16
-
-
-def held_out_profiles(random_profiles: int) -> list[Profile]:
-    """The shipped profiles and ``random_profiles`` random ones from the held-out seed."""
-    out = [Profile.load(name) for name in builtin_profiles()]
-    for k in range(random_profiles):
-        p = Profile.random(np.random.default_rng([EVAL_SEED, k]))
-        out.append(p.replace(name=f"random_{k}"))
-    return out
 
 
 def _truth_falling(shown: Shown) -> tuple | None:

@@ -167,8 +167,7 @@ def check(
     flight on pictures from throw frame ``FLIGHT_FROM`` on, and at rest pictures (next pill
     drawn, throw frame 0) read as flight."""
     from calibration.forward import NoiseSource
-    from perception.data import GameStream, capture_full
-    from perception.evaluate import EVAL_SEED, held_out_profiles
+    from perception.data import EVAL_SEED, GameStream, capture_full, held_out_profiles
     from perception.preprocess import CropSampler
 
     reader = PanelReader(glyphs(tiles))

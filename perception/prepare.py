@@ -236,7 +236,7 @@ def _build_screens(rom: str, path: str, parent: int) -> None:
     os.nice(10)
     _exit_when_orphaned(parent)
     try:
-        from perception.screens import rom_prototypes
+        from perception.screens_rom import rom_prototypes
 
         rom_prototypes(rom).save(path)
     except ValueError as e:  # engine.RomError: a file whose program is not the game's

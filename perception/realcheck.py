@@ -42,8 +42,6 @@ from calibration.forward import NoiseSource, forward
 from perception.layout import KindLabel
 from perception.observation import Observation
 
-FIELD, SPRITES, MODE, FRAME_COUNTER = 0x0400, 0x0200, 0x46, 0x43
-MODE_PLAY = 4
 SETTLE = 17  # frames the field must stay unchanged for the nametable to hold it
 
 
@@ -93,24 +91,23 @@ def next_from_oam(oam: np.ndarray) -> tuple[int, int] | None | str:
 
 def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[tuple]:
     """(picture RGB [240, 256, 3], previous picture, Truth) of the frames of one level."""
-    import cynes
+    from engine.ram import MODE_PLAY, menu_press, open_nes
+    from engine.ram import DrMarioRam as R
 
-    from hil.consoles.emu import DrMarioRam, _menu_press
-
-    nes = cynes.NES(rom)
+    nes = open_nes(rom)
 
     def ram(a: int) -> int:
         return int(nes[a])
 
     f, wait, seen = 0, 0, False
     while f < 6000:
-        mask = _menu_press(ram, level, speed, None) if f >= wait and f > 30 else 0
+        mask = menu_press(ram, level, speed, None) if f >= wait and f > 30 else 0
         if mask:
             wait = f + 3
         nes.controller = mask
         nes.step()
         f += 1
-        mode, demo = ram(MODE), ram(DrMarioRam.DEMO)
+        mode, demo = ram(R.MODE), ram(R.DEMO)
         seen |= mode == 1 and not demo
         if seen and mode == MODE_PLAY:
             break
@@ -122,8 +119,8 @@ def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[t
     sent = False
     hold = 0
     for _ in range(frames):
-        field = bytes(nes[a] for a in range(FIELD, FIELD + 128))
-        oam = np.fromiter((nes[a] for a in range(SPRITES, SPRITES + 256)), np.uint8, 256)
+        field = bytes(nes[a] for a in range(R.FIELD, R.FIELD + 128))
+        oam = np.fromiter((nes[a] for a in range(R.SPRITES, R.SPRITES + 256)), np.uint8, 256)
         history.append(field)
         if hold == 0:
             press = int(rng.choice([0, 0, 0x01, 0x02, 0x80, 0x40, 0x04, 0x04]))
@@ -131,7 +128,7 @@ def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[t
         nes.controller = press
         hold -= 1
         picture = nes.step().copy()
-        if ram(MODE) != MODE_PLAY:
+        if ram(R.MODE) != MODE_PLAY:
             return
         falling = falling_from_oam(oam)
         sent = sent or falling is not None

@@ -27,7 +27,8 @@ Prototypes come from the same graphics as the pictures read:
 
 - ``clean_room_prototypes()``: the project's clean-room pictures (engine.menu_render, the
   engine's level screens): the simulated console and CI;
-- ``rom_prototypes(rom)``: the user's own ROM run in cynes at prepare time (``hil prepare``),
+- ``perception.screens_rom.rom_prototypes(rom)``: the user's own ROM run in cynes at prepare
+  time (``hil prepare``),
   its truth from the game's RAM; stored in the user's data directory beside the board model
   (``screens.npz``, keyed by the ROM's CRC; never in the repository).
 """
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -479,18 +480,6 @@ def add_all(b: PrototypeBuilder, items: Iterable[tuple[U8, int, dict[str, int]]]
         b.add(pic, kind, **truth)
         n += 1
     return n
-
-
-def rom_prototypes(
-    rom: str | Path, progress: Callable[[str], None] | None = None, seed: int = 0
-) -> ScreenPrototypes:
-    """Prototypes of the user's own ROM: run in cynes, labelled from the game's RAM
-    (perception.screens_rom). Raises engine.RomError for a file cynes cannot run."""
-    from perception.screens_rom import rom_pictures
-
-    b = PrototypeBuilder()
-    add_all(b, rom_pictures(rom, seed=seed, progress=progress))
-    return b.build(f"rom:{Path(rom).name}")
 
 
 def prepared_screens(crc: str) -> Path | None:

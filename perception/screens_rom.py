@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from engine.constants import Button
+from engine.ram import DrMarioRam, open_nes
 from perception.screens import (
     BLANK,
     BLANK_STD,
@@ -33,14 +35,17 @@ from perception.screens import (
     OPTIONS,
     STAGE_CLEAR,
     TITLE,
+    PrototypeBuilder,
+    ScreenPrototypes,
+    add_all,
 )
 
 U8 = npt.NDArray[np.uint8]
 
-FC, MODE, SECTION = 0x43, 0x46, 0x65
-LEVEL_RAM, SPEED_RAM, VIRUS_LEFT, FIELD = 0x0316, 0x030B, 0x0324, 0x0400
-PLAYERS, DEMO_FLAG = 0x0727, 0x0741
-RIGHT, LEFT, DOWN, UP, START, SELECT, B_BTN, A_BTN = 1, 2, 4, 8, 0x10, 0x20, 0x40, 0x80
+R = DrMarioRam
+B = Button
+RIGHT, LEFT, DOWN, UP = int(B.RIGHT), int(B.LEFT), int(B.DOWN), int(B.UP)
+START, SELECT, B_BTN, A_BTN = int(B.START), int(B.SELECT), int(B.B), int(B.A)
 
 
 def field_has_box(field: npt.NDArray[np.uint8]) -> bool:
@@ -58,14 +63,7 @@ class RomRun:
     """The ROM in cynes, one video frame per ``step``, with the truth of each picture."""
 
     def __init__(self, rom: str | Path) -> None:
-        import cynes
-
-        from engine import RomError
-
-        try:
-            self.nes = cynes.NES(str(rom))
-        except (RuntimeError, OSError) as e:
-            raise RomError(f"{Path(rom).name}: the emulator cannot load it ({e})") from None
+        self.nes = open_nes(rom)
         self.truth = self.read_truth()
 
     def ram(self, a: int) -> int:
@@ -74,16 +72,16 @@ class RomRun:
     def read_truth(self) -> tuple[int, dict[str, int]]:
         """(kind, truth) the RAM says the next picture shows (before the blank rule)."""
         r = self.ram
-        mode, demo = r(MODE), r(DEMO_FLAG)
+        mode, demo = r(R.MODE), r(R.DEMO)
         if demo:
             return DEMO, {}
         if mode == 0:
-            return TITLE, {"players": r(PLAYERS)}
+            return TITLE, {"players": r(R.PLAYERS)}
         if mode == 1:
-            return OPTIONS, {"level": r(LEVEL_RAM), "speed": r(SPEED_RAM)}
-        field = np.array([self.nes[FIELD + i] for i in range(8, 80)], np.uint8)
+            return OPTIONS, {"level": r(R.LEVEL), "speed": r(R.SPEED)}
+        field = np.array([self.nes[R.FIELD + i] for i in range(8, 80)], np.uint8)
         if field_has_box(np.concatenate([np.zeros(8, np.uint8), field])):
-            return (STAGE_CLEAR if r(VIRUS_LEFT) == 0 else GAME_OVER), {}
+            return (STAGE_CLEAR if r(R.VIRUS_LEFT) == 0 else GAME_OVER), {}
         return LEVEL, {}
 
     def step(self, mask: int) -> tuple[U8, int, dict[str, int]]:
@@ -104,8 +102,8 @@ class RomRun:
 def menu_press(run: RomRun, level: int, speed: int, section: int) -> int:
     """The button toward (level, speed, highlighted row) on the options screen (0: there)."""
     r = run.ram
-    now = r(SECTION)
-    for sec, have, want in ((0, r(LEVEL_RAM), level), (1, r(SPEED_RAM), speed)):
+    now = r(R.OPTION_SECTION)
+    for sec, have, want in ((0, r(R.LEVEL), level), (1, r(R.SPEED), speed)):
         if have != want:
             if now != sec:
                 return DOWN if now < sec else UP
@@ -146,13 +144,13 @@ def rom_pictures(
     for k in range(150):
         yield from go(int(rng.choice([0, 0, 0, 0, UP, DOWN, SELECT])) if k % 4 == 0 else 0)
     for _ in range(20):
-        if run.ram(PLAYERS) == 1:
+        if run.ram(R.PLAYERS) == 1:
             break
         yield from go(UP)
         yield from go(0)
     say("options")
     for _ in range(50):
-        if run.ram(MODE) == 1:
+        if run.ram(R.MODE) == 1:
             break
         yield from go(START)
         for _ in range(4):
@@ -186,9 +184,9 @@ def rom_pictures(
         say(f"level {level} speed {speed}")
         for part in (_clear, _top_out):
             for _ in range(60):  # to the options screen (the title after a reset)
-                if run.ram(MODE) == 1 and not run.ram(DEMO_FLAG):
+                if run.ram(R.MODE) == 1 and not run.ram(R.DEMO):
                     break
-                yield from go(START if run.ram(MODE) == 0 else 0)
+                yield from go(START if run.ram(R.MODE) == 0 else 0)
                 for _ in range(5):
                     yield from go(0)
             for _ in range(400):
@@ -202,7 +200,7 @@ def rom_pictures(
     say("demo")
     yield from go(B_BTN)
     for _ in range(3000):
-        if run.ram(DEMO_FLAG):
+        if run.ram(R.DEMO):
             break
         yield from go(0, keep=20)
     for _ in range(2400):
@@ -223,14 +221,14 @@ def _clear(
     moves = [0, 0, 0, 0, LEFT, RIGHT, A_BTN, B_BTN]
     for _ in range(300):
         yield from go(int(rng.choice(moves)))
-        if run.ram(MODE) not in (2, 3, 4, 8):
+        if run.ram(R.MODE) not in (2, 3, 4, 8):
             break
     for _ in range(600):
-        if run.ram(MODE) == 4:
+        if run.ram(R.MODE) == 4:
             break
         yield from go(0)
-    if run.ram(MODE) == 4:
-        run.nes[VIRUS_LEFT] = 0  # checkVirusLeft [$B269] ends the level in this frame
+    if run.ram(R.MODE) == 4:
+        run.nes[R.VIRUS_LEFT] = 0  # checkVirusLeft [$B269] ends the level in this frame
         for _ in range(160):
             yield from go(0)
     for _ in range(6):
@@ -248,14 +246,24 @@ def _top_out(
     the options screen."""
     for _ in range(20000):
         yield from go(int(rng.choice([0, DOWN, DOWN])))
-        if run.ram(MODE) == 7:
+        if run.ram(R.MODE) == 7:
             break
     for _ in range(260):
         yield from go(0)
     for _ in range(40):
         yield from go(START)
         yield from go(0)
-        if run.ram(MODE) == 1:
+        if run.ram(R.MODE) == 1:
             break
     for _ in range(6):
         yield from go(0)
+
+
+def rom_prototypes(
+    rom: str | Path, progress: Callable[[str], None] | None = None, seed: int = 0
+) -> ScreenPrototypes:
+    """Prototypes of the user's own ROM: run in cynes, labelled from the game's RAM
+    (:func:`rom_pictures`). Raises engine.RomError for a file cynes cannot run."""
+    b = PrototypeBuilder()
+    add_all(b, rom_pictures(rom, seed=seed, progress=progress))
+    return b.build(f"rom:{Path(rom).name}")

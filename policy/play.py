@@ -24,6 +24,9 @@ TOP_OUT = int(engine.Phase.TOP_OUT)
 PLAYING = int(engine.Phase.PLAYING)
 SEND_PILL_FINISHED = 3  # nextAction action_sendPillFinished: the spawn state (docs/POLICY.md)
 MAX_SETTLE_FRAMES = 10_000
+# The 9 ordered colour pairs (left/bottom, right/top) a next pill can have: 0 yellow, 1 red,
+# 2 blue.
+COLOUR_PAIRS_ORDERED = tuple((a, b) for a in range(3) for b in range(3))
 DEFAULT_MAX_FRAMES = 100_000  # about 28 minutes of console time; a game past it is a time-out
 
 

@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 import engine
 from policy.play import (
+    COLOUR_PAIRS_ORDERED,
     MAX_SETTLE_FRAMES,
     Decision,
     Episode,
@@ -46,7 +47,6 @@ from policy.play import (
 )
 
 NTSC_FPS = 60.0988  # NES NTSC frame rate (frames per second)
-COLOUR_PAIRS_ORDERED = tuple((a, b) for a in range(3) for b in range(3))
 
 
 def predict(game: engine.Game, decision: Decision) -> tuple[engine.Game, int, int]:

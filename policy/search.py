@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 import engine
 from engine import _core
-from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Decision
+from policy.play import COLOUR_PAIRS_ORDERED, MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Decision
 from policy.teacher import Weights, leaf_values, packed_weights
 
 F64 = npt.NDArray[np.float64]
@@ -365,8 +365,6 @@ class PonderedSearch:
         self.player = player
 
     def act(self, game: engine.Game) -> Decision:
-        from policy.ponder import COLOUR_PAIRS_ORDERED
-
         e, mean = self.player.mean_over_pairs(game, COLOUR_PAIRS_ORDERED)
         idx = int(e.placements[int(np.argmax(mean))])
         return Decision(idx, _core.plan(game, taps_only=self.player.taps_only).masks(idx))

@@ -139,6 +139,7 @@ def test_run_emu_takes_missing_screens_from_the_rom_once_and_stores_them(tmp_pat
     import dataclasses
 
     import perception.screens as screens
+    import perception.screens_rom as screens_rom
     from calibration import Profile
     from engine import RomError
     from hil.play import _screens_from_rom
@@ -152,7 +153,7 @@ def test_run_emu_takes_missing_screens_from_the_rom_once_and_stores_them(tmp_pat
         calls.append(str(rom))
         return screens.clean_room_prototypes()
 
-    monkeypatch.setattr(screens, "rom_prototypes", fake)
+    monkeypatch.setattr(screens_rom, "rom_prototypes", fake)
     read = _screens_from_rom("game.nes", prof, said.append)
     stored = tmp_path / "data" / "models" / "0BADF00D" / screens.SCREENS_FILE
     assert calls == ["game.nes"] and stored.is_file() and read is not None
@@ -162,7 +163,7 @@ def test_run_emu_takes_missing_screens_from_the_rom_once_and_stores_them(tmp_pat
     def refuses(rom, progress=None, seed=0):
         raise RomError("game.nes: Start on its title does not reach the options screen")
 
-    monkeypatch.setattr(screens, "rom_prototypes", refuses)
+    monkeypatch.setattr(screens_rom, "rom_prototypes", refuses)
     other = dataclasses.replace(prof, rom_crc32="0DDBA110")
     assert _screens_from_rom("game.nes", other, said.append) is None
     assert "options screen" in said[-1]

@@ -15,10 +15,10 @@ import pytest
 import engine
 from calibration import Profile, to_nes
 from engine import Button, RomError
+from engine.ram import DrMarioRam
 from hil import testrom
 from hil.cli import main
 from hil.consoles.emu import (
-    DrMarioRam,
     EmuCapture,
     EmuConsole,
     EmuError,

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 import engine
-from hil.consoles.emu import DrMarioRam, EmuConsole, navigate_menus
+from engine.ram import DrMarioRam
+from hil.consoles.emu import EmuConsole, navigate_menus
 from hil.link.link import Link
 
 NEXT_ACTION = 0x97  # currentP_nextAction (the zero-page copy of p1's, equal after the frame)

@@ -26,10 +26,9 @@ from typing import Any
 import numpy as np
 
 import engine
+from engine.ram import DrMarioRam, open_nes
 
-FC, MODE, SECTION, HELD = 0x43, 0x46, 0x65, 0xF7
-LEVEL, SPEED, HOR_VEL, PLAYERS = 0x0316, 0x030B, 0x0313, 0x0727
-MUSIC, DEMO, RNG = 0x0731, 0x0741, 0x17
+R = DrMarioRam
 
 B = engine.Button
 
@@ -38,16 +37,14 @@ class Game:
     """The ROM in cynes, stepped one video frame at a time."""
 
     def __init__(self, rom: str) -> None:
-        import cynes
-
-        self.nes = cynes.NES(rom)
-        self.fc = self.nes[FC]
+        self.nes = open_nes(rom)
+        self.fc = self.nes[R.FRAME_COUNTER]
 
     def step(self, mask: int) -> tuple[bool, np.ndarray]:
         """One video frame; True if its NMI ran (frameCounter moved)."""
         self.nes.controller = mask
         pic = np.array(self.nes.step(1), dtype=np.uint8)
-        fc = self.nes[FC]
+        fc = self.nes[R.FRAME_COUNTER]
         ran = fc != self.fc
         self.fc = fc
         return ran, pic
@@ -59,26 +56,26 @@ class Game:
         r = self.ram
         return engine.Menu(
             screen,
-            level=r(LEVEL),
-            speed=r(SPEED),
-            music=r(MUSIC),
-            rng=r(RNG) << 8 | r(RNG + 1),
-            frame_counter=r(FC),
-            held=r(HELD),
+            level=r(R.LEVEL),
+            speed=r(R.SPEED),
+            music=r(R.MUSIC),
+            rng=r(R.RNG) << 8 | r(R.RNG + 1),
+            frame_counter=r(R.FRAME_COUNTER),
+            held=r(R.HELD),
         )
 
 
 def compare(game: Game, m: engine.Menu) -> list[str]:
     r = game.ram
     bad = []
-    fields = [("mode", MODE, m.mode), ("level", LEVEL, m.level), ("speed", SPEED, m.speed)]
-    fields += [("players", PLAYERS, m.players), ("fc", FC, m.frame_counter)]
+    fields = [("mode", R.MODE, m.mode), ("level", R.LEVEL, m.level), ("speed", R.SPEED, m.speed)]
+    fields += [("players", R.PLAYERS, m.players), ("fc", R.FRAME_COUNTER, m.frame_counter)]
     if m.stage in (engine.MenuStage.OPTIONS, engine.MenuStage.START):
-        fields += [("section", SECTION, m.section), ("music", MUSIC, m.music)]
-        fields += [("hor_velocity", HOR_VEL, m.hor_velocity)]
+        fields += [("section", R.OPTION_SECTION, m.section), ("music", R.MUSIC, m.music)]
+        fields += [("hor_velocity", R.HOR_VELOCITY, m.hor_velocity)]
         fields += [("rng", -1, m.rng)]
     for name, addr, want in fields:
-        got = r(RNG) << 8 | r(RNG + 1) if addr < 0 else r(addr)
+        got = r(R.RNG) << 8 | r(R.RNG + 1) if addr < 0 else r(addr)
         if got != want:
             bad.append(f"{name}: game {got} engine {want}")
     return bad
@@ -118,7 +115,7 @@ def episode(
     game: Game, start: Any, where: str, masks: list[int], rng: np.random.Generator
 ) -> dict[str, Any]:
     game.nes.load(start)
-    game.fc = game.nes[FC]
+    game.fc = game.nes[R.FRAME_COUNTER]
     m = game.menu(where)
     frames = mismatches = 0
     first: list[str] = []
@@ -135,7 +132,7 @@ def episode(
             mismatches += 1
             if not first:
                 first = [f"frame {i}: " + "; ".join(bad)]
-        if game.ram(MODE) >= 2 and not game.ram(DEMO):
+        if game.ram(R.MODE) >= 2 and not game.ram(R.DEMO):
             if not m.started:
                 mismatches += 1
                 first = first or [f"frame {i}: the game left the options screen, engine did not"]
@@ -159,7 +156,7 @@ def demo_check(game: Game, start: Any, press_at: int) -> dict[str, Any]:
     """Idle on the title until the demo starts, Start in its frame ``press_at`` (counted from
     the frame that began it), compare until back on the title (or 400 frames on)."""
     game.nes.load(start)
-    game.fc = game.nes[FC]
+    game.fc = game.nes[R.FRAME_COUNTER]
     m = game.menu("title")
     mismatches = 0
     first: list[str] = []
@@ -177,7 +174,7 @@ def demo_check(game: Game, start: Any, press_at: int) -> dict[str, Any]:
             continue
         m.step(mask)
         seen_demo |= bool(m.demo)
-        got_demo, got_mode = bool(game.ram(DEMO)), game.ram(MODE)
+        got_demo, got_mode = bool(game.ram(R.DEMO)), game.ram(R.MODE)
         in_title = m.stage in (engine.MenuStage.TITLE, engine.MenuStage.TITLE_LOAD)
         if got_demo != m.demo or (in_title and got_mode != 0) or (got_demo and not m.demo):
             mismatches += 1

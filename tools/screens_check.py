@@ -3,7 +3,7 @@
     python tools/screens_check.py --rom drmario.nes [--profiles mjpeg_720p_q70,hdmi_1080p_bilinear]
         [--starts 20] [--json out.json]
 
-1. Prototypes from the ROM as ``hil prepare`` makes them (perception.screens.rom_prototypes,
+1. Prototypes from the ROM as ``hil prepare`` makes them (perception.screens_rom.rom_prototypes,
    script seed 0).
 2. Reader: the same kind of script with another seed (1: other random presses, other options
    settings in another order, other games) gives held-out pictures with the truth from RAM;
@@ -33,7 +33,7 @@ import numpy as np
 
 from calibration import CaptureModel, Profile
 from hil.menus import MenuDriver, MenuError
-from perception.screens import KINDS, OPTIONS, ScreenPrototypes, ScreenReader, rom_prototypes
+from perception.screens import KINDS, OPTIONS, ScreenPrototypes, ScreenReader
 from perception.screens_rom import (
     DEMO_FLAG,
     LEVEL_RAM,
@@ -43,6 +43,7 @@ from perception.screens_rom import (
     RomRun,
     menu_press,
     rom_pictures,
+    rom_prototypes,
 )
 
 DOWN, START = 4, 0x10

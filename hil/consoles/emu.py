@@ -49,6 +49,16 @@ import engine
 from calibration import CaptureModel, Profile, TimingModel
 from engine import RomError
 from engine.ines import read_rom
+from engine.ram import (  # noqa: F401 - MUSIC: the names `hil emu` and the tools import here
+    MAX_MENU_LEVEL,
+    MODE_OPTIONS,
+    MODE_PLAY,
+    MODE_TO_LEVEL,
+    MUSIC,
+    DrMarioRam,
+    menu_press,
+    open_nes,
+)
 from hil import testrom
 from hil.consoles.base import Frame, LevelEnd, StartPresses, start_with_pad
 from hil.consoles.paced import CaptureFault, ChainCapture, PacedConsole
@@ -101,12 +111,6 @@ class Emulator(Protocol):
 
     @property
     def has_crashed(self) -> bool: ...
-
-
-def _cynes(path: str) -> Emulator:
-    import cynes
-
-    return cynes.NES(path)
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ class EmuConsole:
                     raise RomError(f"{path.name} is not an iNES file (no 'NES' $1A header)")
             self.rom_name = f"{self.facts.name} ({path.name})"
         try:
-            self.nes = (emulator or _cynes)(os.fspath(path))
+            self.nes = (emulator or open_nes)(os.fspath(path))
         except (RuntimeError, OSError) as e:  # cynes: "The ROM Mapper is not supported." etc.
             raise RomError(f"{path.name}: the emulator cannot load it ({e})") from None
         self._own_device = device is None
@@ -468,26 +472,6 @@ class EmuCapture:
 # ---- Dr. Mario's menus -------------------------------------------------------------------
 
 
-class DrMarioRam:
-    """RAM addresses of Dr. Mario used here (defines/drmario_ram_zp.asm, drmario_ram.asm)."""
-
-    RNG = 0x17  # rng0, rng1 ($17, $18): state = $17 << 8 | $18 (docs/LEVEL_GEN.md)
-    MODE = 0x46  # mode: 0 title, 1 options/demo, 2 toLevel, 3 initData_level, 4 play, 8 intro
-    OPTION_SECTION = 0x65  # optionSectionHighlight: 0 level, 1 speed, 2 music
-    SPEED = 0x030B  # p1_speedSetting
-    LEVEL = 0x0316  # p1_level
-    VIRUS_LEFT = 0x0324  # p1_virusLeft (BCD)
-    FIELD = 0x0400  # p1_field
-    PLAYERS = 0x0727  # nbPlayers
-    MUSIC = 0x0731  # musicType: 0 fever, 1 chill, 2 off
-    DEMO = 0x0741  # flag_demo: 0 not in the attract demo
-
-
-MODE_TITLE, MODE_OPTIONS, MODE_TO_LEVEL, MODE_PLAY = 0, 1, 2, 4
-MAX_MENU_LEVEL = 20  # selectableLvCap $14
-MUSIC = {"fever": 0, "chill": 1, "off": 2}
-
-
 @dataclass(frozen=True)
 class MenuResult:
     """Where :func:`navigate_menus` left the game.
@@ -508,36 +492,6 @@ class MenuResult:
     presses: int
     video_frames: int
     play_frame: int | None
-
-
-def _menu_press(ram: Callable[[int], int], level: int, speed: int, music: int | None) -> int:
-    """The button to press now, from the game's RAM, toward the target (0: none needed).
-
-    title ($46 = 0): Up to 1 player (nbPlayers), then Start (toTitle [$982A]). The attract demo
-    (flag_demo set): Start ends it. Options ($46 = 1, toDemo_orOptions [$9961]): the level moves
-    one step per press of Left/Right (updateLvlCursor [$9ADF]; a one-frame press moves once),
-    speed and music one step per press, each only while its section is highlighted (Up/Down
-    move the highlight); Start when all three match.
-    """
-    r = DrMarioRam
-    if ram(r.DEMO):
-        return int(engine.Button.START)
-    mode = ram(r.MODE)
-    if mode == MODE_TITLE:
-        return int(engine.Button.UP if ram(r.PLAYERS) != 1 else engine.Button.START)
-    if mode != MODE_OPTIONS:
-        return 0
-    section = ram(r.OPTION_SECTION)
-    wants = [(0, ram(r.LEVEL), level), (1, ram(r.SPEED), speed)]
-    if music is not None:
-        wants.append((2, ram(r.MUSIC), music))
-    for sec, now, want in wants:
-        if now == want:
-            continue
-        if section != sec:
-            return int(engine.Button.DOWN if section < sec else engine.Button.UP)
-        return int(engine.Button.RIGHT if now < want else engine.Button.LEFT)
-    return int(engine.Button.START)
 
 
 def navigate_menus(
@@ -588,7 +542,7 @@ def navigate_menus(
             scheduled += 1
             mask = 0
             if scheduled == target and console.console_frame >= wait_until:
-                mask = _menu_press(console.ram, level, speed, music)
+                mask = menu_press(console.ram, level, speed, music)
                 on_options = console.ram(r.MODE) == MODE_OPTIONS and not console.ram(r.DEMO)
                 if mask == int(engine.Button.START) and on_options and not press_start:
                     link.clear()

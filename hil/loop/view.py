@@ -9,6 +9,7 @@ they cost the loop little.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -152,10 +153,17 @@ class WindowView:
 
 
 def has_display() -> bool:
-    """True when a window can be opened (see hil.sim_record.has_display)."""
-    from hil.sim_record import has_display as _has
+    """True when a GUI window can be opened (a display, and an interactive matplotlib backend)."""
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return False
+    try:
+        import matplotlib
 
-    return _has()
+        return str(matplotlib.get_backend()).lower() not in ("agg", "pdf", "svg", "ps", "cairo")
+    except ImportError:
+        return False
 
 
 def make_view(kind: str) -> tuple[View | None, Callable[[], None]]:
