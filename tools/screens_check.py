@@ -32,14 +32,10 @@ from typing import Any
 import numpy as np
 
 from calibration import CaptureModel, Profile
+from engine.ram import DrMarioRam as R
 from hil.menus import MenuDriver, MenuError
 from perception.screens import KINDS, OPTIONS, ScreenPrototypes, ScreenReader
 from perception.screens_rom import (
-    DEMO_FLAG,
-    LEVEL_RAM,
-    MODE,
-    SPEED_RAM,
-    VIRUS_LEFT,
     RomRun,
     menu_press,
     rom_pictures,
@@ -111,11 +107,11 @@ class CynesPort:
 
     def step(self) -> None:
         self.frame += 1
-        mode_before = self.run.ram(MODE)
+        mode_before = self.run.ram(R.MODE)
         pic, _, _ = self.run.step(self.masks.pop(self.frame, 0))
-        mode = self.run.ram(MODE)
-        if mode_before == 1 and mode == 2 and not self.run.ram(DEMO_FLAG):
-            self.left_options = (self.run.ram(LEVEL_RAM), self.run.ram(SPEED_RAM))
+        mode = self.run.ram(R.MODE)
+        if mode_before == 1 and mode == 2 and not self.run.ram(R.DEMO):
+            self.left_options = (self.run.ram(R.LEVEL), self.run.ram(R.SPEED))
         self.shown.append((self.frame, pic))
         while len(self.shown) > self.lag + 1:
             self.shown.popleft()
@@ -136,24 +132,24 @@ def setup(run: RomRun, where: str, rng: np.random.Generator) -> None:
 
     def to_options() -> None:
         for _ in range(200):
-            if run.ram(MODE) == 1 and not run.ram(DEMO_FLAG):
+            if run.ram(R.MODE) == 1 and not run.ram(R.DEMO):
                 return
-            run.step(START if run.ram(MODE) == 0 and not run.ram(DEMO_FLAG) else 0)
+            run.step(START if run.ram(R.MODE) == 0 and not run.ram(R.DEMO) else 0)
             for _ in range(6):
                 run.step(0)
         raise RuntimeError("setup: no options screen")
 
     for _ in range(900):  # the soft reset: checkPauseReset runs in play, not in the intro
-        if run.ram(MODE) == 0 and not run.ram(DEMO_FLAG):
+        if run.ram(R.MODE) == 0 and not run.ram(R.DEMO):
             break
-        run.step(0xF0 if run.ram(MODE) != 1 else 0x40)  # B on the options screen
+        run.step(0xF0 if run.ram(R.MODE) != 1 else 0x40)  # B on the options screen
     for _ in range(30):
         run.step(0)
     if where == "title":
         return
     if where == "demo":
         for _ in range(4000):
-            if run.ram(DEMO_FLAG) and run.ram(MODE) == 4:
+            if run.ram(R.DEMO) and run.ram(R.MODE) == 4:
                 break
             run.step(0)
         for _ in range(int(rng.integers(0, 600))):
@@ -171,17 +167,17 @@ def setup(run: RomRun, where: str, rng: np.random.Generator) -> None:
         return
     run.step(START)
     for _ in range(600):
-        if run.ram(MODE) == 4:
+        if run.ram(R.MODE) == 4:
             break
         run.step(0)
     if where == "stage_clear":
-        run.nes[VIRUS_LEFT] = 0
+        run.nes[R.VIRUS_LEFT] = 0
         for _ in range(int(rng.integers(100, 200))):
             run.step(0)
         return
     for _ in range(30000):  # game over
         run.step(int(rng.choice([0, DOWN])))
-        if run.ram(MODE) == 7:
+        if run.ram(R.MODE) == 7:
             break
     for _ in range(int(rng.integers(200, 300))):
         run.step(0)
