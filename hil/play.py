@@ -26,11 +26,11 @@ import numpy as np
 from calibration import Profile
 from hil.args import FaultSpec
 from hil.consoles.base import Console, Frame
+from hil.loop.eventlog import EventLog
 from hil.loop.levels import LevelPlan
 from hil.loop.observation import make_reader
 from hil.loop.runtime import (
     EnginePlanner,
-    EventLog,
     RunSettings,
     Runtime,
     make_policy,

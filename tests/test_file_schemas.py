@@ -293,7 +293,7 @@ def test_files_of_another_version_are_refused(tmp_path):
 
 def test_a_full_disk_ends_the_event_log_not_the_run(capsys):
     """/dev/full takes the open and refuses every write (ENOSPC), as a full disk does."""
-    from hil.loop.runtime import EventLog
+    from hil.loop.eventlog import EventLog
 
     log = EventLog("/dev/full")
     for i in range(3):

@@ -9,8 +9,9 @@ import numpy as np
 
 import engine
 from hil.loop.decision import Decision, falling_at
-from hil.loop.runtime import EnginePlanner, Stats
+from hil.loop.runtime import EnginePlanner
 from hil.loop.schedule import Schedule
+from hil.loop.stats import Stats
 from hil.loop.tracker import LevelState, TrackerConfig
 
 

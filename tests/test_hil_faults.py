@@ -21,7 +21,8 @@ from calibration import Profile
 from hil.link import protocol as p
 from hil.link.link import Link, LinkRefused, check_port
 from hil.loop.recording import Recording
-from hil.loop.runtime import LevelPlan, Series, Stats
+from hil.loop.runtime import LevelPlan
+from hil.loop.stats import Series, Stats
 from hil.play import RunRequest, run
 
 SMALL = {

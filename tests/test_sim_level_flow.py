@@ -171,7 +171,8 @@ def test_each_level_records_what_real_time_cost_while_it_was_played():
     from types import SimpleNamespace
 
     from hil.loop.levels import Levels
-    from hil.loop.runtime import LevelPlan, _margin_summary
+    from hil.loop.runtime import LevelPlan
+    from hil.loop.stats import margin_summary
     from hil.loop.tracker import LevelState
 
     class Log:
@@ -186,7 +187,7 @@ def test_each_level_records_what_real_time_cost_while_it_was_played():
         return {
             **run,
             "_margins": len(margins),
-            "margin": lambda b: _margin_summary(margins[b.get("_margins", 0) :]),
+            "margin": lambda b: margin_summary(margins[b.get("_margins", 0) :]),
             "_stalls": len(stalls),
             "longest_stall": lambda b: max(
                 stalls[b.get("_stalls", 0) :], key=lambda x: x["ms"], default=None

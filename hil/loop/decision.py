@@ -48,7 +48,7 @@ class Planner(Protocol):
 
 
 class DecisionStats(Protocol):
-    """The Runtime's Stats fields a decision adds to (hil.loop.runtime.Stats)."""
+    """The Runtime's Stats fields a decision adds to (hil.loop.stats.Stats)."""
 
     decisions: int
     missed_decisions: int

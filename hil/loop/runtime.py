@@ -31,24 +31,22 @@ This module imports neither torch nor training code (tests check it).
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 import engine
 from hil.consoles.base import CannotStart, CaptureError, Console, Frame, LevelEnd, chains_to
-from hil.link.link import Link, LinkError, LinkFatal, LinkRefused
+from hil.link.controller import Controller
+from hil.link.link import Link, LinkError, LinkFatal
 from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.decision import Decision, Planner, Policy
+from hil.loop.eventlog import EventLog
 from hil.loop.levels import LevelPlan, Levels, peak_rss_mb
 from hil.loop.observation import Reader
 from hil.loop.policies import (  # noqa: F401 - the names hil.play and the tests import here
@@ -57,8 +55,8 @@ from hil.loop.policies import (  # noqa: F401 - the names hil.play and the tests
     pick_policy,
     pick_reader,
 )
-from hil.loop.recording import jsonable
 from hil.loop.schedule import Schedule
+from hil.loop.stats import STALL_MS, Laps, Stats, margin_summary, percentiles
 from hil.loop.tracker import Event, Tracker, TrackerConfig
 from hil.loop.worker import make_worker
 from perception.observation import Observation
@@ -80,60 +78,6 @@ class EnginePlanner:
 
     def __call__(self, game: engine.Game, prefix: U8) -> engine.Plan:
         return engine.plan(game, prefix=prefix if len(prefix) else None, taps_only=self.taps_only)
-
-
-# ---- the event log ---------------------------------------------------------------------------
-
-
-class EventLog:
-    """JSONL, one object per line, flushed per line (a crash keeps every line before it).
-    ``path`` None: nothing written. Each line gets ``t_ms`` (wall ms since the run began). A
-    write that fails (a full disk) ends the log with one line on stderr, not the run
-    (``error`` says why; the summary's ``log_error``)."""
-
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = None if path is None else Path(path)
-        self._f: IO[str] | None = None
-        self.t0 = time.perf_counter_ns()
-        self.counts: dict[str, int] = {}
-        self.error: str | None = None  # why the log stopped early (a full disk), if it did
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = self.path.open("w", encoding="utf-8")
-
-    def write(self, name: str, **data: Any) -> None:
-        self.counts[name] = self.counts.get(name, 0) + 1
-        if self._f is None:
-            return
-        rec = {"t_ms": round((time.perf_counter_ns() - self.t0) / 1e6, 3), "event": name, **data}
-        try:
-            self._f.write(json.dumps(rec, default=_json_default) + "\n")
-            self._f.flush()
-        except OSError as e:  # a full disk: the log stops, the run (a console never waits) not
-            self.error = f"{self.path}: {e.strerror or e}"
-            print(
-                f"hil: the event log stops here ({self.error}); the run goes on",
-                file=sys.stderr,
-                flush=True,
-            )
-            self.close()
-
-    def close(self) -> None:
-        if self._f is not None:
-            try:
-                self._f.close()
-            except OSError:
-                pass  # the lines that could be written are there
-            self._f = None
-
-
-def _json_default(o: Any) -> Any:
-    """The event log's ``json.dumps`` default: NumPy values as the recording's sidecar writes
-    them (hil.loop.recording.jsonable), anything else as its str (a log line is never lost)."""
-    try:
-        return jsonable(o)
-    except TypeError:
-        return str(o)
 
 
 # ---- settings and summary ------------------------------------------------------------------
@@ -177,259 +121,11 @@ class RunSettings:
     frame_timeout_s: float = 2.0  # no captured frame for this long: the capture is lost
 
 
-class Series:
-    """A streaming aggregate of one per-frame number (flat memory on long runs): count, exact
-    max, the last value, the last ``recent`` values, and a histogram of log-spaced bins 1 %
-    wide (keyed by sign and bin; about 2,100 keys at most from 1e-6 to 1e3 in either sign, in
-    practice a few hundred), from which :meth:`percentiles` reads p50/p90/p99 to within 0.5 %
-    of the exact value."""
-
-    STEP = math.log1p(0.01)
-
-    def __init__(self, recent: int = 600) -> None:
-        self.n = 0
-        self.max = -math.inf
-        self.last: float | None = None
-        self.recent: deque[float] = deque(maxlen=recent)
-        self.bins: dict[int, int] = {}
-
-    def append(self, value: float) -> None:
-        v = float(value)
-        self.max = max(self.max, v)
-        self.last = v
-        self.recent.append(v)
-        key = self._key(v)
-        self.bins[key] = self.bins.get(key, 0) + 1
-        self.n += 1  # last: a signal raised in between leaves the count and the bins agreeing
-
-    def _key(self, v: float) -> int:
-        if abs(v) < 1e-6:
-            return 0
-        k = round(math.log(abs(v) / 1e-6) / self.STEP) + 1
-        return k if v > 0 else -k
-
-    def _value(self, key: int) -> float:
-        if key == 0:
-            return 0.0
-        v = 1e-6 * math.exp((abs(key) - 1) * self.STEP)
-        return v if key > 0 else -v
-
-    def __len__(self) -> int:
-        return self.n
-
-    def percentiles(self) -> dict[str, float] | None:
-        """{n, p50, p90, p99, max} (nearest-rank percentiles read off the bins; numpy's
-        interpolated ones may lie between two neighbouring values), None when empty."""
-        if not self.n:
-            return None
-        keys = sorted(self.bins)
-        counts = np.cumsum([self.bins[k] for k in keys])
-        total = int(counts[-1])  # the values binned (a signal may land inside append)
-        out: dict[str, float] = {"n": self.n}
-        for name, q in (("p50", 0.50), ("p90", 0.90), ("p99", 0.99)):
-            rank = min(total - 1, max(0, math.ceil(q * total) - 1))
-            i = int(np.searchsorted(counts, rank + 1))
-            out[name] = round(min(self._value(keys[i]), self.max), 3)
-        out["max"] = round(self.max, 3)
-        return out
-
-
-@dataclass
-class Stats:
-    """Numbers gathered while running, as streaming aggregates (the summary's percentiles
-    come from them; memory does not grow with the run's length)."""
-
-    frames: int = 0
-    menu_frames: int = 0  # captured frames the menu driver read (not handled by the loop)
-    read_ms: Series = field(default_factory=Series)
-    handle_ms: Series = field(default_factory=Series)
-    spawn_to_wire_ms: Series = field(default_factory=Series)
-    plan_ms: Series = field(default_factory=Series)
-    policy_ms: Series = field(default_factory=Series)
-    overhead_ms: Series = field(default_factory=Series)  # spawn_to_wire - planner - policy
-    capture_latency_frames: Series = field(default_factory=Series)
-    late_schedules: int = 0
-    late_frames: int = 0
-    schedules: int = 0
-    decisions: int = 0
-    missed_decisions: int = 0
-    link_losses: int = 0
-    capture_losses: int = 0
-    underruns: int = 0
-    watchdog_trips: int = 0
-    arm_misses: int = 0
-    stalls: int = 0  # frames whose handling took longer than a console frame
-    repeated_frames: int = 0  # captures that repeated the picture before them
-    longest_stall: dict[str, Any] = field(default_factory=dict)  # ms, where, frame
-    first_frame: int | None = None
-    last_frame: int | None = None
-    link_anomalies: dict[str, int] = field(default_factory=dict)
-
-
-def percentiles(values: Sequence[float] | Series) -> dict[str, float] | None:
-    """{n, p50, p90, p99, max} of values (rounded to 3 decimals), None when empty."""
-    if isinstance(values, Series):
-        return values.percentiles()
-    if not values:
-        return None
-    a = np.asarray(values, dtype=np.float64)
-    q = np.percentile(a, [50, 90, 99])
-    return {
-        "n": int(a.size),
-        "p50": round(float(q[0]), 3),
-        "p90": round(float(q[1]), 3),
-        "p99": round(float(q[2]), 3),
-        "max": round(float(a.max()), 3),
-    }
-
-
-# A frame's handling longer than this is a stall (one console frame, ms).
-STALL_MS = 1e3 / 60.0988
 REALTIME_SWITCH_INTERVAL_S = 0.001  # the interpreter's switch interval while in real time
 # In the menus "no buttons" is kept this far ahead (frames): a screen read takes 30-110 ms on a
 # busy 2-core machine, and with the loop's 30 frames the firmware ran out for 12-14 frames at
 # the start of runs beside two CPU-bound processes. A menu press replaces what was fed.
 MENU_FEED_FRAMES = 120
-
-
-class _Laps:
-    """Where one frame's handling went: ``lap(name)`` adds the time since the last lap to
-    ``parts[name]`` (ms) and returns now (perf_counter ns)."""
-
-    def __init__(self, t0_ns: int) -> None:
-        self.t0 = self.last = t0_ns
-        self.cpu0 = time.thread_time_ns()
-        self.parts: dict[str, float] = {}
-
-    def __call__(self, name: str) -> int:
-        now = time.perf_counter_ns()
-        self.parts[name] = self.parts.get(name, 0.0) + (now - self.last) / 1e6
-        self.last = now
-        return now
-
-    def total_ms(self) -> float:
-        return (self.last - self.t0) / 1e6
-
-    def cpu_ms(self) -> float:
-        """CPU time this thread used since the start (ms): far below :meth:`total_ms`, the
-        thread waited for a core or the interpreter lock rather than worked."""
-        return (time.thread_time_ns() - self.cpu0) / 1e6
-
-
-def _margin_summary(margins: Sequence[int]) -> dict[str, Any] | None:
-    """min, p1, p50 of some pills' margins (frames; hil.loop.ponder), None for none."""
-    if not margins:
-        return None
-    a = np.asarray(margins, float)
-    return {
-        "n": len(margins),
-        "min": int(a.min()),
-        "p1": round(float(np.percentile(a, 1)), 1),
-        "p50": round(float(np.percentile(a, 50)), 1),
-    }
-
-
-# ---- the controller link with reconnection ----------------------------------------------------
-
-
-class Controller:
-    """The link to the firmware, kept up: on a LinkError the port is closed, a clear message
-    logged, and reopened with backoff (0.25 s doubling to 4 s). ``port`` is a path or a
-    callable returning the current path (the simulated console's pty changes on replug).
-    ``now_ns``: the clock the backoff and the give-up time are measured on, the runtime's
-    (the console's sim time in lockstep, so a reconnection lands on the same console frame on
-    any host: on a busy CI host a wall-clock backoff tried before the simulated replug, and
-    the level went on without input for another half second)."""
-
-    def __init__(
-        self,
-        port: str | Callable[[], str],
-        log: EventLog,
-        say: Callable[[str], None],
-        timeout_s: float = 0.5,
-        now_ns: Callable[[], int] = time.monotonic_ns,
-    ):
-        self.port = port
-        self.now_ns = now_ns
-        self.timeout_s = timeout_s
-        self.log = log
-        self.say = say
-        self.link: Link | None = None
-        self.lost_at: float | None = None
-        self.next_try = 0.0
-        self.backoff = 0.25
-        self.boot_count: int | None = None
-        self.restarted = False
-        self.anomalies: dict[str, int] = {}  # handshakes refused (the Link never existed)
-        self.last_error = ""  # why the last connection attempt failed
-
-    def _path(self) -> str:
-        return self.port() if callable(self.port) else self.port
-
-    def now_s(self) -> float:
-        """The backoff clock (s)."""
-        return self.now_ns() / 1e9
-
-    def connect(self) -> bool:
-        path = self._path()
-        try:
-            self.link = Link(path, timeout_s=self.timeout_s)
-        except LinkError as exc:
-            self.link = None
-            self.last_error = str(exc)
-            if isinstance(exc, LinkFatal):  # retrying will not mend it: the run ends with it
-                self.log.write("link_fatal", port=path, error=str(exc))
-                raise
-            if isinstance(exc, LinkRefused):  # a device that answers with impossible values
-                self.anomalies["hello_ack"] = self.anomalies.get("hello_ack", 0) + 1
-                self.log.write("link_anomaly", kind="hello_ack", detail=str(exc))
-                self.say(str(exc))
-            self.log.write("link_connect_failed", port=path, error=str(exc))
-            return False
-        ack = self.link.hello
-        assert ack is not None
-        self.restarted = self.boot_count is not None and (
-            ack.boot_count != self.boot_count or self.lost_at is not None
-        )
-        self.boot_count = ack.boot_count
-        self.log.write(
-            "link_up",
-            port=path,
-            version=ack.version,
-            boot_count=ack.boot_count,
-            window_us=ack.window_us,
-            watchdog_ms=ack.watchdog_ms,
-            queue=ack.queue_capacity,
-        )
-        self.lost_at = None
-        self.backoff = 0.25
-        return True
-
-    def lost(self, exc: Exception) -> None:
-        msg = (
-            f"controller link lost: {exc}. The controller reads no buttons (firmware watchdog); "
-            "reconnecting..."
-        )
-        self.say(msg)
-        self.log.write("link_lost", error=str(exc), message=msg)
-        if self.link is not None:
-            self.link.close()
-        self.link = None
-        self.lost_at = self.now_s()
-        self.next_try = self.lost_at + self.backoff
-
-    def maybe_reconnect(self) -> bool:
-        """One reconnection attempt when due; True when the link is back."""
-        now = self.now_s()
-        if self.link is not None or now < self.next_try:
-            return False
-        self.log.write("link_reconnect_attempt", port=self._path(), backoff_s=self.backoff)
-        if self.connect():
-            self.say("controller link back")
-            return True
-        self.backoff = min(self.backoff * 2, 4.0)
-        self.next_try = now + self.backoff
-        return False
 
 
 # ---- the runtime ----------------------------------------------------------------------------
@@ -997,7 +693,7 @@ class Runtime:
             self.say(f"no captured frame for {self.s.frame_timeout_s} s (capture unplugged?)")
             return True
         t_got = time.perf_counter_ns()
-        lap = _Laps(t_got)
+        lap = Laps(t_got)
         events: list[Event] = []
         self.stats.frames += 1
         if self._repeated(frame):
@@ -1056,7 +752,7 @@ class Runtime:
         self._last_small = small
         return same
 
-    def _stall(self, lap: _Laps) -> None:
+    def _stall(self, lap: Laps) -> None:
         """A frame whose handling took longer than a console frame is a stall: logged with
         where the time went, the longest kept for the summary."""
         total = lap.total_ms()
@@ -1147,9 +843,9 @@ class Runtime:
             "repeated_frames": st.repeated_frames,
             "missed_frames": cap() if callable(cap) else 0,
             "_margins": len(margins),
-            "margin": lambda b: _margin_summary(margins[b.get("_margins", 0) :]),
+            "margin": lambda b: margin_summary(margins[b.get("_margins", 0) :]),
             "_at_spawn": len(at_spawn),
-            "margin_at_spawn": lambda b: _margin_summary(at_spawn[b.get("_at_spawn", 0) :]),
+            "margin_at_spawn": lambda b: margin_summary(at_spawn[b.get("_at_spawn", 0) :]),
             "_stalls": len(stalls),
             "longest_stall": lambda b: max(
                 stalls[b.get("_stalls", 0) :], key=lambda x: x["ms"], default=None
