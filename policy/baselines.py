@@ -7,7 +7,7 @@ import numpy as np
 
 import engine
 from engine import _core
-from policy.play import Decision
+from policy.play import Move
 from policy.teacher import Teacher, Weights
 
 
@@ -20,12 +20,12 @@ class RandomPolicy:
         self.rng = np.random.default_rng(seed)
         self.taps_only = taps_only
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         plan = _core.plan(game, taps_only=self.taps_only)
         if len(plan) == 0:
             raise ValueError(f"no placement to choose: plan status {plan.status}")
         idx = int(plan.placements[int(self.rng.integers(len(plan)))])
-        return Decision(idx, plan.masks(idx))
+        return Move(idx, plan.masks(idx))
 
 
 def greedy(taps_only: bool = False, weights: Weights | None = None) -> Teacher:

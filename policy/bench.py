@@ -119,13 +119,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.states < 1 or args.teacher_states < 0 or args.search_states < 0:
         ap.error("--states must be >= 1, --teacher-states and --search-states >= 0")
 
-    from policy.features import Observation
+    from policy.features import SpawnInput
     from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
     from policy.teacher import Teacher
 
     states = spawn_states(args.states)
     plans = [_core.plan(g, taps_only=True) for g in states]
-    inputs = [(Observation.from_game(g), p.reachable) for g, p in zip(states, plans, strict=True)]
+    inputs = [(SpawnInput.from_game(g), p.reachable) for g, p in zip(states, plans, strict=True)]
     policy = PlacementPolicy(args.model or DEFAULT_MODEL, threads=1)
     report: dict[str, Any] = {
         "onnx_decision": timing(lambda x: policy.choose(*x), inputs),

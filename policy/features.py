@@ -1,4 +1,5 @@
-"""The policy's observation tensors: one definition for training, the ONNX model and the bridge.
+"""The policy's input at a spawn (SpawnInput) and its tensors: one definition for training,
+the ONNX model and the bridge.
 
 A decision is made at a spawn state (docs/POLICY.md): the board, the pill about to fall, the
 next pill shown beside the bottle, and the game settings the bridge knows (level, speed) or
@@ -39,7 +40,7 @@ F32 = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)
-class Observation:
+class SpawnInput:
     """What the policy needs at a spawn, from an engine.Game or from perception + tracker.
 
     field: uint8[128] or [16, 8] NES cell codes (ARCHITECTURE.md). pill_colors / next_colors: two
@@ -56,9 +57,9 @@ class Observation:
     virus_count: int
 
     @staticmethod
-    def from_game(game: Any) -> Observation:
+    def from_game(game: Any) -> SpawnInput:
         """The observation of an engine.Game (normally at a spawn state)."""
-        return Observation(
+        return SpawnInput(
             field=np.array(game.field, dtype=np.uint8),
             pill_colors=(int(game.pill_colors[0]), int(game.pill_colors[1])),
             next_colors=(int(game.next_colors[0]), int(game.next_colors[1])),
@@ -144,10 +145,10 @@ def extras_vector(
     return out
 
 
-def encode(obs: Observation) -> tuple[F32, F32]:
+def encode(obs: SpawnInput) -> tuple[F32, F32]:
     """(board float32[1, 11, 16, 8], extras float32[1, 18]) for one observation.
 
-    Raises ValueError when the observation is out of range (Observation.validate).
+    Raises ValueError when the observation is out of range (SpawnInput.validate).
     """
     obs.validate()
     board = board_planes(np.asarray(obs.field, dtype=np.uint8).reshape(1, -1))

@@ -15,8 +15,8 @@ import onnxruntime as ort
 
 import engine
 from engine import _core
-from policy.features import NUM_PLACEMENTS, Observation, encode
-from policy.play import Decision
+from policy.features import NUM_PLACEMENTS, SpawnInput, encode
+from policy.play import Move
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"
 
@@ -66,7 +66,7 @@ class PlacementPolicy:
         )
         return np.asarray(out, dtype=np.float32)
 
-    def choose(self, obs: Observation, reachable: npt.ArrayLike) -> int:
+    def choose(self, obs: SpawnInput, reachable: npt.ArrayLike) -> int:
         """The highest-scoring reachable placement index 0..511.
 
         reachable: bool[512] (engine Plan.reachable). Raises ValueError when no placement is
@@ -82,7 +82,7 @@ class PlacementPolicy:
         # The graph already masked; this guards against a model file that does not.
         return int(np.argmax(np.where(mask, logits, -np.inf)))
 
-    def choose_mean(self, observations: Sequence[Observation], reachable: npt.ArrayLike) -> int:
+    def choose_mean(self, observations: Sequence[SpawnInput], reachable: npt.ArrayLike) -> int:
         """The reachable placement best on average over ``observations`` (the mean of the
         network's log-probabilities over the reachable placements; one batch): the choice
         for a pill whose successor is not known yet, one observation per successor it may
@@ -103,14 +103,14 @@ class PlacementPolicy:
         logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         return int(np.argmax(np.where(mask, logp.mean(axis=0), -np.inf)))
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         """Plans from `game` (a spawn state) and picks with choose(). Raises ValueError when
         there is no pill to plan."""
         plan = _core.plan(game, taps_only=self.taps_only)
         if len(plan) == 0:
             raise ValueError(f"no placement to choose: plan status {plan.status}")
-        idx = self.choose(Observation.from_game(game), plan.reachable)
-        return Decision(idx, plan.masks(idx))
+        idx = self.choose(SpawnInput.from_game(game), plan.reachable)
+        return Move(idx, plan.masks(idx))
 
 
 __all__ = ["DEFAULT_MODEL", "PlacementPolicy"]

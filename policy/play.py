@@ -31,7 +31,7 @@ DEFAULT_MAX_FRAMES = 100_000  # about 28 minutes of console time; a game past it
 
 
 @dataclass(frozen=True)
-class Decision:
+class Move:
     """A placement index (0..511) and the planner's masks uint8[lock_frame] to reach it."""
 
     placement: int
@@ -43,7 +43,7 @@ class Policy(Protocol):
 
     name: str
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         """The decision at `game`, a spawn state. Must not change `game`."""
         ...
 
@@ -96,7 +96,7 @@ def play(
     policy: Policy,
     episode: Episode,
     max_frames: int = DEFAULT_MAX_FRAMES,
-    on_decision: Callable[[engine.Game, Decision], None] | None = None,
+    on_decision: Callable[[engine.Game, Move], None] | None = None,
 ) -> Result:
     """Plays one game with `policy`; `on_decision(game_at_spawn, decision)` sees each choice.
 

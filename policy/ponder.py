@@ -38,8 +38,8 @@ import engine
 from policy.play import (
     COLOUR_PAIRS_ORDERED,
     MAX_SETTLE_FRAMES,
-    Decision,
     Episode,
+    Move,
     Policy,
     at_spawn,
     episodes,
@@ -49,7 +49,7 @@ from policy.play import (
 NTSC_FPS = 60.0988  # NES NTSC frame rate (frames per second)
 
 
-def predict(game: engine.Game, decision: Decision) -> tuple[engine.Game, int, int]:
+def predict(game: engine.Game, decision: Move) -> tuple[engine.Game, int, int]:
     """(state at the next spawn, frames from `game` to the lock, frames from the lock to the
     next spawn) when `decision` is played from spawn state `game` (not changed): its masks
     stepped frame by frame, then no buttons until the next spawn state or a terminal phase
@@ -70,7 +70,7 @@ class Ahead:
 
     predicted: the engine state at spawn N+1 (engine.Game). fall, settle: frames from spawn N
     to the lock, and from the lock to spawn N+1. decisions: per ordered colour pair of pill
-    N+2 (colour codes 0-2), the policy's Decision at spawn N+1; empty when the game ends at
+    N+2 (colour codes 0-2), the policy's Move at spawn N+1; empty when the game ends at
     this lock (stage clear or top-out). seconds: wall time spent deciding (all pairs);
     cpu_seconds: the CPU time of that work (this thread's: what one core of its own takes
     when the machine is shared)."""
@@ -78,7 +78,7 @@ class Ahead:
     predicted: engine.Game
     fall: int
     settle: int
-    decisions: dict[tuple[int, int], Decision] = field(default_factory=dict)
+    decisions: dict[tuple[int, int], Move] = field(default_factory=dict)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
@@ -94,7 +94,7 @@ class Ahead:
         spent = self.seconds if wall else self.cpu_seconds
         return self.window - (decided_after + spent) * NTSC_FPS
 
-    def decision(self, next_colors: Sequence[int] | npt.ArrayLike) -> Decision:
+    def decision(self, next_colors: Sequence[int] | npt.ArrayLike) -> Move:
         """The decision for the colours of pill N+2 seen at spawn N+1. KeyError when no
         decision was made (the game ended) or the colours are out of 0..2."""
         a, b = (int(c) for c in np.asarray(next_colors).reshape(2))
@@ -111,7 +111,7 @@ class Ponder:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
 
-    def ahead(self, game: engine.Game, decision: Decision) -> Ahead:
+    def ahead(self, game: engine.Game, decision: Move) -> Ahead:
         """Predicts spawn N+1 from spawn state `game` and the chosen `decision`, and decides
         there for every colour pair of pill N+2 (with the policy's `act_pairs(game, pairs)`
         when it has one: the same decisions, work shared between the pairs; else `act` per

@@ -53,11 +53,11 @@ def feeds(states: Sequence[engine.Game]) -> list[Feed]:
     """The network's inputs at each spawn state: board float32[1, 11, 16, 8], extras
     float32[1, 18] (policy.features.encode) and mask bool[1, 512], the planner's reachable
     placements (engine.plan)."""
-    from policy.features import Observation, encode
+    from policy.features import SpawnInput, encode
 
     out = []
     for g in states:
-        board, extras = encode(Observation.from_game(g))
+        board, extras = encode(SpawnInput.from_game(g))
         mask = np.asarray(_core.plan(g).reachable, dtype=bool).reshape(1, -1)
         out.append({"board": board, "extras": extras, "mask": mask})
     return out

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 import engine
 from engine import _core
-from policy.play import COLOUR_PAIRS_ORDERED, MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Decision
+from policy.play import COLOUR_PAIRS_ORDERED, MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Move
 from policy.teacher import Weights, leaf_values, packed_weights
 
 F64 = npt.NDArray[np.float64]
@@ -113,13 +113,13 @@ class SearchPlayer:
         `prior_k` would then change the search."""
         if self.prior is None or self.prior_k == 0:
             return [[] for _ in games]
-        from policy.features import Observation, encode
+        from policy.features import SpawnInput, encode
 
         mask = np.asarray(e.reachable)[None]
         pl = np.asarray(e.placements, dtype=np.int64)
         picks = []
         for g in games:
-            board, extras = encode(Observation.from_game(g))
+            board, extras = encode(SpawnInput.from_game(g))
             row = self.prior.logits(board, extras, mask)[0]
             picks.append([int(k) for k in np.argsort(-row[pl], kind="stable")[: self.prior_k]])
         return picks
@@ -271,23 +271,23 @@ class SearchPlayer:
 
     def act_pairs(
         self, game: engine.Game, pairs: Sequence[tuple[int, int]]
-    ) -> dict[tuple[int, int], Decision]:
-        """act() at spawn state `game` for each colour pair of the next pill: {pair: Decision},
-        each the Decision act() makes on a copy of `game` with next_colors = pair, from one
+    ) -> dict[tuple[int, int], Move]:
+        """act() at spawn state `game` for each colour pair of the next pill: {pair: Move},
+        each the Move act() makes on a copy of `game` with next_colors = pair, from one
         search_pairs(). Raises ValueError when `game` has no pill to plan."""
         e, values = self.search_pairs(game, pairs)
         plan = _core.plan(game, taps_only=self.taps_only)
-        out: dict[tuple[int, int], Decision] = {}
+        out: dict[tuple[int, int], Move] = {}
         for pair, v in values.items():
             idx = int(e.placements[int(np.argmax(v))])
-            out[pair] = Decision(idx, plan.masks(idx))
+            out[pair] = Move(idx, plan.masks(idx))
         return out
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         e, values = self.search(game)
         idx = int(e.placements[int(np.argmax(values))])
         # expand() locks placements without stepping masks; the one played uses the planner's.
-        return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
+        return Move(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
 
 
 class PlayedPly:
@@ -333,7 +333,7 @@ class PlayedPly:
 class LateSearch:
     """The live loop's decision at a spawn it sees through the capture: `player` (a
     SearchPlayer) decides from the state `delay` frames after the spawn, played with no
-    buttons, the next pill known; the Decision's masks are those `delay` zeros, then the plan
+    buttons, the next pill known; the Move's masks are those `delay` zeros, then the plan
     from there (engine.plan). `python -m policy.eval --policies search-late5`. Raises
     ValueError when the pill locks within the delay (it cannot at a spawn state)."""
 
@@ -341,7 +341,7 @@ class LateSearch:
         self.player, self.delay = player, int(delay)
         self.name = f"search-late{self.delay}"
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         g = game.clone()
         g.run(np.zeros(self.delay, np.uint8))
         plan = engine.plan(g)
@@ -350,7 +350,7 @@ class LateSearch:
             raise ValueError(f"no placement {self.delay} frames after the spawn")
         e, values = self.player.search(g, first)
         idx = int(e.placements[int(np.argmax(values))])
-        return Decision(idx, np.concatenate([np.zeros(self.delay, np.uint8), plan.masks(idx)]))
+        return Move(idx, np.concatenate([np.zeros(self.delay, np.uint8), plan.masks(idx)]))
 
 
 class PonderedSearch:
@@ -364,10 +364,10 @@ class PonderedSearch:
     def __init__(self, player: SearchPlayer) -> None:
         self.player = player
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         e, mean = self.player.mean_over_pairs(game, COLOUR_PAIRS_ORDERED)
         idx = int(e.placements[int(np.argmax(mean))])
-        return Decision(idx, _core.plan(game, taps_only=self.player.taps_only).masks(idx))
+        return Move(idx, _core.plan(game, taps_only=self.player.taps_only).masks(idx))
 
 
 __all__ = ["COLOUR_PAIRS", "LateSearch", "PlayedPly", "PonderedSearch", "SearchPlayer"]

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 import engine
 from engine import _core
-from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, TOP_OUT, Decision
+from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, TOP_OUT, Move
 
 CLEAR = 1.0e7
 TOPPED = -1.0e7
@@ -361,8 +361,8 @@ class Teacher:
             values[~searched] = np.minimum(values[~searched], floor) - 1.0
         return e, values, searched
 
-    def act(self, game: engine.Game) -> Decision:
+    def act(self, game: engine.Game) -> Move:
         e, values, _ = self.search(game)
         idx = int(e.placements[int(np.argmax(values))])
         # expand() locks placements without stepping masks; the one played uses the planner's.
-        return Decision(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))
+        return Move(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))

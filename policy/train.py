@@ -130,8 +130,8 @@ class LabelJob:
 def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
     import engine
     from engine import _core
-    from policy.features import Observation
-    from policy.play import Decision
+    from policy.features import SpawnInput
+    from policy.play import Move
     from policy.teacher import Teacher
 
     net = None
@@ -168,7 +168,7 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
     class Labeller:
         name = "label"
 
-        def act(self, game: engine.Game) -> Decision:
+        def act(self, game: engine.Game) -> Move:
             e, values, searched = values_of(game)
             order = np.flatnonzero(searched)
             order = order[np.argsort(-values[order], kind="stable")][:K]
@@ -176,7 +176,7 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
             val = np.zeros(K, np.float32)
             cand[: order.size] = e.placements[order]
             val[: order.size] = np.maximum(values[order], -1.0e6)
-            obs = Observation.from_game(game)
+            obs = SpawnInput.from_game(game)
             rows["field"].append(obs.field)
             rows["pill"].append(obs.pill_colors)
             rows["next"].append(obs.next_colors)
@@ -192,7 +192,7 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
             idx = best
             if net is not None:
                 idx = net.choose(obs, e.reachable)
-            return Decision(idx, _core.plan(game, taps_only=job.taps_only).masks(idx))
+            return Move(idx, _core.plan(game, taps_only=job.taps_only).masks(idx))
 
     result = play(Labeller(), job.episode, max_frames=job.max_frames)
     dtypes = {"cand": np.int16, "choice": np.int16, "value": np.float32}

@@ -41,7 +41,7 @@ from hil.loop.replay import (
 )
 from hil.sim_record import RandomPlayer, SimSettings, level_frames, sim_console
 from perception.observation import FallingPill, NextPill, Observation
-from policy.features import Observation as PolicyObservation
+from policy.features import SpawnInput
 from policy.onnx_policy import PlacementPolicy
 
 SETTINGS = SimSettings(level=2, speed=2, seed=0x2468, player_seed=3, taps_only=True)
@@ -148,7 +148,7 @@ def test_replay_with_perception_and_the_onnx_policy(recording, tmp_path):
     assert len(states) >= len(decisions)
     for d, state in zip(decisions, states, strict=False):
         plan = engine.plan(state, taps_only=True)
-        chosen = net.choose(PolicyObservation.from_game(state), plan.reachable)
+        chosen = net.choose(SpawnInput.from_game(state), plan.reachable)
         assert d["policy"] == policy.name
         assert (d["reachable"], d["placement"]) == (len(plan), chosen)
         assert d["speed_ups"] == int(state.speed_ups)

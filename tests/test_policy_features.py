@@ -9,7 +9,7 @@ import engine
 from policy.features import (
     BOARD_PLANES,
     EXTRAS,
-    Observation,
+    SpawnInput,
     board_planes,
     encode,
     extras_vector,
@@ -25,7 +25,7 @@ def spawn_game(level: int = 10, speed: int = 1, seed: int = 0x1234) -> engine.Ga
 
 def test_shapes_and_dtypes_from_a_game() -> None:
     g = spawn_game()
-    board, extras = encode(Observation.from_game(g))
+    board, extras = encode(SpawnInput.from_game(g))
     assert board.shape == (1, BOARD_PLANES, 16, 8) and board.dtype == np.float32
     assert extras.shape == (1, EXTRAS) and extras.dtype == np.float32
     # every cell is exactly one of empty / virus colour / piece colour
@@ -67,7 +67,7 @@ def test_extras_layout() -> None:
     ],
 )
 def test_bad_observations_raise_value_error(change: dict, message: str) -> None:
-    obs = Observation.from_game(spawn_game())
-    bad = Observation(**{**obs.__dict__, **change})
+    obs = SpawnInput.from_game(spawn_game())
+    bad = SpawnInput(**{**obs.__dict__, **change})
     with pytest.raises(ValueError, match=message):
         encode(bad)

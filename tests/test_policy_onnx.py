@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from engine import _core
-from policy.features import Observation, board_planes, extras_vector
+from policy.features import SpawnInput, board_planes, extras_vector
 from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
 from policy.play import Episode, play, to_spawn
 
@@ -72,7 +72,7 @@ def test_choice_is_always_reachable(exported) -> None:
     # one reachable placement only, wherever it is
     g = engine.Game(5, 1, 0x0ACE)
     to_spawn(g)
-    obs = Observation.from_game(g)
+    obs = SpawnInput.from_game(g)
     for idx in rng.integers(0, 512, 20):
         only = np.zeros(512, bool)
         only[idx] = True
@@ -102,7 +102,7 @@ def test_shipped_model_loads_and_masks() -> None:
     g = engine.Game(20, 2, 0x8000)
     to_spawn(g)
     plan = _core.plan(g, taps_only=True)
-    assert plan.reachable[policy.choose(Observation.from_game(g), plan.reachable)]
+    assert plan.reachable[policy.choose(SpawnInput.from_game(g), plan.reachable)]
 
 
 def two_members(torch: ModuleType, tmp_path: Path, seed: int) -> tuple[list[Any], list[Path]]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import engine
-from policy.play import Decision, Episode, at_spawn, play, to_spawn
+from policy.play import Episode, Move, at_spawn, play, to_spawn
 from policy.ponder import COLOUR_PAIRS_ORDERED, Ponder, play_pondered, predict
 from policy.teacher import Teacher
 
@@ -50,7 +50,7 @@ def test_a_decision_that_does_not_lock_is_refused() -> None:
     to_spawn(game)
     d = Teacher(taps_only=True).act(game)
     with pytest.raises(ValueError, match="did not lock"):
-        predict(game, Decision(d.placement, d.masks[:1]))
+        predict(game, Move(d.placement, d.masks[:1]))
     # predict does not change the game it starts from
     before = game.state_bytes()
     predict(game, d)
@@ -66,7 +66,7 @@ def test_ponder_asks_a_policy_with_act_pairs_once_for_the_nine_pairs() -> None:
         name = "shared"
         calls: list[list[tuple[int, int]]] = []
 
-        def act(self, game: engine.Game) -> Decision:
+        def act(self, game: engine.Game) -> Move:
             raise AssertionError("act() called although act_pairs exists")
 
         def act_pairs(self, game, pairs):

@@ -1,5 +1,5 @@
 """The emulator path: the project's test ROM (built here with ca65/ld65) in cynes, its pad fed by
-the firmware core through Link -> VirtualDevice -> EmuConsole; the ROM checks; Dr. Mario's menu
+the firmware core through Link -> VirtualDevice -> EmulatedNes; the ROM checks; Dr. Mario's menu
 navigation against a Python model of the menus (the game's ROM is never used in tests)."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from hil import testrom
 from hil.cli import main
 from hil.consoles.emu import (
     EmuCapture,
-    EmuConsole,
     EmuError,
+    EmulatedNes,
     MaskFeeder,
     navigate_menus,
     start_game,
@@ -39,7 +39,7 @@ def rom() -> Path:
 @pytest.fixture
 def rig(rom):
     with VirtualDevice() as dev, Link(dev.port) as link:
-        yield EmuConsole(rom, dev, game="testrom"), link
+        yield EmulatedNes(rom, dev, game="testrom"), link
 
 
 def test_every_scheduled_mask_is_read_on_its_frame(rig):
@@ -103,21 +103,21 @@ def test_captured_frames_show_the_mask_of_their_console_frame(rig):
 
 def test_rom_checks_give_clear_errors(rom, tmp_path):
     with pytest.raises(RomError, match="16 KiB PRG and 8 KiB CHR; Dr. Mario has 32 KiB"):
-        EmuConsole(rom)  # game="drmario" checks the file with engine's iNES reader
+        EmulatedNes(rom)  # game="drmario" checks the file with engine's iNES reader
     with pytest.raises(RomError, match="no such ROM file"):
-        EmuConsole(tmp_path / "missing.nes", game="testrom")
+        EmulatedNes(tmp_path / "missing.nes", game="testrom")
     junk = tmp_path / "junk.nes"
     junk.write_bytes(b"\x00" * 4096)
     with pytest.raises(RomError, match="not an iNES file"):
-        EmuConsole(junk, game="testrom")
+        EmulatedNes(junk, game="testrom")
     mapper5 = tmp_path / "mmc5.nes"
     data = bytearray(rom.read_bytes())
     data[6] = 0x50  # mapper 5, which cynes does not emulate
     mapper5.write_bytes(bytes(data))
     with pytest.raises(RomError, match="emulator cannot load it"):
-        EmuConsole(mapper5, game="testrom")
+        EmulatedNes(mapper5, game="testrom")
     with pytest.raises(ValueError, match="game must be one of"):
-        EmuConsole(rom, game="zelda")
+        EmulatedNes(rom, game="zelda")
 
 
 # ---- Dr. Mario's menus, against a model ---------------------------------------------------
@@ -268,7 +268,7 @@ def test_menu_navigation_reaches_the_chosen_level_through_the_schedule(tmp_path)
         return fakes[-1]
 
     with VirtualDevice() as dev, Link(dev.port) as link:
-        console = EmuConsole(rom, dev, verify_crc=False, emulator=emulator)
+        console = EmulatedNes(rom, dev, verify_crc=False, emulator=emulator)
         fake = fakes[0]
         fake.ram[DrMarioRam.LEVEL] = 9  # a level left over from an earlier game
         result = navigate_menus(console, link, level=7, speed=2, music=2, wait_for_play=True)
@@ -307,7 +307,7 @@ def test_menu_navigation_gives_up_with_a_clear_error(tmp_path):
                 yield
 
     with VirtualDevice() as dev, Link(dev.port) as link:
-        console = EmuConsole(rom, dev, verify_crc=False, emulator=Stuck)
+        console = EmulatedNes(rom, dev, verify_crc=False, emulator=Stuck)
         with pytest.raises(EmuError, match="did not reach level 5 within 50 video frames"):
             navigate_menus(console, link, level=5, speed=1, max_frames=50)
 

@@ -29,7 +29,7 @@ import numpy as np
 
 import engine
 from engine.ram import DrMarioRam
-from hil.consoles.emu import EmuConsole, navigate_menus
+from hil.consoles.emu import EmulatedNes, navigate_menus
 from hil.link.link import Link
 
 NEXT_ACTION = 0x97  # currentP_nextAction (the zero-page copy of p1's, equal after the frame)
@@ -66,7 +66,7 @@ def model_cells(shown: np.ndarray) -> np.ndarray:
     return out
 
 
-def record(console: EmuConsole, link: Link, extra: int) -> list[dict]:
+def record(console: EmulatedNes, link: Link, extra: int) -> list[dict]:
     """The game's frames after the Start frame, with no buttons, until ``extra`` frames after
     the first controllable pill."""
     frames: list[dict] = []
@@ -127,7 +127,7 @@ def compare(frames: list[dict], flow: engine.LevelFlow) -> list[str]:
 
 
 def measure(rom: str, level: int, speed: int, extra: int = 4) -> dict:
-    console = EmuConsole(rom)
+    console = EmulatedNes(rom)
     with console, Link(console.device.port) as link:
         res = navigate_menus(console, link, level, speed)
         fc = console.ram(0x43)
@@ -176,7 +176,7 @@ def chain(rom: str, level: int, speed: int, levels: int) -> dict:
     from hil.loop.heuristic import HeuristicPolicy
 
     policy = HeuristicPolicy()
-    console = EmuConsole(rom)
+    console = EmulatedNes(rom)
     rows: list[dict] = []
     with console:
         res = navigate_menus(console, Link(console.device.port), level, speed)
@@ -244,7 +244,7 @@ def topout(rom: str, level: int, speed: int) -> dict:
     """Nobody plays: the pills stack up to the top-out, the game over screen follows, Start is
     pressed every 4th frame there until the options screen; mode and field compared on every
     frame (the GAME OVER box, the field filled with $FE at the end)."""
-    console = EmuConsole(rom)
+    console = EmulatedNes(rom)
     bad: list[str] = []
     with console:
         res = navigate_menus(console, Link(console.device.port), level, speed)

@@ -1,6 +1,6 @@
 """The emulator console: the user's own NES ROM in cynes, its controller fed by the firmware core.
 
-:class:`EmuConsole` runs a ROM in `cynes <https://pypi.org/project/cynes/>`_ (a cycle-level NES
+:class:`EmulatedNes` runs a ROM in `cynes <https://pypi.org/project/cynes/>`_ (a cycle-level NES
 emulator, headless) one video frame at a time. The controller byte of every frame comes from a
 :class:`hil.link.vdevice.VirtualDevice` (the firmware's C core on a pseudo-terminal), so the host
 schedules masks with :class:`hil.link.Link` exactly as it does for the real RP2040, and the
@@ -80,7 +80,7 @@ class EmuError(RuntimeError):
 
 @dataclass(frozen=True)
 class GameFacts:
-    """What EmuConsole must know about a ROM: its name and the RAM address of a byte its NMI
+    """What EmulatedNes must know about a ROM: its name and the RAM address of a byte its NMI
     increments once per NMI, every NMI reading the controller (the latch detector)."""
 
     name: str
@@ -95,7 +95,7 @@ GAMES = {"drmario": DR_MARIO, "testrom": TEST_ROM}
 
 
 class Emulator(Protocol):
-    """The part of ``cynes.NES`` EmuConsole uses (tests may pass a stand-in)."""
+    """The part of ``cynes.NES`` EmulatedNes uses (tests may pass a stand-in)."""
 
     controller: int
 
@@ -131,8 +131,9 @@ class EmuFrame:
     picture: U8
 
 
-class EmuConsole:
-    """An NES ROM in cynes with its controller on the firmware core (module docstring).
+class EmulatedNes:
+    """An NES ROM in cynes with its controller on the firmware core (module docstring): the
+    emulated machine, not a Console (EmuRun is the Console that runs it).
 
     ``rom_path``: the user's iNES file. ``game``: ``"drmario"`` (default; the file is checked
     with engine's iNES reader: NTSC Dr. Mario, ``verify_crc`` against known-good dumps) or
@@ -348,7 +349,7 @@ class EmuConsole:
         if self._own_device:
             self.device.close()
 
-    def __enter__(self) -> EmuConsole:
+    def __enter__(self) -> EmulatedNes:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -356,10 +357,10 @@ class EmuConsole:
 
 
 class MaskFeeder:
-    """Schedules a table of masks ahead of an EmuConsole, on console time, as a live host does.
+    """Schedules a table of masks ahead of an EmulatedNes, on console time, as a live host does.
 
     ``masks``: console frame -> mask (None: leave that frame unscheduled; it reads no buttons,
-    an underrun while streaming). Call it before every :meth:`EmuConsole.step`: it keeps the
+    an underrun while streaming). Call it before every :meth:`EmulatedNes.step`: it keeps the
     frames up to ``ahead`` console frames past the latest latch scheduled, in SCHEDULE messages
     of at most ``chunk`` frames, and PINGs when ``keepalive_frames`` video frames pass without a
     message (the device watchdog, 500 ms = 30 frames, runs on console time, not wall time).
@@ -390,7 +391,7 @@ class MaskFeeder:
         self.spoke = 0  # video frame of the last message
         self.acks: list[Any] = []
 
-    def __call__(self, console: EmuConsole) -> None:
+    def __call__(self, console: EmulatedNes) -> None:
         if self.sent < self.first - 1:
             self.sent = self.first - 1
         while self.sent < min(console.console_frame + self.ahead, self.last):
@@ -411,19 +412,19 @@ class MaskFeeder:
 
 
 class EmuCapture:
-    """An EmuConsole seen through a capture chain: yields (Frame, truth) per captured frame.
+    """An EmulatedNes seen through a capture chain: yields (Frame, truth) per captured frame.
 
     The timing model (``profile.timing``, seeded by ``capture_seed``) says which video frame each
     captured frame shows, counted from the console's video frame when ``frames`` starts; the
     console is stepped to it and its picture put through the forward model. ``on_frame`` (if
     given) is called with every EmuFrame stepped, so a host can schedule between frames.
     ``truth``: ``device_index``, ``video_frame``, ``console_frame`` (latest latch group at or
-    before it, -1 if none), ``mask`` (that group's byte) and :meth:`EmuConsole.truth`.
+    before it, -1 if none), ``mask`` (that group's byte) and :meth:`EmulatedNes.truth`.
     """
 
     def __init__(
         self,
-        console: EmuConsole,
+        console: EmulatedNes,
         profile: Profile,
         capture_seed: int = 0,
         on_frame: Callable[[EmuFrame], None] | None = None,
@@ -495,7 +496,7 @@ class MenuResult:
 
 
 def navigate_menus(
-    console: EmuConsole,
+    console: EmulatedNes,
     link: Link,
     level: int,
     speed: int,
@@ -651,7 +652,7 @@ class EmuRun(PacedConsole):
         # The firmware image's clock has run since its boot (about a second to enumerate):
         # frames begin at 1 s on it, as on the simulated console.
         start_us = 0 if device is None else FIRMWARE_START_US
-        self.emu = EmuConsole(
+        self.emu = EmulatedNes(
             rom, device, verify_crc=verify_crc, emulator=emulator, game=game, start_us=start_us
         )
         self.emu._own_device = True  # the run closes whatever controller it was given
@@ -951,7 +952,7 @@ class EmuRun(PacedConsole):
 def selftest(frames: int = 600, seed: int = 0, out_dir: str | Path | None = None) -> dict[str, Any]:
     """The test ROM's proof of the emulator path (``hil emu selftest``): random masks for
     ``frames`` console frames (every 50th left unscheduled, so it must read 0) scheduled through
-    Link -> VirtualDevice -> EmuConsole; each latched frame's byte is checked in the ROM's RAM
+    Link -> VirtualDevice -> EmulatedNes; each latched frame's byte is checked in the ROM's RAM
     and in its picture. ``out_dir`` None runs the committed image (:func:`hil.testrom.image`);
     a directory builds the source there first (needs cc65). Returns JSON-ready counts and timing.
     Raises RomBuildError when the image cannot be had, ValueError for ``frames`` < 1."""
@@ -965,7 +966,7 @@ def selftest(frames: int = 600, seed: int = 0, out_dir: str | Path | None = None
         for i, m in enumerate(rng.integers(0, 256, frames))
     }
     with VirtualDevice() as dev, Link(dev.port) as link:
-        console = EmuConsole(rom, dev, game="testrom")
+        console = EmulatedNes(rom, dev, game="testrom")
         feed = MaskFeeder(link, masks)
         ram_bad = pixel_bad = checked = 0
         t0 = time.perf_counter()
@@ -1009,9 +1010,9 @@ def start_game(
     and ``speed`` through the virtual device, wait for the first frame of play, and compare
     the emulator's field (RAM $0400) with ``engine.Game(level, speed, seed)``'s. ``png``: write
     that frame's picture there (the user's own ROM's graphics, written only where asked).
-    Returns JSON-ready facts. ``emulator`` as in EmuConsole. Raises RomError, EmuError,
+    Returns JSON-ready facts. ``emulator`` as in EmulatedNes. Raises RomError, EmuError,
     ValueError."""
-    console = EmuConsole(rom, verify_crc=verify_crc, emulator=emulator)
+    console = EmulatedNes(rom, verify_crc=verify_crc, emulator=emulator)
     with console, Link(console.device.port) as link:
         result = navigate_menus(console, link, level, speed, music, wait_for_play=True)
         ram_field = console.ram_block(DrMarioRam.FIELD, 128)

@@ -24,7 +24,7 @@ from hil.loop.decision import Policy
 
 
 class OnnxPolicy:
-    """The policy room's network on ``policy.features.Observation.from_game`` of the state.
+    """The policy room's network on ``policy.features.SpawnInput.from_game`` of the state.
     ``net``: a policy.onnx_policy.PlacementPolicy (default: the shipped model)."""
 
     name = "onnx"
@@ -35,9 +35,9 @@ class OnnxPolicy:
         self.net = net if net is not None else PlacementPolicy()
 
     def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
-        from policy.features import Observation as PolicyObservation
+        from policy.features import SpawnInput
 
-        return int(self.net.choose(PolicyObservation.from_game(game), reachable))
+        return int(self.net.choose(SpawnInput.from_game(game), reachable))
 
     def choose_mean(self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any) -> int:
         """The placement best on average over the next pill's colours ``pairs``
@@ -122,15 +122,15 @@ def make_policy(name: str) -> Policy:
 
 
 def next_pill_observations(game: engine.Game, pairs: Any) -> list[Any]:
-    """The policy's input (policy.features.Observation) of ``game`` with each next pill
+    """The policy's input (policy.features.SpawnInput) of ``game`` with each next pill
     colour pair of ``pairs`` ((0 yellow, 1 red, 2 blue) x 2)."""
-    from policy.features import Observation as PolicyObservation
+    from policy.features import SpawnInput
 
     out = []
     for a, b in pairs:
         h = game.clone()
         h.next_colors[:] = (int(a), int(b))
-        out.append(PolicyObservation.from_game(h))
+        out.append(SpawnInput.from_game(h))
     return out
 
 

@@ -544,7 +544,7 @@ def _plan(game: engine.Game, taps_only: bool) -> engine.Plan:
 class OnnxPlacementPolicy:
     """The policy room's network (policy.onnx_policy.PlacementPolicy, ONNX Runtime, one
     thread) choosing among the placements ``engine.plan`` finds reachable (``taps_only`` for
-    the faster search), on ``policy.features.Observation.from_game`` of the rebuilt game, as
+    the faster search), on ``policy.features.SpawnInput.from_game`` of the rebuilt game, as
     ``hil run`` asks it (hil/loop/runtime.py, make_policy("onnx")). ``model``: the ONNX file
     (default policy/models/policy.onnx). Raises FileNotFoundError for a missing model."""
 
@@ -557,10 +557,10 @@ class OnnxPlacementPolicy:
         self.name = f"onnx placement policy ({_short_path(path)})"
 
     def act(self, game: engine.Game) -> PolicyDecision:
-        from policy.features import Observation as PolicyObservation
+        from policy.features import SpawnInput
 
         plan = _plan(game, self.taps_only)
-        best = int(self.net.choose(PolicyObservation.from_game(game), plan.reachable))
+        best = int(self.net.choose(SpawnInput.from_game(game), plan.reachable))
         return PolicyDecision(best, plan.masks(best), len(plan))
 
     def act_without_next(self, game: engine.Game) -> int:
