@@ -543,7 +543,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _cmd_emu_selftest(args: argparse.Namespace) -> int:
     """Prove the emulator path with the project's test ROM; print JSON."""
-    from hil.consoles.emu import print_json, selftest
+    from hil.consoles.emu_commands import print_json, selftest
     from hil.testrom import RomBuildError
 
     try:
@@ -611,7 +611,8 @@ def _cmd_emu_start(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from engine.ram import MUSIC
-    from hil.consoles.emu import EmuError, print_json, start_game
+    from hil.consoles.emu import EmuError
+    from hil.consoles.emu_commands import print_json, start_game
 
     if Path(args.rom).is_dir():
         raise SystemExit(f"hil emu start: {args.rom} is a directory, not a ROM file")

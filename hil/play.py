@@ -5,7 +5,7 @@ reader, policy and planner and plays the console through the one loop
 (hil.loop.runtime.play). Nothing else differs between the console kinds.
 
 - ``sim``: hil.consoles.sim.SimConsole, the default;
-- ``emu``: hil.consoles.emu.EmuRun, the user's ROM in cynes (``--emu ROM``);
+- ``emu``: hil.consoles.emu_run.EmuRun, the user's ROM in cynes (``--emu ROM``);
 - ``rig``: hil.consoles.rig.RigConsole, a capture card and the RP2040 (``--port``).
 
 Lockstep (``--fast``: the console waits for the host) is the console's property; the rig is
@@ -224,7 +224,7 @@ def capture_faults(faults: list[FaultSpec]) -> list[Any]:
 
 
 def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
-    from hil.consoles.emu import EmuRun
+    from hil.consoles.emu_run import EmuRun
 
     assert req.rom is not None
     drmario = req.game == "drmario"

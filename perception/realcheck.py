@@ -1,8 +1,8 @@
 """Read the real game's own pictures: ``python -m perception.realcheck --rom drmario.nes``.
 
-A local check of a board model on frames of the real game: the user's ROM runs in cynes (the
-emulator of hil/consoles/emu.py), the options screen is driven to each level and speed from the RAM
-(``hil.consoles.emu._menu_press``), a random player plays, and each picture goes through the shipped
+A local check of a board model on frames of the real game: the user's ROM runs in cynes
+(engine.ram.open_nes), the options screen is driven to each level and speed from the RAM
+(``engine.ram.menu_press``), a random player plays, and each picture goes through the shipped
 capture profiles (calibration.forward) and the BoardReader. Nothing is written but the JSON
 of the numbers (no picture, no ROM data).
 

@@ -18,14 +18,9 @@ from engine import Button, RomError
 from engine.ram import DrMarioRam
 from hil import testrom
 from hil.cli import main
-from hil.consoles.emu import (
-    EmuCapture,
-    EmuError,
-    EmulatedNes,
-    MaskFeeder,
-    navigate_menus,
-    start_game,
-)
+from hil.consoles.emu import EmuCapture, EmuError, EmulatedNes, MaskFeeder
+from hil.consoles.emu_commands import start_game
+from hil.consoles.emu_menus import navigate_menus
 from hil.link import protocol as p
 from hil.link.link import Link
 from hil.link.vdevice import VirtualDevice

@@ -29,7 +29,8 @@ import numpy as np
 
 import engine
 from engine.ram import DrMarioRam
-from hil.consoles.emu import EmulatedNes, navigate_menus
+from hil.consoles.emu import EmulatedNes
+from hil.consoles.emu_menus import navigate_menus
 from hil.link.link import Link
 
 NEXT_ACTION = 0x97  # currentP_nextAction (the zero-page copy of p1's, equal after the frame)

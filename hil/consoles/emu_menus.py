@@ -1,0 +1,144 @@
+"""Dr. Mario's menus driven from the game's RAM through the firmware core: power-on, the title
+and the options screen to a level, speed and music (tools and tests; `hil run --emu` starts
+levels from the pictures, hil.menus)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import engine
+from engine.ram import (
+    MAX_MENU_LEVEL,
+    MODE_OPTIONS,
+    MODE_PLAY,
+    MODE_TO_LEVEL,
+    DrMarioRam,
+    menu_press,
+)
+from hil.consoles.emu import (
+    EmuError,
+    EmulatedNes,
+)
+from hil.link.link import Link
+
+
+@dataclass(frozen=True)
+class MenuResult:
+    """Where :func:`navigate_menus` left the game.
+
+    ``level``, ``speed``, ``music``: read back from RAM. ``seed``: the RNG state ($17 << 8 |
+    $18) as initData_level [$8216] starts, so ``engine.Game(level, speed, seed)`` is this level
+    (docs/LEVEL_GEN.md, "What the seed is"). ``start_frame``: the console frame on which Start
+    was read on the options screen. ``presses``: buttons pressed. ``video_frames``: frames
+    emulated by the navigation. ``play_frame``: the first console frame in mode play
+    (mainLoop_level) when asked to wait for it, else None.
+    """
+
+    level: int
+    speed: int
+    music: int
+    seed: int
+    start_frame: int
+    presses: int
+    video_frames: int
+    play_frame: int | None
+
+
+def navigate_menus(
+    console: EmulatedNes,
+    link: Link,
+    level: int,
+    speed: int,
+    music: int | None = None,
+    *,
+    max_frames: int = 4000,
+    wait_for_play: bool = False,
+    keepalive_frames: int = 12,
+    press_start: bool = True,
+) -> MenuResult:
+    """Take Dr. Mario from power-on, the title, the attract demo or the options screen to the
+    start of ``level`` (0..20) at ``speed`` (0 LOW, 1 MED, 2 HI), with ``music`` (0 fever,
+    1 chill, 2 off; None leaves it), through ``link`` (a Link to ``console.device``).
+
+    Closed loop on the game's RAM: each console frame gets one scheduled byte (the stream never
+    underruns); a press lasts one frame and the next decision waits until RAM shows its effect,
+    so a press the game ignored (a screen still loading) is simply repeated. ``press_start``
+    False: stop on the options screen once level, speed (and music) are set, before Start
+    (``start_frame`` and ``seed`` are then -1; the caller presses Start). The device
+    watchdog is fed on console time (a PING when ``keepalive_frames`` video frames pass without
+    a message). Ends with the stream cleared when the game leaves the options screen (or, with
+    ``wait_for_play``, at its first frame of play). Raises ValueError for a target out of range
+    or a console that is not Dr. Mario, EmuError when ``max_frames`` pass first.
+    """
+    if console.game != "drmario":
+        raise ValueError(f"menu navigation is for Dr. Mario, not {console.facts.name}")
+    if not 0 <= level <= MAX_MENU_LEVEL:
+        raise ValueError(f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}")
+    if speed not in (0, 1, 2):
+        raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
+    if music is not None and music not in (0, 1, 2):
+        raise ValueError(f"music must be 0 (fever), 1 (chill), 2 (off) or None, got {music}")
+    r = DrMarioRam
+    first_video = console.video_frame
+    scheduled = console.next_schedulable_frame() - 1  # the last frame given a byte
+    wait_until = 0  # no decision until this console frame has latched (the game reads the pad)
+    presses = 0
+    last_message = console.video_frame
+    start_frame = seed = -1
+    seen_options = False  # a level counts only once the options screen has been passed
+    while console.video_frame - first_video < max_frames:
+        target = console.next_schedulable_frame()
+        while scheduled < target:
+            scheduled += 1
+            mask = 0
+            if scheduled == target and console.console_frame >= wait_until:
+                mask = menu_press(console.ram, level, speed, music)
+                on_options = console.ram(r.MODE) == MODE_OPTIONS and not console.ram(r.DEMO)
+                if mask == int(engine.Button.START) and on_options and not press_start:
+                    link.clear()
+                    return MenuResult(
+                        level=console.ram(r.LEVEL),
+                        speed=console.ram(r.SPEED),
+                        music=console.ram(r.MUSIC),
+                        seed=-1,
+                        start_frame=-1,
+                        presses=presses,
+                        video_frames=console.video_frame - first_video,
+                        play_frame=None,
+                    )
+                if mask:
+                    presses += 1
+                    wait_until = scheduled
+            link.schedule(scheduled, [mask])
+            last_message = console.video_frame
+        if console.video_frame - last_message >= keepalive_frames:
+            link.ping(console.video_frame)
+            last_message = console.video_frame
+        ev = console.step()
+        mode, demo = console.ram(r.MODE), console.ram(r.DEMO)
+        seen_options |= mode == MODE_OPTIONS and not demo
+        if start_frame < 0 and seen_options and mode >= MODE_TO_LEVEL and not demo:
+            # Start was read in the options loop; toLevel [$817E] steps no RNG.
+            start_frame = console.console_frame
+            seed = console.ram(r.RNG) << 8 | console.ram(r.RNG + 1)
+            if not wait_for_play:
+                break
+        if start_frame >= 0 and mode == MODE_PLAY and ev.console_frame is not None:
+            break
+    else:
+        raise EmuError(
+            f"menu navigation did not reach level {level} within {max_frames} video frames "
+            f"(mode {console.ram(r.MODE)}, level {console.ram(r.LEVEL)}, "
+            f"speed {console.ram(r.SPEED)})"
+        )
+    link.clear()
+    return MenuResult(
+        level=console.ram(r.LEVEL),
+        speed=console.ram(r.SPEED),
+        music=console.ram(r.MUSIC),
+        seed=seed,
+        start_frame=start_frame,
+        presses=presses,
+        video_frames=console.video_frame - first_video,
+        play_frame=console.console_frame if wait_for_play else None,
+    )
