@@ -211,7 +211,7 @@ def test_version_mismatch_is_refused():
 def test_a_failure_retrying_cannot_mend_ends_the_run_at_once(tmp_path):
     """Another protocol version is not retried for 30 s: the controller raises LinkFatal (logged
     as link_fatal), and hil run's end says it in one line with exit status 2."""
-    from hil.cli import _print_summary
+    from hil.commands.run import _print_summary
     from hil.link.controller import Controller
     from hil.loop.eventlog import EventLog
 

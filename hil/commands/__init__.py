@@ -1,0 +1,2 @@
+"""The ``hil`` subcommands with the most options, one module each (hil.cli builds the parser
+and dispatches)."""
