@@ -13,16 +13,11 @@ import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
 from hil.loop.clock import FrameClock, Renumbering
+from hil.loop.matching import MatchConfig, mismatches
 from hil.loop.observation import VirusAnimation
-from hil.loop.tracker import (
-    LevelState,
-    MatchConfig,
-    Tracker,
-    TrackerConfig,
-    mismatches,
-    virus_target,
-)
+from hil.loop.tracker import LevelState, Tracker, TrackerConfig
 from perception.observation import FallingPill, NextPill, Observation, observation_from_facts
+from perception.panel import level_viruses as virus_target
 
 P = 1e9 / 60.0988  # ns per console frame
 WINDOW_US = 5000
@@ -768,7 +763,7 @@ def test_the_next_pill_shown_before_its_spawn_is_not_a_mismatch():
 
 
 def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
-    from hil.loop.tracker import _write_board
+    from hil.loop.matching import write_board
 
     game = engine.Game(5, 1, 0x4321)
     field = np.asarray(game.field).reshape(16, 8).copy()
@@ -780,7 +775,7 @@ def test_a_resync_keeps_a_virus_read_as_its_clearing_tile():
     seen[tuple(empty[1])] = 0xD2  # a virus where the shadow has none is not
     seen[tuple(empty[2])] = 0x61  # nor a left half with no right half beside it
     assert seen[empty[2][0], empty[2][1] + 1] & 0xF0 != 0x70
-    _write_board(game, Observation(ScreenKind.LEVEL, seen), 0.97)
+    write_board(game, Observation(ScreenKind.LEVEL, seen), 0.97)
     after = np.asarray(game.field).reshape(16, 8)
     assert after[r, c] == field[r, c]
     assert after[tuple(empty[0])] == 0x80 and after[tuple(empty[1])] == 0xFF

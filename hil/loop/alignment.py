@@ -1,0 +1,297 @@
+"""The tracker's alignment: the level's base frame (the console frame of its state 0) and
+frameCounter phase found from the captures of its intro and first pill, against tables of what
+every phase would show (the board voted over several pictures first; docs/RUN.md, "The
+tracker"). A mixin of hil.loop.tracker.Tracker: its methods use the tracker's state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import engine
+from engine import ScreenKind
+from hil.loop.matching import (
+    as_virus,
+    mismatches,
+    pill_cells,
+    predicted_observation,
+    same_board,
+)
+from hil.loop.tracked import Event, LevelState, TrackedLevel, TrackerConfig
+from hil.loop.worker import Worker
+from perception.observation import (
+    COLS,
+    ROWS,
+    Observation,
+)
+from perception.panel import level_viruses as virus_target
+
+# Frames from the Start to the end of the longest intro: 6 frames of load, at most 145 addVirus
+# calls (levels 20-24, over every seed: docs/LEVEL_GEN.md), one overrun frame, and a margin.
+MAX_INTRO_FRAMES = 6 + 145 + 1 + 8
+
+
+def intro_tables(
+    states: list[engine.Game], frames: int
+) -> tuple[dict[int, list[Observation]], dict[int, int], dict[int, int]]:
+    """What a level shows from State 0 on without input, for each frameCounter phase c
+    (``states[c]``, State 0 with frameCounter mod 16 = c): per c the predicted observation of
+    ``frames`` frames, the first frame whose preview is a pill of the reserve (the first
+    throw, unknown here) and the first frame after the first spawn without a falling pill
+    (it locked). The states are stepped (the caller's copies)."""
+    tables: dict[int, list[Observation]] = {}
+    throws: dict[int, int] = {}
+    locks: dict[int, int] = {}
+    # Equal predictions are one object (most of a frame's 16 phases show the same picture),
+    # so _score compares a capture with each once.
+    seen: dict[tuple[Any, ...], Observation] = {}
+    for c, g in enumerate(states):
+        table = []
+        for _ in range(frames):
+            o = predicted_observation(g)
+            table.append(seen.setdefault(_signature(o), o))
+            g.step(0)
+        tables[c] = table
+        throws[c] = next(
+            (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
+            len(table),
+        )
+        spawn = next((e for e in range(len(table)) if table[e].falling is not None), None)
+        locks[c] = (
+            len(table)
+            if spawn is None
+            else next((e for e in range(spawn, len(table)) if table[e].falling is None), len(table))
+        )
+    return tables, throws, locks
+
+
+def _signature(o: Observation) -> tuple[Any, ...]:
+    """What a predicted observation's comparison with a capture depends on."""
+    return (
+        int(o.kind),
+        o.field.tobytes(),
+        np.asarray(o.confidence).tobytes(),
+        o.falling,
+        o.next,
+        o.intro,
+        o.virus_frame,
+    )
+
+
+def _usable_seed(level: int) -> int:
+    for seed in (0x8988, 0x1234, 0x4321):
+        try:
+            engine.generate_level(level, seed)
+            return seed
+        except ValueError:
+            continue
+    raise ValueError(f"no usable RNG seed for level {level}")
+
+
+class Alignment:
+    """The alignment's half of the Tracker (see the module docstring)."""
+
+    lv: TrackedLevel | None
+    cfg: TrackerConfig
+    state: LevelState
+    worker: Worker
+    _out: list[Event]
+
+    if TYPE_CHECKING:
+
+        def advance(self) -> None: ...
+
+    def _aligning(self, frames: range, obs: Observation) -> None:
+        lv = self.lv
+        assert lv is not None
+        lv.observations.append((frames, obs))
+        if lv.board is None:
+            target = virus_target(lv.level)
+            # The whole board: every virus of the level in sight. After the longest intro the
+            # board is surely complete, so a reader that misses a virus on every picture still
+            # gets a board (its count is then what the pictures show).
+            late = frames.start > lv.last_start + MAX_INTRO_FRAMES
+            # The intro's board holds viruses only (a clearing tile there is a virus misread,
+            # as_virus): a picture with a pill half or a single is another screen read as a
+            # level. The stage clear's STAGE CLEAR box, which the board model never learnt,
+            # read as a LEVEL with 24 "viruses" among halves on the real game (HDMI profile,
+            # chained to level 1 HI: the board was voted from it, 176 misses, a desync per
+            # pill); its pictures come before the Start when the Start is held early.
+            full = (obs.virus_count >= target and not pill_cells(obs.field)) or (
+                late and obs.virus_count > 0
+            )
+            if obs.kind == ScreenKind.LEVEL and full and obs.falling is None:
+                if lv.votes is None:
+                    lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
+                    lv.next0 = obs.next_colors
+                    lv.base_prior = self._first_full(min(target, obs.virus_count), frames) + 1
+                # The board is voted over board_frames pictures (the sum of confidence per cell
+                # and code): a reader unsure of a virus on one animation frame is sure on the
+                # other, and a board read wrong at the start stays wrong in the shadow.
+                rows, cols = np.indices((ROWS, COLS))
+                lv.votes[rows, cols, as_virus(obs.field)] += np.asarray(obs.confidence, np.float32)
+                lv.voted += 1
+            if lv.votes is not None and (
+                lv.voted >= self.cfg.board_frames or obs.falling is not None
+            ):
+                lv.board = lv.votes.argmax(axis=-1).astype(np.uint8)
+        if lv.board is not None:
+            # The first pill in sight: its decision is due. Its fall (no input yet, so still in
+            # the tables) pins the base frame when the intro could not (a pixel reader sees no
+            # throw frame), so watch it for align_wait frames before settling on the best
+            # hypothesis.
+            if obs.falling is not None and lv.pill_seen is None:
+                lv.pill_seen = frames.stop - 1
+            waited = lv.pill_seen is not None and frames.stop - 1 - lv.pill_seen >= (
+                self.cfg.align_wait if obs.next_throw_frame is None else 0
+            )
+            job = self.worker.submit(
+                self._align_step, lv, frames, obs, len(lv.observations), waited, frames.stop - 1
+            )
+            lv.align_jobs.append(job)
+            self._aligned()
+
+    def _first_full(self, target: int, frames: range) -> int:
+        """The first frame a capture of this level showed ``target`` viruses or more (the
+        current capture's when none before did)."""
+        lv = self.lv
+        assert lv is not None
+        for seen, obs in lv.observations:
+            if (
+                obs.kind == ScreenKind.LEVEL
+                and obs.virus_count >= target
+                and not pill_cells(obs.field)
+            ):
+                return seen.stop - 1
+        return frames.stop - 1
+
+    def _align_step(
+        self, lv: TrackedLevel, frames: range, obs: Observation, n: int, force: bool, now: int
+    ) -> tuple[int, int, bool] | None:
+        """One capture of the alignment, on the worker (hil.loop.worker: a thread in real time,
+        inline in lockstep; its jobs run in order): the first builds the intro's tables for
+        every frameCounter phase (:func:`intro_tables`) and scores the ``n`` captures seen so
+        far, each later one scores its own; then :meth:`_align_choice`. About 7 ms a capture
+        and 330 ms for the first: no frame of the loop waits for them."""
+        if lv.base is not None:
+            return None  # aligned meanwhile
+        if not lv.tables:
+            states = [self._make_state0(c, lv) for c in range(16)]
+            lv.tables, lv.table_throw, lv.table_lock = intro_tables(states, self.cfg.intro_frames)
+            w = self.cfg.align_window
+            assert lv.base_prior is not None
+            prior = lv.base_prior
+            lv.misses = {(b, c): 0 for b in range(prior - w, prior + w + 1) for c in range(16)}
+            for seen, o in lv.observations[:n]:
+                self._score(lv, seen, o)
+        else:
+            self._score(lv, frames, obs)
+        return self._align_choice(lv, n, force, now)
+
+    def _score(self, lv: TrackedLevel, frames: range, obs: Observation) -> None:
+        assert lv.board is not None
+        whole: bool | None = None
+        agree: dict[tuple[int, bool], bool] = {}  # (id of a prediction, next known) -> agrees
+        for (b, c), miss in lv.misses.items():
+            table = lv.tables[c]
+            ok = False
+            informative = False
+            for g in frames:
+                e = g - b
+                if e < 0:
+                    # The last virus is drawn by the NMI of the frame before State 0's picture:
+                    # frame b - 1 shows the whole board, every earlier frame a partial one.
+                    informative = True
+                    if whole is None:
+                        whole = obs.kind == ScreenKind.LEVEL and same_board(obs, lv.board)
+                    ok |= whole if e == -1 else not whole
+                elif e < len(table):
+                    informative = True
+                    key = (id(table[e]), e < lv.table_throw[c])
+                    if key not in agree:
+                        agree[key] = not mismatches(
+                            table[e], obs, self.cfg.match, next_known=key[1]
+                        )
+                    ok |= agree[key]
+                if ok:
+                    break
+            if informative and not ok:
+                lv.misses[(b, c)] = miss + 1
+
+    def _align_choice(
+        self, lv: TrackedLevel, n: int, force: bool, now: int
+    ) -> tuple[int, int, bool] | None:
+        """(base frame, frameCounter mod 16, ambiguous) once one hypothesis leads (or
+        ``force``), else None; ``n``: the captures seen so far."""
+        assert lv.base_prior is not None
+        if not lv.misses:
+            return None
+        prior = lv.base_prior
+        ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - prior)))
+        (b, c), best = ranked[0]
+        runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
+        # b is pinned once the first pill is thrown (intro + throw frames tabulated).
+        seen_enough = any(g - b >= 150 for frames, _ in lv.observations[:n] for g in frames)
+        # While the first pill falls its decision is due: one contradicting capture decides.
+        margin = 1 if lv.pill_seen is not None else 2
+        # ... and the wait ends while the pill can still be steered (the no-input table says
+        # when it would lock).
+        if lv.pill_seen is not None:
+            force |= lv.table_lock[c] - (now - b) <= self.cfg.lock_reserve
+        if force or (runner_up >= best + margin and seen_enough):
+            return b, c, runner_up < best + margin
+        return None
+
+    def _aligned(self) -> None:
+        """Takes the alignment's finished jobs in order; tracking starts at the first that
+        chose a hypothesis."""
+        lv = self.lv
+        assert lv is not None
+        while lv.align_jobs and lv.align_jobs[0].done():
+            choice = lv.align_jobs.pop(0).result()
+            if choice is not None and lv.base is None:
+                lv.align_jobs.clear()
+                self._start_tracking(*choice)
+
+    def _start_tracking(self, b: int, c: int, ambiguous: bool) -> None:
+        lv = self.lv
+        assert lv is not None
+        lv.base, lv.fc0 = b, c
+        state = self._make_state0(c)
+        lv.viruses_missing = max(0, virus_target(lv.level) - int(state.virus_count))
+        lv.history = {0: state.clone()}
+        lv.spawns = {0: 0}
+        if lv.next0 is not None:
+            lv.next_by_spawn[0] = lv.next0
+        lv.confirmed = 0
+        self.state = LevelState.TRACKING
+        self._out.append(
+            Event(
+                "level_start",
+                b,
+                {
+                    "level": lv.level,
+                    "speed": lv.speed,
+                    "frame_counter_mod16": c,
+                    "viruses": int(state.virus_count),
+                    "ambiguous": ambiguous,
+                    "misses": lv.misses.get((b, c), 0),
+                },
+            )
+        )
+        lv.observations.clear()
+        self.advance()
+
+    def _make_state0(self, fc0: int, lv: TrackedLevel | None = None) -> engine.Game:
+        lv = lv if lv is not None else self.lv
+        assert lv is not None and lv.board is not None
+        g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
+        field = lv.board.reshape(-1)
+        g.field[:] = field
+        g.shown[:] = field
+        n = int(((field & 0xF0) == 0xD0).sum())
+        g.virus_left_bcd[()] = (n // 10) * 16 + n % 10
+        if lv.next0 is not None:
+            g.next_colors[:] = lv.next0
+        return g
