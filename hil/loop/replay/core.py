@@ -1,0 +1,422 @@
+"""`hil replay`: the replay loop (source -> reader -> events -> decisions -> JSONL and annotated
+video) and its command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import cv2
+
+from calibration import Profile
+from engine import ScreenKind
+from hil.loop.replay.annotate import VIDEO_CODECS, annotate, panel_width
+from hil.loop.replay.common import JSONL_FILE, ReplayError
+from hil.loop.replay.events import Event, EventDetector
+from hil.loop.replay.policies import (
+    Decider,
+    OnnxPlacementPolicy,
+    choose_policy,
+    game_from_reading,
+    speed_ups_at_spawn,
+)
+from hil.loop.replay.readers import (
+    Agreement,
+    FrameFacts,
+    PerceptionReader,
+    Reader,
+    RunReader,
+    TruthReader,
+    choose_reader,
+    compare_readings,
+    reading_json,
+)
+from hil.loop.replay.sources import Source, open_source
+from perception.observation import (
+    Observation,
+)
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay did: ``frames`` read, ``events`` by kind, ``decisions`` made, of them
+    ``compared`` with the placement then played and ``agreed``; ``agreement``: the reader
+    against the recording's truth (:class:`Agreement` as a dict) or None when not compared."""
+
+    frames: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+    decisions: int = 0
+    agreed: int = 0  # decisions equal to the placement the player then locked
+    compared: int = 0
+    reader: str = ""
+    policy: str = ""
+    out_dir: str = ""
+    video: str | None = None  # the annotated video's path
+    agreement: dict[str, int] | None = None
+    compared_with: str | None = None  # whose readings ``agreement`` counts against
+    # hil run recordings: the placements the run sent, and how many the replay chose alike
+    live_decisions: int = 0
+    live_compared: int = 0
+    live_agreed: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def replay(
+    source: Source,
+    out_dir: str | Path,
+    *,
+    reader: Reader | None = None,
+    policy: Decider | None = None,
+    level: int | None = None,
+    speed: int | None = None,
+    max_frames: int | None = None,
+    video: bool = True,  # write the annotated video
+    compare_truth: bool = True,
+    log: TextIO | None = None,
+    progress: bool = False,
+) -> ReplaySummary:
+    """Replay ``source`` into ``out_dir`` (created): replay.jsonl and the annotated video (module
+    docstring). ``reader`` defaults to :class:`PerceptionReader` for the source's profile,
+    ``policy`` to :class:`OnnxPlacementPolicy`. ``level`` and ``speed`` (the policy needs
+    them) default to the recording's. With ``compare_truth``, a source with a sidecar read by
+    another reader than the truth is compared with it frame by frame (``truth_agree`` in each
+    reading line, :class:`Agreement` counts in the summary). Events and decisions are printed
+    to ``log`` as they happen.
+
+    Raises ReplayError, before anything is written, for an unknown level/speed or a bad
+    ``max_frames``; and when the source fails part way (a video shorter than its sidecar, a
+    frame the reader refuses): then replay.jsonl ends with an ``error`` line saying so, the
+    annotated video holds the frames before it, and the message names both.
+    """
+    run = source.meta.get("producer") == "hil run"  # the level in play is in each line
+    level = level if level is not None else source.meta.get("level")
+    speed = speed if speed is not None else source.meta.get("speed")
+    if not run and (level is None or speed is None):
+        raise ReplayError("the policy needs the level and speed: pass --level and --speed")
+    if (
+        level is not None
+        and speed is not None
+        and (not 0 <= int(level) <= 24 or int(speed) not in (0, 1, 2))
+    ):
+        raise ReplayError(f"level must be 0..24 and speed 0..2, got {level} and {speed}")
+    if max_frames is not None and max_frames < 1:
+        raise ReplayError(f"frames must be at least 1, got {max_frames}")
+    reader = reader or PerceptionReader(source.profile)
+    policy = policy or OnnxPlacementPolicy()
+    comparator: Reader | None = None
+    if compare_truth and source.has_truth:
+        comparator = RunReader() if run else TruthReader()
+        if reader.name == comparator.name:
+            comparator = None
+    truth_reader = comparator
+    agreement = Agreement() if truth_reader is not None else None
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ReplayError(f"--out {out} is a file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ReplayError(f"--out {out}: cannot create it ({e.strerror or e})") from None
+    g = source.profile.geometry
+    writer: cv2.VideoWriter | None = None
+    video_path: Path | None = None
+    if video:
+        size = (g.width + panel_width(g.height), g.height)
+        for name, fourcc, api in VIDEO_CODECS:
+            writer = cv2.VideoWriter(
+                str(out / name), api, cv2.VideoWriter.fourcc(*fourcc), source.fps, size
+            )
+            if writer.isOpened():
+                video_path = out / name
+                break
+            writer = None
+        if writer is None:
+            raise ReplayError(f"OpenCV cannot write a video into {out} (MPEG-4 or MJPEG)")
+    summary = ReplaySummary(
+        reader=reader.name,
+        policy=policy.name,
+        out_dir=str(out),
+        video=str(video_path) if video_path else None,
+        compared_with=truth_reader.name if truth_reader else None,
+    )
+    played: tuple[int, int] | None = None  # hil run: the level in play, from the sidecar
+    detector = EventDetector()
+    choice: int | None = None
+    pending: dict[str, Any] | None = None  # the decision awaiting the player's lock
+    pills = 0  # spawns seen in this level (speed-ups)
+    recent: list[str] = []
+    frames = source.frames
+    if progress:
+        from rich.progress import track
+
+        frames = iter(track(frames, total=source.count, description="replay"))
+
+    def emit(f: TextIO, obj: dict[str, Any]) -> None:
+        f.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        f.flush()
+
+    def say(text: str) -> None:
+        recent.append(text)
+        del recent[:-3]
+        if log is not None:
+            print(text, file=log, flush=True)
+
+    try:
+        with (out / JSONL_FILE).open("w") as jl:
+            emit(
+                jl,
+                {
+                    "type": "start",
+                    "source": source.name,
+                    "profile": source.profile.name,
+                    "reader": reader.name,
+                    "policy": policy.name,
+                    "compared_with": truth_reader.name if truth_reader else None,
+                    "level": None if level is None else int(level),
+                    "speed": None if speed is None else int(speed),
+                    "warnings": list(source.warnings),
+                },
+            )
+            try:
+                for frame, truth in frames:
+                    if max_frames is not None and summary.frames >= max_frames:
+                        break
+                    reading, facts = reader(frame, truth)
+                    line = {"type": "reading", "index": frame.index, "time_ns": frame.time_ns}
+                    line |= reading_json(reading, facts)
+                    agree: dict[str, Any] | None = None
+                    if truth_reader is not None and agreement is not None:
+                        agree = compare_readings(reading, truth_reader(frame, truth)[0])
+                        agreement.add(agree)
+                        line["truth_agree"] = agree
+                    emit(jl, line)
+                    if reading.kind == ScreenKind.OTHER:
+                        pills = 0
+                    if run and truth is not None:
+                        lv = truth.get("level")
+                        now = None if lv is None else (int(lv[0]), int(lv[1]))
+                        if now != played:
+                            played, pills = now, 0
+                        level, speed = (None, None) if now is None else now
+                    for ev in detector.update(frame.index, reading, facts):
+                        summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
+                        emit(jl, ev.to_json())
+                        say(_describe_event(ev))
+                        if ev.kind in ("stage_clear", "top_out"):
+                            pills = 0
+                        if ev.kind == "lock" and pending is not None:
+                            pending["played"] = ev.data["placement"]
+                            pending["agree"] = pending["placement"] == ev.data["placement"]
+                            summary.compared += 1
+                            summary.agreed += int(pending["agree"])
+                            emit(jl, {"type": "decision_outcome", **pending})
+                            pending = None
+                            choice = None
+                        if ev.kind == "spawn":
+                            pills += 1
+                            if level is None or speed is None:
+                                decision: dict[str, Any] = {
+                                    "policy": policy.name,
+                                    "error": "no level in play",
+                                }
+                            else:
+                                decision = _decide(
+                                    policy,
+                                    reading,
+                                    facts,
+                                    int(level),
+                                    int(speed),
+                                    speed_ups_at_spawn(pills),
+                                )
+                            decision.update(index=frame.index, console_frame=ev.console_frame)
+                            emit(jl, {"type": "decision", **decision})
+                            summary.decisions += "placement" in decision
+                            choice = decision.get("placement")
+                            pending = decision if choice is not None else None
+                            say(_describe_decision(decision))
+                    live = truth.get("decision") if run and truth is not None else None
+                    if live is not None:
+                        summary.live_decisions += 1
+                        # A pill the run committed before its successor's colours were on
+                        # screen is compared with the same kind of choice.
+                        key = "placement_without_next" if live.get("without_next") else "placement"
+                        mine = None if pending is None else pending.get(key)
+                        out_line = {
+                            "type": "live_decision",
+                            "index": frame.index,
+                            "pill": live.get("pill"),
+                            "live": live.get("placement"),
+                            "replay": mine,
+                            "agree": mine is not None and mine == live.get("placement"),
+                        }
+                        if mine is not None:
+                            summary.live_compared += 1
+                            summary.live_agreed += int(out_line["agree"])
+                        emit(jl, out_line)
+                        say(
+                            f"  the run sent placement {live.get('placement')}: "
+                            + ("same" if out_line["agree"] else f"replay chose {mine}")
+                        )
+                    if writer is not None:
+                        head = [
+                            f"{source.profile.name}  frame {frame.index}"
+                            + (
+                                f"  console frame {facts.console_frame}"
+                                if facts.console_frame is not None
+                                else ""
+                            ),
+                            f"reader: {reader.name}",
+                            f"policy: {policy.name}",
+                        ]
+                        if agree is not None:
+                            head.append(_describe_agree(agree, "run" if run else "truth"))
+                        writer.write(
+                            annotate(frame.image, source.profile, reading, choice, head + recent)
+                        )
+                    summary.frames += 1
+            except (ValueError, OSError) as e:  # ReplayError, RecordingError, a refused frame
+                emit(jl, {"type": "error", "index": summary.frames, "message": str(e)})
+                raise ReplayError(
+                    f"{e} (after {summary.frames} frames replayed: {out / JSONL_FILE} ends with "
+                    "this error"
+                    + (f", {video_path} holds the frames before it)" if video_path else ")")
+                ) from None
+            if agreement is not None:
+                summary.agreement = asdict(agreement)
+            summary.warnings = list(source.warnings)
+            emit(jl, {"type": "summary", **asdict(summary)})
+    finally:
+        if writer is not None:
+            writer.release()
+    return summary
+
+
+def _decide(
+    policy: Decider,
+    reading: Observation,
+    facts: FrameFacts,
+    level: int,
+    speed: int,
+    speed_ups: int,
+) -> dict[str, Any]:
+    try:
+        game = game_from_reading(reading, level, speed, speed_ups, facts.pill_state_frame)
+        d = policy.act(game)
+    except ValueError as e:
+        return {"policy": policy.name, "error": str(e), "speed_ups": speed_ups}
+    placement = int(d.placement)
+    without_next = getattr(policy, "act_without_next", None)
+    extra = {} if without_next is None else {"placement_without_next": without_next(game)}
+    return {
+        **extra,
+        "policy": policy.name,
+        "placement": placement,
+        "rotation": placement // 128,
+        "row": (placement % 128) // 8,
+        "col": placement % 8,
+        "frames_to_lock": int(len(d.masks)),
+        "reachable": int(d.reachable),
+        "speed_ups": speed_ups,
+    }
+
+
+def _describe_event(ev: Event) -> str:
+    at = f"frame {ev.index}" + (
+        f" (console {ev.console_frame})" if ev.console_frame is not None else ""
+    )
+    d = ev.data
+    if ev.kind == "spawn":
+        p = d["pill"]
+        return f"{at}: spawn, colours {tuple(p['colors'])}"
+    if ev.kind == "lock":
+        i = d["placement"]
+        return f"{at}: lock at placement {i} (rot {i // 128}, row {(i % 128) // 8}, col {i % 8})"
+    if ev.kind == "clear":
+        return f"{at}: clear, {d['cells']} cells, viruses left {d['virus_left']}"
+    return f"{at}: {ev.kind.replace('_', ' ')}"
+
+
+def _describe_decision(d: dict[str, Any]) -> str:
+    if "placement" not in d:
+        return f"  decision ({d['policy']}): none ({d.get('error')})"
+    return (
+        f"  decision ({d['policy']}): placement {d['placement']} (rot {d['rotation']}, "
+        f"row {d['row']}, col {d['col']}) of {d['reachable']} reachable, lock in "
+        f"{d['frames_to_lock']} frames"
+    )
+
+
+def _describe_agree(a: dict[str, Any], against: str = "truth") -> str:
+    def ok(v: bool) -> str:
+        return "ok" if v else "DIFFERS"
+
+    cells = "-" if a["cells"] is None else f"{a['cells']}/128"
+    return (
+        f"vs {against}: cells {cells}, pill {ok(a['pill'])}, next {ok(a['next'])}, "
+        f"kind {ok(a['kind'])}"
+    )
+
+
+def main_replay(
+    path: str,
+    out: str | None,
+    profile_name: str | None,
+    reader_name: str,
+    policy_name: str,
+    level: int | None,
+    speed: int | None,
+    taps_only: bool,
+    max_frames: int | None,
+    quiet: bool,
+    model: str | None = None,
+) -> int:
+    """The ``hil replay`` command (hil/cli.py). Raises SystemExit with a message on errors.
+    ``model``: the board model (``--model``; default perception.store.choose_model)."""
+    try:
+        profile = Profile.load(profile_name) if profile_name else None
+        source = open_source(path, profile)
+        reader = choose_reader(reader_name, source, model)
+        if isinstance(reader, PerceptionReader):
+            print(f"hil replay: {reader.model_line}", file=sys.stderr)
+        decider = choose_policy(policy_name, taps_only=taps_only)
+        src = Path(source.name)
+        out_dir = Path(out) if out else src.with_name(src.stem + "_replay")
+        summary = replay(
+            source,
+            out_dir,
+            reader=reader,
+            policy=decider,
+            level=level,
+            speed=speed,
+            max_frames=max_frames,
+            log=sys.stdout,
+            progress=not quiet,
+        )
+    except (ReplayError, ValueError, OSError) as e:
+        raise SystemExit(f"hil replay: {e}") from None
+    for w in summary.warnings:
+        print(f"hil replay: warning: {w}", file=sys.stderr)
+    ev = ", ".join(f"{k} {v}" for k, v in sorted(summary.events.items())) or "none"
+    print(
+        f"{summary.frames} frames replayed; events: {ev}; {summary.decisions} decisions "
+        f"by {summary.policy} ({summary.agreed} of {summary.compared} equal to the placement "
+        f"then seen to lock); "
+        f"written to {Path(summary.out_dir) / JSONL_FILE}"
+        + (f" and {summary.video}" if summary.video else "")
+    )
+    if summary.agreement is not None:
+        against = "truth"
+        if summary.compared_with == RunReader.name:
+            oracle = source.meta.get("reader") == "oracle"
+            against = "the truth (the run's oracle readings)" if oracle else "the run's readings"
+        print(f"{summary.reader} {Agreement(**summary.agreement).describe(against)}")
+    if summary.live_decisions:
+        print(
+            f"decisions the run sent: {summary.live_decisions}; the replay chose the same "
+            f"placement as the run sent for {summary.live_agreed} of the {summary.live_compared} "
+            f"it decided (a reading that differs from the run's can change a decision)"
+        )
+    return 0
