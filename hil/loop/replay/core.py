@@ -13,6 +13,7 @@ import cv2
 
 from calibration import Profile
 from engine import ScreenKind
+from hil.loop.recording import Frame
 from hil.loop.replay.annotate import VIDEO_CODECS, annotate, panel_width
 from hil.loop.replay.common import JSONL_FILE, ReplayError
 from hil.loop.replay.events import Event, EventDetector
@@ -64,6 +65,39 @@ class ReplaySummary:
     warnings: list[str] = field(default_factory=list)
 
 
+def _check_replay_args(
+    source: Source, level: int | None, speed: int | None, max_frames: int | None
+) -> tuple[bool, int | None, int | None]:
+    """(a run's recording, level, speed) after the checks of :func:`replay`."""
+    run = source.meta.get("producer") == "hil run"  # the level in play is in each line
+    level = level if level is not None else source.meta.get("level")
+    speed = speed if speed is not None else source.meta.get("speed")
+    if not run and (level is None or speed is None):
+        raise ReplayError("the policy needs the level and speed: pass --level and --speed")
+    if (
+        level is not None
+        and speed is not None
+        and (not 0 <= int(level) <= 24 or int(speed) not in (0, 1, 2))
+    ):
+        raise ReplayError(f"level must be 0..24 and speed 0..2, got {level} and {speed}")
+    if max_frames is not None and max_frames < 1:
+        raise ReplayError(f"frames must be at least 1, got {max_frames}")
+    return run, level, speed
+
+
+def _video_writer(source: Source, out: Path) -> tuple[cv2.VideoWriter, Path]:
+    """The annotated video's writer in ``out`` (MPEG-4, else MJPEG). Raises ReplayError."""
+    g = source.profile.geometry
+    size = (g.width + panel_width(g.height), g.height)
+    for name, fourcc, api in VIDEO_CODECS:
+        writer = cv2.VideoWriter(
+            str(out / name), api, cv2.VideoWriter.fourcc(*fourcc), source.fps, size
+        )
+        if writer.isOpened():
+            return writer, out / name
+    raise ReplayError(f"OpenCV cannot write a video into {out} (MPEG-4 or MJPEG)")
+
+
 def replay(
     source: Source,
     out_dir: str | Path,
@@ -91,19 +125,7 @@ def replay(
     frame the reader refuses): then replay.jsonl ends with an ``error`` line saying so, the
     annotated video holds the frames before it, and the message names both.
     """
-    run = source.meta.get("producer") == "hil run"  # the level in play is in each line
-    level = level if level is not None else source.meta.get("level")
-    speed = speed if speed is not None else source.meta.get("speed")
-    if not run and (level is None or speed is None):
-        raise ReplayError("the policy needs the level and speed: pass --level and --speed")
-    if (
-        level is not None
-        and speed is not None
-        and (not 0 <= int(level) <= 24 or int(speed) not in (0, 1, 2))
-    ):
-        raise ReplayError(f"level must be 0..24 and speed 0..2, got {level} and {speed}")
-    if max_frames is not None and max_frames < 1:
-        raise ReplayError(f"frames must be at least 1, got {max_frames}")
+    run, level, speed = _check_replay_args(source, level, speed, max_frames)
     reader = reader or PerceptionReader(source.profile)
     policy = policy or OnnxPlacementPolicy()
     comparator: Reader | None = None
@@ -111,8 +133,6 @@ def replay(
         comparator = RunReader() if run else TruthReader()
         if reader.name == comparator.name:
             comparator = None
-    truth_reader = comparator
-    agreement = Agreement() if truth_reader is not None else None
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ReplayError(f"--out {out} is a file, not a directory")
@@ -120,178 +140,212 @@ def replay(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ReplayError(f"--out {out}: cannot create it ({e.strerror or e})") from None
-    g = source.profile.geometry
-    writer: cv2.VideoWriter | None = None
-    video_path: Path | None = None
-    if video:
-        size = (g.width + panel_width(g.height), g.height)
-        for name, fourcc, api in VIDEO_CODECS:
-            writer = cv2.VideoWriter(
-                str(out / name), api, cv2.VideoWriter.fourcc(*fourcc), source.fps, size
-            )
-            if writer.isOpened():
-                video_path = out / name
-                break
-            writer = None
-        if writer is None:
-            raise ReplayError(f"OpenCV cannot write a video into {out} (MPEG-4 or MJPEG)")
-    summary = ReplaySummary(
-        reader=reader.name,
-        policy=policy.name,
-        out_dir=str(out),
-        video=str(video_path) if video_path else None,
-        compared_with=truth_reader.name if truth_reader else None,
-    )
-    played: tuple[int, int] | None = None  # hil run: the level in play, from the sidecar
-    detector = EventDetector()
-    choice: int | None = None
-    pending: dict[str, Any] | None = None  # the decision awaiting the player's lock
-    pills = 0  # spawns seen in this level (speed-ups)
-    recent: list[str] = []
+    writer, video_path = _video_writer(source, out) if video else (None, None)
+    r = _Replay(source, reader, policy, comparator, run, level, speed, writer, log)
+    r.summary.out_dir = str(out)
+    r.summary.video = str(video_path) if video_path else None
     frames = source.frames
     if progress:
         from rich.progress import track
 
         frames = iter(track(frames, total=source.count, description="replay"))
-
-    def emit(f: TextIO, obj: dict[str, Any]) -> None:
-        f.write(json.dumps(obj, separators=(",", ":")) + "\n")
-        f.flush()
-
-    def say(text: str) -> None:
-        recent.append(text)
-        del recent[:-3]
-        if log is not None:
-            print(text, file=log, flush=True)
-
     try:
         with (out / JSONL_FILE).open("w") as jl:
-            emit(
-                jl,
-                {
-                    "type": "start",
-                    "source": source.name,
-                    "profile": source.profile.name,
-                    "reader": reader.name,
-                    "policy": policy.name,
-                    "compared_with": truth_reader.name if truth_reader else None,
-                    "level": None if level is None else int(level),
-                    "speed": None if speed is None else int(speed),
-                    "warnings": list(source.warnings),
-                },
-            )
+            r.jl = jl
+            r.start()
             try:
                 for frame, truth in frames:
-                    if max_frames is not None and summary.frames >= max_frames:
+                    if max_frames is not None and r.summary.frames >= max_frames:
                         break
-                    reading, facts = reader(frame, truth)
-                    line = {"type": "reading", "index": frame.index, "time_ns": frame.time_ns}
-                    line |= reading_json(reading, facts)
-                    agree: dict[str, Any] | None = None
-                    if truth_reader is not None and agreement is not None:
-                        agree = compare_readings(reading, truth_reader(frame, truth)[0])
-                        agreement.add(agree)
-                        line["truth_agree"] = agree
-                    emit(jl, line)
-                    if reading.kind == ScreenKind.OTHER:
-                        pills = 0
-                    if run and truth is not None:
-                        lv = truth.get("level")
-                        now = None if lv is None else (int(lv[0]), int(lv[1]))
-                        if now != played:
-                            played, pills = now, 0
-                        level, speed = (None, None) if now is None else now
-                    for ev in detector.update(frame.index, reading, facts):
-                        summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
-                        emit(jl, ev.to_json())
-                        say(_describe_event(ev))
-                        if ev.kind in ("stage_clear", "top_out"):
-                            pills = 0
-                        if ev.kind == "lock" and pending is not None:
-                            pending["played"] = ev.data["placement"]
-                            pending["agree"] = pending["placement"] == ev.data["placement"]
-                            summary.compared += 1
-                            summary.agreed += int(pending["agree"])
-                            emit(jl, {"type": "decision_outcome", **pending})
-                            pending = None
-                            choice = None
-                        if ev.kind == "spawn":
-                            pills += 1
-                            if level is None or speed is None:
-                                decision: dict[str, Any] = {
-                                    "policy": policy.name,
-                                    "error": "no level in play",
-                                }
-                            else:
-                                decision = _decide(
-                                    policy,
-                                    reading,
-                                    facts,
-                                    int(level),
-                                    int(speed),
-                                    speed_ups_at_spawn(pills),
-                                )
-                            decision.update(index=frame.index, console_frame=ev.console_frame)
-                            emit(jl, {"type": "decision", **decision})
-                            summary.decisions += "placement" in decision
-                            choice = decision.get("placement")
-                            pending = decision if choice is not None else None
-                            say(_describe_decision(decision))
-                    live = truth.get("decision") if run and truth is not None else None
-                    if live is not None:
-                        summary.live_decisions += 1
-                        # A pill the run committed before its successor's colours were on
-                        # screen is compared with the same kind of choice.
-                        key = "placement_without_next" if live.get("without_next") else "placement"
-                        mine = None if pending is None else pending.get(key)
-                        out_line = {
-                            "type": "live_decision",
-                            "index": frame.index,
-                            "pill": live.get("pill"),
-                            "live": live.get("placement"),
-                            "replay": mine,
-                            "agree": mine is not None and mine == live.get("placement"),
-                        }
-                        if mine is not None:
-                            summary.live_compared += 1
-                            summary.live_agreed += int(out_line["agree"])
-                        emit(jl, out_line)
-                        say(
-                            f"  the run sent placement {live.get('placement')}: "
-                            + ("same" if out_line["agree"] else f"replay chose {mine}")
-                        )
-                    if writer is not None:
-                        head = [
-                            f"{source.profile.name}  frame {frame.index}"
-                            + (
-                                f"  console frame {facts.console_frame}"
-                                if facts.console_frame is not None
-                                else ""
-                            ),
-                            f"reader: {reader.name}",
-                            f"policy: {policy.name}",
-                        ]
-                        if agree is not None:
-                            head.append(_describe_agree(agree, "run" if run else "truth"))
-                        writer.write(
-                            annotate(frame.image, source.profile, reading, choice, head + recent)
-                        )
-                    summary.frames += 1
+                    r.frame(frame, truth)
             except (ValueError, OSError) as e:  # ReplayError, RecordingError, a refused frame
-                emit(jl, {"type": "error", "index": summary.frames, "message": str(e)})
+                r.emit({"type": "error", "index": r.summary.frames, "message": str(e)})
                 raise ReplayError(
-                    f"{e} (after {summary.frames} frames replayed: {out / JSONL_FILE} ends with "
-                    "this error"
+                    f"{e} (after {r.summary.frames} frames replayed: {out / JSONL_FILE} ends "
+                    "with this error"
                     + (f", {video_path} holds the frames before it)" if video_path else ")")
                 ) from None
-            if agreement is not None:
-                summary.agreement = asdict(agreement)
-            summary.warnings = list(source.warnings)
-            emit(jl, {"type": "summary", **asdict(summary)})
+            r.finish()
     finally:
         if writer is not None:
             writer.release()
-    return summary
+    return r.summary
+
+
+class _Replay:
+    """One replay's state between frames (see :func:`replay`): the level in play, the events,
+    the decision awaiting the player's lock, the lines written."""
+
+    def __init__(
+        self,
+        source: Source,
+        reader: Reader,
+        policy: Decider,
+        comparator: Reader | None,
+        run: bool,
+        level: int | None,
+        speed: int | None,
+        writer: cv2.VideoWriter | None,
+        log: TextIO | None,
+    ) -> None:
+        self.source, self.reader, self.policy = source, reader, policy
+        self.truth_reader = comparator
+        self.agreement = Agreement() if comparator is not None else None
+        self.run, self.level, self.speed = run, level, speed
+        self.writer, self.log = writer, log
+        self.summary = ReplaySummary(
+            reader=reader.name,
+            policy=policy.name,
+            out_dir="",
+            video=None,
+            compared_with=comparator.name if comparator else None,
+        )
+        self.played: tuple[int, int] | None = None  # hil run: the level in play, from the sidecar
+        self.detector = EventDetector()
+        self.choice: int | None = None
+        self.pending: dict[str, Any] | None = None  # the decision awaiting the player's lock
+        self.pills = 0  # spawns seen in this level (speed-ups)
+        self.recent: list[str] = []
+        self.jl: TextIO | None = None
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        assert self.jl is not None
+        self.jl.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self.jl.flush()
+
+    def say(self, text: str) -> None:
+        self.recent.append(text)
+        del self.recent[:-3]
+        if self.log is not None:
+            print(text, file=self.log, flush=True)
+
+    def start(self) -> None:
+        level, speed = self.level, self.speed
+        self.emit(
+            {
+                "type": "start",
+                "source": self.source.name,
+                "profile": self.source.profile.name,
+                "reader": self.reader.name,
+                "policy": self.policy.name,
+                "compared_with": self.truth_reader.name if self.truth_reader else None,
+                "level": None if level is None else int(level),
+                "speed": None if speed is None else int(speed),
+                "warnings": list(self.source.warnings),
+            }
+        )
+
+    def frame(self, frame: Frame, truth: dict[str, Any] | None) -> None:
+        """One frame: its reading (and the truth's agreement), its events and decisions, the
+        run's own decision where the recording has it, the annotated picture."""
+        reading, facts = self.reader(frame, truth)
+        line = {"type": "reading", "index": frame.index, "time_ns": frame.time_ns}
+        line |= reading_json(reading, facts)
+        agree: dict[str, Any] | None = None
+        if self.truth_reader is not None and self.agreement is not None:
+            agree = compare_readings(reading, self.truth_reader(frame, truth)[0])
+            self.agreement.add(agree)
+            line["truth_agree"] = agree
+        self.emit(line)
+        if reading.kind == ScreenKind.OTHER:
+            self.pills = 0
+        if self.run and truth is not None:
+            lv = truth.get("level")
+            now = None if lv is None else (int(lv[0]), int(lv[1]))
+            if now != self.played:
+                self.played, self.pills = now, 0
+            self.level, self.speed = (None, None) if now is None else now
+        for ev in self.detector.update(frame.index, reading, facts):
+            self._event(ev, frame, reading, facts)
+        live = truth.get("decision") if self.run and truth is not None else None
+        if live is not None:
+            self._live(live, frame)
+        if self.writer is not None:
+            self._annotate(frame, reading, facts, agree)
+        self.summary.frames += 1
+
+    def _event(self, ev: Event, frame: Frame, reading: Observation, facts: FrameFacts) -> None:
+        summary = self.summary
+        summary.events[ev.kind] = summary.events.get(ev.kind, 0) + 1
+        self.emit(ev.to_json())
+        self.say(_describe_event(ev))
+        if ev.kind in ("stage_clear", "top_out"):
+            self.pills = 0
+        if ev.kind == "lock" and self.pending is not None:
+            pending = self.pending
+            pending["played"] = ev.data["placement"]
+            pending["agree"] = pending["placement"] == ev.data["placement"]
+            summary.compared += 1
+            summary.agreed += int(pending["agree"])
+            self.emit({"type": "decision_outcome", **pending})
+            self.pending = None
+            self.choice = None
+        if ev.kind == "spawn":
+            self.pills += 1
+            level, speed = self.level, self.speed
+            if level is None or speed is None:
+                decision: dict[str, Any] = {"policy": self.policy.name, "error": "no level in play"}
+            else:
+                decision = _decide(
+                    self.policy,
+                    reading,
+                    facts,
+                    int(level),
+                    int(speed),
+                    speed_ups_at_spawn(self.pills),
+                )
+            decision.update(index=frame.index, console_frame=ev.console_frame)
+            self.emit({"type": "decision", **decision})
+            summary.decisions += "placement" in decision
+            self.choice = decision.get("placement")
+            self.pending = decision if self.choice is not None else None
+            self.say(_describe_decision(decision))
+
+    def _live(self, live: dict[str, Any], frame: Frame) -> None:
+        """The run's own decision (a run's recording): compared with the replay's."""
+        self.summary.live_decisions += 1
+        # A pill the run committed before its successor's colours were on screen is compared
+        # with the same kind of choice.
+        key = "placement_without_next" if live.get("without_next") else "placement"
+        mine = None if self.pending is None else self.pending.get(key)
+        same = mine is not None and mine == live.get("placement")
+        out_line = {
+            "type": "live_decision",
+            "index": frame.index,
+            "pill": live.get("pill"),
+            "live": live.get("placement"),
+            "replay": mine,
+            "agree": same,
+        }
+        if mine is not None:
+            self.summary.live_compared += 1
+            self.summary.live_agreed += int(same)
+        self.emit(out_line)
+        self.say(
+            f"  the run sent placement {live.get('placement')}: "
+            + ("same" if same else f"replay chose {mine}")
+        )
+
+    def _annotate(
+        self, frame: Frame, reading: Observation, facts: FrameFacts, agree: dict[str, Any] | None
+    ) -> None:
+        assert self.writer is not None
+        profile = self.source.profile
+        head = [
+            f"{profile.name}  frame {frame.index}"
+            + (f"  console frame {facts.console_frame}" if facts.console_frame is not None else ""),
+            f"reader: {self.reader.name}",
+            f"policy: {self.policy.name}",
+        ]
+        if agree is not None:
+            head.append(_describe_agree(agree, "run" if self.run else "truth"))
+        self.writer.write(annotate(frame.image, profile, reading, self.choice, head + self.recent))
+
+    def finish(self) -> None:
+        if self.agreement is not None:
+            self.summary.agreement = asdict(self.agreement)
+        self.summary.warnings = list(self.source.warnings)
+        self.emit({"type": "summary", **asdict(self.summary)})
 
 
 def _decide(
