@@ -169,24 +169,7 @@ class SimConsole(PacedConsole):
         self.render = render or engine.render_frame
         self.max_frames = max_frames
 
-        # device: the controller (VirtualDevice's console-side interface); default the C core
-        # on a pty; hil.link.vdevice.EmulatedFirmware(driven=True) is the firmware image itself.
-        # pad: a controller the host plays itself instead (hil sim record's RandomPlayer): no
-        # controller port then.
-        self.pad = pad
-        if device is None:
-            device = _NoController() if pad is not None else VirtualDevice()
-            device.lockstep = not realtime
-        self.device = device
-        self.device_base_frame = 0  # console frame that is the current device's frame 0
-        self.device_base_ns = 0  # sim time of that frame's latch
-        if pad is None and hasattr(device, "plan_reads"):
-            # frame 0's reads, each next frame's in _latch: made at their time even while the
-            # emulated firmware serves the host (EmulatedFirmware.plan_reads)
-            lead = [self.device_us(self.latch_ns(k)) for k in range(PLANNED_FRAMES)]
-            device.plan_reads([t + d for t in lead for d in (0, READ_GAP_US)])
-        self.window_us = self.device.window_us()
-
+        self._init_controller(device, pad, realtime)
         self.frame = 0  # next console frame to latch
         self.flow: engine.LevelFlow | None = None  # the game in progress (None: the menus)
         first = self.levels[0]
@@ -228,6 +211,27 @@ class SimConsole(PacedConsole):
         )
         self.latency_frames = profile.timing.latency_frames
         self.jitter_ms = profile.timing.jitter_ms
+
+    def _init_controller(
+        self, device: Any, pad: Callable[[engine.Game | None], int] | None, realtime: bool
+    ) -> None:
+        """device: the controller (VirtualDevice's console-side interface); default the C core
+        on a pty; hil.link.vdevice.EmulatedFirmware(driven=True) is the firmware image itself.
+        pad: a controller the host plays itself instead (hil sim record's RandomPlayer): no
+        controller port then."""
+        self.pad = pad
+        if device is None:
+            device = _NoController() if pad is not None else VirtualDevice()
+            device.lockstep = not realtime
+        self.device = device
+        self.device_base_frame = 0  # console frame that is the current device's frame 0
+        self.device_base_ns = 0  # sim time of that frame's latch
+        if pad is None and hasattr(device, "plan_reads"):
+            # frame 0's reads, each next frame's in _latch: made at their time even while the
+            # emulated firmware serves the host (EmulatedFirmware.plan_reads)
+            lead = [self.device_us(self.latch_ns(k)) for k in range(PLANNED_FRAMES)]
+            device.plan_reads([t + d for t in lead for d in (0, READ_GAP_US)])
+        self.window_us = self.device.window_us()
 
     name = "sim"
 

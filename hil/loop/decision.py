@@ -183,19 +183,8 @@ class Decision:
         pill it cannot place in time is logged as ``no_plan`` and counted missed."""
         tr = self.tracker
         conf = tr.confirmed_state()
-        if conf is None:
+        if conf is None or self._pondered(pill, t_seen_ns):
             return
-        if self.ahead is not None and self.ahead.pill == pill:
-            if self._take_ahead(pill, t_seen_ns):
-                # (not _drop_pending here: taking the pill ponders the next one, whose jobs
-                # would be cancelled; the next pondering's start cancels what is stale)
-                return
-        elif self._pending and self._pending[0][1] + 1 == pill:
-            # Its pondering has not finished: decided now, the late result dropped.
-            self._drop_pending()
-            self.ponder_stats.unfinished += 1
-            self.ponder_stats.replanned += 1
-            self.log("ponder_replan", pill=pill, reason="its pondering had not finished")
         self.ahead = None
         self.stats.decisions += 1
         extra = self.margin_ms()
@@ -242,35 +231,67 @@ class Decision:
             if not sent:
                 return
             tr.decided(pill)
-            spawn = self._spawn_frame(pill)
-            if spawn is not None:  # decided at its spawn, not pondered
-                self.ponder_stats.at_spawn_margins.append(spawn - self.now_frame())
             lock_frame = g0 + len(full) - 1
-            wire_ms = (t_wire - t_seen_ns) / 1e6
-            self.stats.spawn_to_wire_ms.append(wire_ms)
-            self.stats.plan_ms.append((t1 - t0) / 1e6)
-            self.stats.policy_ms.append((t2 - t1) / 1e6)
-            self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
-            self.recent_ms.append((t_ack - t0) / 1e6)
-            self.last = placement_record(pill, idx, lock_frame)
-            self.log(
-                "plan",
-                pill=pill,
-                placement=idx,
-                first_frame=first,
-                prefix=len(prefix),
-                lock_frame=lock_frame,
-                reachable=len(plan),
-                plan_ms=round((t1 - t0) / 1e6, 3),
-                policy_ms=round((t2 - t1) / 1e6, 3),
-                spawn_to_wire_ms=round(wire_ms, 3),
-                ack_ms=round((t_ack - t_wire) / 1e6, 3),
-            )
+            times = (t_seen_ns, t0, t1, t2, t_wire, t_ack)
+            self._sent(pill, idx, first, len(prefix), lock_frame, len(plan), times)
             self._ponder(pill, g0, game, full)
             return
         self.stats.missed_decisions += 1
         self.log("no_plan", pill=pill, reason="could not keep up with the console")
         tr.decided(pill)
+
+    def _pondered(self, pill: int, t_seen_ns: int) -> bool:
+        """True when pill ``pill``'s pondered plan was taken (it is on the wire); a pondering
+        still running for it is dropped (decided now instead)."""
+        if self.ahead is not None and self.ahead.pill == pill:
+            # (not _drop_pending here: taking the pill ponders the next one, whose jobs would
+            # be cancelled; the next pondering's start cancels what is stale)
+            return self._take_ahead(pill, t_seen_ns)
+        if self._pending and self._pending[0][1] + 1 == pill:
+            # Its pondering has not finished: decided now, the late result dropped.
+            self._drop_pending()
+            self.ponder_stats.unfinished += 1
+            self.ponder_stats.replanned += 1
+            self.log("ponder_replan", pill=pill, reason="its pondering had not finished")
+        return False
+
+    def _sent(
+        self,
+        pill: int,
+        idx: int,
+        first: int,
+        prefix: int,
+        lock_frame: int,
+        reachable: int,
+        times: tuple[int, int, int, int, int, int],
+    ) -> None:
+        """A plan decided at the spawn is on the wire: its margin, timings and log line.
+        ``times``: perf_counter ns when the pill was seen, the planner began, the policy
+        began, the plan was sent, and acknowledged."""
+        t_seen_ns, t0, t1, t2, t_wire, t_ack = times
+        spawn = self._spawn_frame(pill)
+        if spawn is not None:  # decided at its spawn, not pondered
+            self.ponder_stats.at_spawn_margins.append(spawn - self.now_frame())
+        wire_ms = (t_wire - t_seen_ns) / 1e6
+        self.stats.spawn_to_wire_ms.append(wire_ms)
+        self.stats.plan_ms.append((t1 - t0) / 1e6)
+        self.stats.policy_ms.append((t2 - t1) / 1e6)
+        self.stats.overhead_ms.append(wire_ms - (t2 - t0) / 1e6)
+        self.recent_ms.append((t_ack - t0) / 1e6)
+        self.last = placement_record(pill, idx, lock_frame)
+        self.log(
+            "plan",
+            pill=pill,
+            placement=idx,
+            first_frame=first,
+            prefix=prefix,
+            lock_frame=lock_frame,
+            reachable=reachable,
+            plan_ms=round((t1 - t0) / 1e6, 3),
+            policy_ms=round((t2 - t1) / 1e6, 3),
+            spawn_to_wire_ms=round(wire_ms, 3),
+            ack_ms=round((t_ack - t_wire) / 1e6, 3),
+        )
 
     # ---- pondering (hil.loop.ponder) ----------------------------------------------------------
 

@@ -118,32 +118,8 @@ class LevelStarts:
 
         assert self.screens is not None
         self.menus_ran = True
-        screens = self.screens
         seen: list[str] = []
-        blank = [0]
-
-        def read(image: Any) -> Any:
-            # The attract demo runs only from the title (toTitle's waitFrames): a level screen
-            # read as the demo (a level's intro, its bottle nearly empty like the demo's) when
-            # no title came before it is the level (its Start would pause it).
-            r = screens(image)
-            # A screen that stays blank (or unknown to the reader: the cutscene between
-            # levels, toNextLevel [$9E66], which the simulated console draws black) waits
-            # for Start: pressed once every BLANK_START_READS readings, as on a game over.
-            blank[0] = blank[0] + 1 if r.kind == "BLANK" else 0
-            if blank[0] >= BLANK_START_READS:
-                blank[0] = 0
-                r = dataclasses.replace(r, kind="GAME_OVER")
-            if r.kind == "DEMO":
-                before = [k for k in seen if k != "BLANK"]
-                if not (
-                    (before and before[-1] in ("TITLE", "DEMO"))
-                    or (not before and previous is None)
-                ):
-                    r = dataclasses.replace(r, kind="LEVEL")
-            seen.append(r.kind)
-            return r
-
+        read = _menu_reader(self.screens, seen, previous)
         last = [time.perf_counter_ns(), time.thread_time_ns()]
 
         def newest() -> tuple[int, Any] | None:
@@ -201,3 +177,35 @@ class LevelStarts:
             menu_presses=res.presses,
             menu_frames=res.frames,
         )
+
+
+def _menu_reader(
+    screens: Callable[[Any], Any], seen: list[str], previous: LevelEnd | None
+) -> Callable[[Any], Any]:
+    """The screen reader as the menus read it: the kinds read are appended to ``seen``; a
+    screen blank for BLANK_START_READS readings in a row reads as a game over (Start is
+    pressed), and the demo read where no title came before it as the level."""
+    blank = [0]
+
+    def read(image: Any) -> Any:
+        # The attract demo runs only from the title (toTitle's waitFrames): a level screen
+        # read as the demo (a level's intro, its bottle nearly empty like the demo's) when
+        # no title came before it is the level (its Start would pause it).
+        r = screens(image)
+        # A screen that stays blank (or unknown to the reader: the cutscene between
+        # levels, toNextLevel [$9E66], which the simulated console draws black) waits
+        # for Start: pressed once every BLANK_START_READS readings, as on a game over.
+        blank[0] = blank[0] + 1 if r.kind == "BLANK" else 0
+        if blank[0] >= BLANK_START_READS:
+            blank[0] = 0
+            r = dataclasses.replace(r, kind="GAME_OVER")
+        if r.kind == "DEMO":
+            before = [k for k in seen if k != "BLANK"]
+            if not (
+                (before and before[-1] in ("TITLE", "DEMO")) or (not before and previous is None)
+            ):
+                r = dataclasses.replace(r, kind="LEVEL")
+        seen.append(r.kind)
+        return r
+
+    return read
