@@ -69,23 +69,11 @@ def calibrate_latency(
                 pong = link.ping()
                 fc.on_pong(pong.device_us, (t0 + clock()) // 2)
             now = clock()
-            link.poll()
-            for st in list(link.statuses):  # also those read while a request waited
-                fc.on_status(st.frame, st.first_latch_us, now)
-                latched[st.frame] = st.mask
-            link.statuses.clear()
+            feed_end = _intake_and_feed(link, fc, latched, feed_end, now)
             if not fc.ready:
                 continue
-            now_frame = fc.frame_at(now)
-            if feed_end < now_frame + 6:  # "no buttons" kept scheduled ahead
-                first = max(feed_end + 1, fc.first_schedulable(now, 2e6))
-                if now_frame + 12 >= first:
-                    link.schedule(first, bytes(now_frame + 12 - first + 1))
-                    feed_end = now_frame + 12
-            if not started and handled > 10:
-                first = fc.first_schedulable(now, 2e6)
-                link.schedule(first, bytes([int(Button.START), 0]))
-                feed_end = max(feed_end, first + 1)
+            if not started and handled > 10:  # Start: the level's play begins
+                feed_end = max(feed_end, _press(link, fc, now, int(Button.START)))
                 started = True
                 continue
             pill = obs.falling
@@ -115,10 +103,49 @@ def calibrate_latency(
             pending = (g_p, mask, new_x, handled)
             if len(samples) % 5 == 0:
                 say(f"latency: {len(samples)}/{presses} presses measured")
-        try:
-            link.clear()
-        except LinkError:
-            pass
+        _clear(link)
+    return _latency_result(samples, discarded, capture_hz)
+
+
+def _press(link: Link, fc: FrameClock, now: int, mask: int) -> int:
+    """``mask`` for one frame from the first frame a schedule sent now reaches (a 2 ms
+    margin), then no buttons; returns the last frame scheduled."""
+    first = fc.first_schedulable(now, 2e6)
+    link.schedule(first, bytes([mask, 0]))
+    return first + 1
+
+
+def _clear(link: Link) -> None:
+    """The controller back to no buttons, if the link still works."""
+    try:
+        link.clear()
+    except LinkError:
+        pass
+
+
+def _intake_and_feed(
+    link: Link, fc: FrameClock, latched: dict[int, int], feed_end: int, now: int
+) -> int:
+    """The STATUS messages read into ``fc`` and ``latched``; "no buttons" kept 6-12 frames
+    ahead. Returns the last frame fed."""
+    link.poll()
+    for st in list(link.statuses):  # also those read while a request waited
+        fc.on_status(st.frame, st.first_latch_us, now)
+        latched[st.frame] = st.mask
+    link.statuses.clear()
+    if not fc.ready:
+        return feed_end
+    now_frame = fc.frame_at(now)
+    if feed_end < now_frame + 6:  # "no buttons" kept scheduled ahead
+        first = max(feed_end + 1, fc.first_schedulable(now, 2e6))
+        if now_frame + 12 >= first:
+            link.schedule(first, bytes(now_frame + 12 - first + 1))
+            feed_end = now_frame + 12
+    return feed_end
+
+
+def _latency_result(samples: list[float], discarded: int, capture_hz: float) -> dict[str, Any]:
+    """The JSON-ready result of :func:`calibrate_latency`. Raises ValueError for no sample."""
     if not samples:
         raise ValueError(
             "no press was seen move the pill: is a level being played and the capture live?"

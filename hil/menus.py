@@ -204,22 +204,11 @@ class MenuDriver:
                         prev = kind
                         continue
                 assert r.level is not None and r.speed is not None
-                if r.level != level:
+                corrected = self._correct_option(r, level, speed, section)
+                if corrected is not None:
                     confirmed = 0
                     tries += 1
-                    if section != 0:
-                        self._tap(UP, section)
-                        section = 0
-                    else:
-                        self._tap(RIGHT if r.level < level else LEFT, abs(level - r.level))
-                elif r.speed != speed:
-                    confirmed = 0
-                    tries += 1
-                    if section != 1:
-                        self._tap(DOWN if section == 0 else UP)
-                        section = 1
-                    else:
-                        self._tap(RIGHT if r.speed < speed else LEFT, abs(speed - r.speed))
+                    section = corrected
                 else:
                     confirmed += 1
                     if confirmed >= 2:
@@ -231,6 +220,25 @@ class MenuDriver:
                         f"{tries} corrections, not level {level} {SPEEDS[speed]}: not starting"
                     )
             prev = kind
+
+    def _correct_option(self, r: Any, level: int, speed: int, section: int) -> int | None:
+        """One correction toward ``level`` and ``speed`` on the options screen read as ``r``
+        (the highlight moved to the row, or the row's value stepped); returns the row then
+        highlighted (0 level, 1 speed), None when both already match."""
+        assert r.level is not None and r.speed is not None
+        if r.level != level:
+            if section != 0:
+                self._tap(UP, section)
+            else:
+                self._tap(RIGHT if r.level < level else LEFT, abs(level - r.level))
+            return 0
+        if r.speed != speed:
+            if section != 1:
+                self._tap(DOWN if section == 0 else UP)
+            else:
+                self._tap(RIGHT if r.speed < speed else LEFT, abs(speed - r.speed))
+            return 1
+        return None
 
     def _press_start(self, level: int, speed: int) -> StartResult:
         first = self._send([START, 0])

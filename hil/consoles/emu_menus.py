@@ -70,14 +70,7 @@ def navigate_menus(
     ``wait_for_play``, at its first frame of play). Raises ValueError for a target out of range
     or a console that is not Dr. Mario, EmuError when ``max_frames`` pass first.
     """
-    if console.game != "drmario":
-        raise ValueError(f"menu navigation is for Dr. Mario, not {console.facts.name}")
-    if not 0 <= level <= MAX_MENU_LEVEL:
-        raise ValueError(f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}")
-    if speed not in (0, 1, 2):
-        raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
-    if music is not None and music not in (0, 1, 2):
-        raise ValueError(f"music must be 0 (fever), 1 (chill), 2 (off) or None, got {music}")
+    _check_target(console, level, speed, music)
     r = DrMarioRam
     first_video = console.video_frame
     scheduled = console.next_schedulable_frame() - 1  # the last frame given a byte
@@ -96,16 +89,7 @@ def navigate_menus(
                 on_options = console.ram(r.MODE) == MODE_OPTIONS and not console.ram(r.DEMO)
                 if mask == int(engine.Button.START) and on_options and not press_start:
                     link.clear()
-                    return MenuResult(
-                        level=console.ram(r.LEVEL),
-                        speed=console.ram(r.SPEED),
-                        music=console.ram(r.MUSIC),
-                        seed=-1,
-                        start_frame=-1,
-                        presses=presses,
-                        video_frames=console.video_frame - first_video,
-                        play_frame=None,
-                    )
+                    return _result(console, -1, -1, presses, first_video, None)
                 if mask:
                     presses += 1
                     wait_until = scheduled
@@ -132,6 +116,32 @@ def navigate_menus(
             f"speed {console.ram(r.SPEED)})"
         )
     link.clear()
+    play = console.console_frame if wait_for_play else None
+    return _result(console, seed, start_frame, presses, first_video, play)
+
+
+def _check_target(console: EmulatedNes, level: int, speed: int, music: int | None) -> None:
+    """ValueError for a console that is not Dr. Mario or a target out of range."""
+    if console.game != "drmario":
+        raise ValueError(f"menu navigation is for Dr. Mario, not {console.facts.name}")
+    if not 0 <= level <= MAX_MENU_LEVEL:
+        raise ValueError(f"level must be 0..{MAX_MENU_LEVEL} on the options screen, got {level}")
+    if speed not in (0, 1, 2):
+        raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
+    if music is not None and music not in (0, 1, 2):
+        raise ValueError(f"music must be 0 (fever), 1 (chill), 2 (off) or None, got {music}")
+
+
+def _result(
+    console: EmulatedNes,
+    seed: int,
+    start_frame: int,
+    presses: int,
+    first_video: int,
+    play_frame: int | None,
+) -> MenuResult:
+    """Where the navigation left the game, read back from RAM."""
+    r = DrMarioRam
     return MenuResult(
         level=console.ram(r.LEVEL),
         speed=console.ram(r.SPEED),
@@ -140,5 +150,5 @@ def navigate_menus(
         start_frame=start_frame,
         presses=presses,
         video_frames=console.video_frame - first_video,
-        play_frame=console.console_frame if wait_for_play else None,
+        play_frame=play_frame,
     )
