@@ -36,6 +36,7 @@ from calibration.forward import NoiseSource, forward
 from calibration.profile import CHROMA
 from calibration.window import aligned_window, forward_window
 from engine.constants import TERMINAL_PHASES, Button, Phase
+from engine.placement import ACTION_PILL_FALLING
 from engine.render import render_indices
 from perception.appearance import randomize
 from perception.layout import (
@@ -259,7 +260,7 @@ class Player:
 
     def mask(self, game: engine.Game) -> int:
         playing = int(game.phase) == Phase.PLAYING
-        falling = playing and int(game.next_action) == 0
+        falling = playing and int(game.next_action) == ACTION_PILL_FALLING
         self.fresh = falling and not self.falling
         if self.fresh:  # a new pill is in play
             self.queue = self._pick(game)

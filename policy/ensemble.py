@@ -28,7 +28,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from policy.features import BOARD_PLANES, COLS, EXTRAS, NUM_PLACEMENTS, ROWS
+from engine.placement import NUM_PLACEMENTS
+from policy.features import BOARD_PLANES, COLS, EXTRAS, ROWS
 from policy.model import MASKED, PlacementNet, export_onnx
 
 

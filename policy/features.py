@@ -30,7 +30,6 @@ import numpy.typing as npt
 BOARD_PLANES = 11
 EXTRAS = 18
 ROWS, COLS = 16, 8
-NUM_PLACEMENTS = 512
 MAX_LEVEL = 24
 MAX_SPEED_UPS = 49  # kSpeedUpsMax $31
 MAX_VIRUSES = 84  # level 20 and above: (20 + 1) * 4

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from policy.features import BOARD_PLANES, COLS, EXTRAS, NUM_PLACEMENTS, ROWS
+from engine.placement import NUM_PLACEMENTS
+from policy.features import BOARD_PLANES, COLS, EXTRAS, ROWS
 
 MASKED = -1.0e9  # logit of an unreachable placement
 INPUT_NAMES = ("board", "extras", "mask")

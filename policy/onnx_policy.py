@@ -15,7 +15,8 @@ import onnxruntime as ort
 
 import engine
 from engine import _core
-from policy.features import NUM_PLACEMENTS, SpawnInput, encode
+from engine.placement import NUM_PLACEMENTS
+from policy.features import SpawnInput, encode
 from policy.play import Move
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"

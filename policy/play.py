@@ -17,12 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
-from engine import _core
+from engine import _core, placement
 
 STAGE_CLEAR = int(engine.Phase.STAGE_CLEAR)
 TOP_OUT = int(engine.Phase.TOP_OUT)
 PLAYING = int(engine.Phase.PLAYING)
-SEND_PILL_FINISHED = 3  # nextAction action_sendPillFinished: the spawn state (docs/POLICY.md)
+SEND_PILL_FINISHED = placement.ACTION_SEND_PILL_FINISHED  # the spawn state (docs/POLICY.md)
 MAX_SETTLE_FRAMES = 10_000
 # The 9 ordered colour pairs (left/bottom, right/top) a next pill can have: 0 yellow, 1 red,
 # 2 blue.
@@ -82,8 +82,8 @@ class Result:
 
 
 def at_spawn(game: engine.Game) -> bool:
-    """True at a spawn state: playing, nextAction action_sendPillFinished."""
-    return int(game.phase) == PLAYING and int(game.next_action) == SEND_PILL_FINISHED
+    """True at a spawn state (engine.placement.at_spawn)."""
+    return placement.at_spawn(game)
 
 
 def to_spawn(game: engine.Game) -> int:

@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from policy.features import NUM_PLACEMENTS, board_planes, extras_vector
+from engine.placement import NUM_PLACEMENTS
+from policy.features import board_planes, extras_vector
 from policy.play import Episode, Result, play
 
 TRAIN_SEED_LIMIT = 0x8000  # training games use even seeds below this; policy.eval starts here

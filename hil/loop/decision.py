@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
+from engine.placement import placement_pose
 from hil.loop.ponder import Ahead, PonderStats, falling_at, ponder
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import LevelState, Tracker
@@ -64,12 +65,13 @@ def placement_record(
     """The placement last sent as ``Decision.last`` keeps it: placement index 0..511 split into
     rotation, row and column (docs/ARCHITECTURE.md), the console frame of the lock, and
     ``without_next``: chosen before the next pill's colours were shown (hil.loop.ponder)."""
+    rotation, row, col = placement_pose(idx)
     return {
         "pill": pill,
         "placement": idx,
-        "rotation": idx // 128,
-        "row": (idx % 128) // 8,
-        "col": idx % 8,
+        "rotation": rotation,
+        "row": row,
+        "col": col,
         "lock_frame": lock_frame,
         "without_next": without_next,
     }

@@ -20,8 +20,8 @@ import numpy.typing as npt
 
 import engine
 from engine.constants import Phase
+from engine.placement import NUM_PLACEMENTS, placement_pose
 
-NUM_PLACEMENTS = 512
 _SETTLE_FRAMES = 400  # lock clean-up + cascades + Mario's throw on LOW: well under this
 _EMPTY = 0xFF
 _VIRUS = 0xD0
@@ -48,10 +48,7 @@ class Weights:
 
 def pose(index: int) -> tuple[int, int, int]:
     """Placement index 0..511 -> (pill_x, pill_y, rotation) as RAM $85, $86, $A5 hold them."""
-    if not 0 <= index < NUM_PLACEMENTS:
-        raise ValueError(f"placement index must be in 0..511, got {index}")
-    rotation, rest = divmod(index, 128)
-    row, col = divmod(rest, 8)
+    rotation, row, col = placement_pose(index)
     return col, 15 - row, rotation
 
 

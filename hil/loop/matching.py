@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 import engine
 from engine import ScreenKind
-from engine.constants import Phase
+from engine.placement import ACTION_SEND_PILL_FINISHED, pill_falling
 from perception.observation import (
     COLS,
     ROWS,
@@ -165,12 +165,12 @@ def predicted_observation(game: engine.Game) -> Observation:
     return observation_from_facts(engine.screen_facts(game), source="prediction")
 
 
-SEND_PILL_FINISHED = 3  # nextAction action_sendPillFinished
+SEND_PILL_FINISHED = ACTION_SEND_PILL_FINISHED  # the spawn state (engine.placement)
 
 
 def falling(game: engine.Game) -> bool:
-    """A pill is falling in this state (nextAction = action_pillFalling, playing)."""
-    return int(game.next_action) == 0 and int(game.phase) == Phase.PLAYING
+    """A pill is falling in this state (engine.placement.pill_falling)."""
+    return pill_falling(game)
 
 
 def pill_cells(cells: npt.NDArray[np.uint8]) -> bool:

@@ -29,15 +29,17 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
+from engine.placement import pill_falling
+from policy.play import COLOUR_PAIRS_ORDERED
 
 U8 = npt.NDArray[np.uint8]
 MAX_SETTLE_FRAMES = 400  # lock -> next spawn: clears, gravity and the throw take far fewer
-PAIRS = tuple((a, b) for a in range(3) for b in range(3))
 
 
 def falling_at(game: engine.Game) -> bool:
-    """The pill can be moved in the frame ``game`` is the state before (phase 1, action 0)."""
-    return int(game.next_action) == 0 and int(game.phase) == 1
+    """The pill can be moved in the frame ``game`` is the state before
+    (engine.placement.pill_falling)."""
+    return pill_falling(game)
 
 
 @dataclass
@@ -154,8 +156,12 @@ def ponder(
         return None
     choices: dict[tuple[int, int], tuple[int, U8]] = {}
     by_placement: dict[int, U8] = {}
-    picked = dict(choose_pairs(pred, plan.reachable, PAIRS)) if choose_pairs is not None else {}
-    for pair in PAIRS:
+    picked = (
+        dict(choose_pairs(pred, plan.reachable, COLOUR_PAIRS_ORDERED))
+        if choose_pairs is not None
+        else {}
+    )
+    for pair in COLOUR_PAIRS_ORDERED:
         if pair in picked:
             idx = int(picked[pair])
         else:
@@ -169,9 +175,9 @@ def ponder(
     without_next = False
     if choose_mean is not None and common < min(commit_frames, _shortest(choices)):
         without_next = True
-        idx = int(choose_mean(pred, plan.reachable, PAIRS))
+        idx = int(choose_mean(pred, plan.reachable, COLOUR_PAIRS_ORDERED))
         one = (idx, by_placement.get(idx, np.asarray(plan.masks(idx), np.uint8)))
-        choices = dict.fromkeys(PAIRS, one)
+        choices = dict.fromkeys(COLOUR_PAIRS_ORDERED, one)
         common = len(one[1])
     masks = [m for _, m in choices.values()]
     return Ahead(

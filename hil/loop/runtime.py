@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
+from engine.placement import pill_falling
 from hil.consoles.base import CaptureError, Console, Frame
 from hil.link.controller import Controller
 from hil.link.link import LinkFatal
@@ -316,7 +317,7 @@ class Runtime:
             warm()
         game = engine.Game(0, 1, 0x8988)
         for _ in range(400):
-            if int(game.next_action) == 0 and int(game.phase) == 1:
+            if pill_falling(game):
                 break
             game.step(0)
         plan = self.decision.planner(game, np.zeros(0, np.uint8))

@@ -37,6 +37,7 @@ with the truth), events, policies, annotate (the annotated video), core (the loo
 command).
 """
 
+from engine.placement import placement_index
 from hil.loop.replay.annotate import CHOICE_BGR, annotate, panel_width
 from hil.loop.replay.common import ReplayError
 from hil.loop.replay.core import ReplaySummary, main_replay, replay
@@ -45,7 +46,6 @@ from hil.loop.replay.events import (
     EventDetector,
     lock_placement,
     placement_cells,
-    placement_index,
 )
 from hil.loop.replay.policies import (
     DeepestPolicy,

@@ -13,6 +13,7 @@ import cv2
 
 from calibration import Profile
 from engine import ScreenKind
+from engine.placement import placement_pose
 from hil.loop.recording import Frame
 from hil.loop.replay.annotate import VIDEO_CODECS, annotate, panel_width
 from hil.loop.replay.common import JSONL_FILE, ReplayError
@@ -368,9 +369,9 @@ def _decide(
         **extra,
         "policy": policy.name,
         "placement": placement,
-        "rotation": placement // 128,
-        "row": (placement % 128) // 8,
-        "col": placement % 8,
+        "rotation": placement_pose(placement)[0],
+        "row": placement_pose(placement)[1],
+        "col": placement_pose(placement)[2],
         "frames_to_lock": int(len(d.masks)),
         "reachable": int(d.reachable),
         "speed_ups": speed_ups,
@@ -387,7 +388,8 @@ def _describe_event(ev: Event) -> str:
         return f"{at}: spawn, colours {tuple(p['colors'])}"
     if ev.kind == "lock":
         i = d["placement"]
-        return f"{at}: lock at placement {i} (rot {i // 128}, row {(i % 128) // 8}, col {i % 8})"
+        rot, row, col = placement_pose(i)
+        return f"{at}: lock at placement {i} (rot {rot}, row {row}, col {col})"
     if ev.kind == "clear":
         return f"{at}: clear, {d['cells']} cells, viruses left {d['virus_left']}"
     return f"{at}: {ev.kind.replace('_', ' ')}"

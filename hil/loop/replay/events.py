@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine import ScreenKind
+from engine.placement import placement_index, placement_pose
 from hil.loop.replay.common import EMPTY, U8
 from hil.loop.replay.readers import FrameFacts, pill_json
 from perception.observation import (
@@ -18,15 +19,10 @@ from perception.observation import (
 )
 
 
-def placement_index(rotation: int, row: int, col: int) -> int:
-    """docs/PLANNER.md: rotation * 128 + row * 8 + col."""
-    return rotation * 128 + row * 8 + col
-
-
 def placement_cells(index: int) -> list[tuple[int, int]]:
     """The (row, col) cells a placement writes (docs/PLANNER.md), the top half of a vertical
     pill in row 0 included (it is drawn above the bottle)."""
-    rotation, row, col = index // 128, (index % 128) // 8, index % 8
+    rotation, row, col = placement_pose(index)
     if rotation % 2 == 0:
         return [(row, col), (row, col + 1)]
     return [(row, col), (row - 1, col)]

@@ -66,8 +66,8 @@ class OnnxPlacementPolicy:
     def act_without_next(self, game: engine.Game) -> int:
         """The placement ``hil run`` commits to for a pill pondered before its successor's
         colours are shown (hil.loop.ponder, ``choose_mean``): best on average over them."""
-        from hil.loop.ponder import PAIRS
         from hil.loop.runtime import next_pill_observations
+        from policy.play import COLOUR_PAIRS_ORDERED as PAIRS
 
         plan = _plan(game, self.taps_only)
         return self.net.choose_mean(next_pill_observations(game, PAIRS), plan.reachable)
