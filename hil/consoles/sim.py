@@ -251,8 +251,8 @@ class SimConsole(PacedConsole):
         emulated firmware's clock where that is later. The emulation runs the firmware clock on
         while it serves the host's bytes (hil.link.vdevice.EmulatedFirmware), so a PONG or a
         STATUS can carry a time the sim clock has not reached; stamped with the sim time, it
-        looked early, and FrameClock's offset (the least late message) put every frame a few
-        ms off: 155 timing slips and 92 desyncs in one level on a loaded 2-core machine."""
+        would look early, and FrameClock's offset (the least late message) would put every
+        frame a few ms off."""
         if self.realtime:
             return time.monotonic_ns()
         now = self._started_ns + self._now_ns

@@ -22,8 +22,7 @@ class Controller:
     callable returning the current path (the simulated console's pty changes on replug).
     ``now_ns``: the clock the backoff and the give-up time are measured on, the runtime's
     (the console's sim time in lockstep, so a reconnection lands on the same console frame on
-    any host: on a busy CI host a wall-clock backoff tried before the simulated replug, and
-    the level went on without input for another half second)."""
+    any host, however busy)."""
 
     def __init__(
         self,

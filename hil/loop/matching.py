@@ -92,9 +92,8 @@ def _compared_differences(pred: Observation, obs: Observation, cfg: MatchConfig)
             for r, c in pill.cells:
                 if 0 <= r < ROWS and 0 <= c < COLS:
                     sure[r, c] = False
-    # Readings the game cannot show are not compared: the ROM-fitted reader took some red
-    # viruses on the real game's picture for $B1 and a yellow right half for a yellow virus,
-    # confidently, for hundreds of frames.
+    # Readings the game cannot show are not compared (a misread held confidently for many
+    # frames would otherwise be written into the shadow by a re-sync).
     sure &= ~_impossible_reads(pred.field, obs.field) & ~unpaired_halves(obs.field, clearing=False)
     return (np.asarray(pred.field) != np.asarray(obs.field)) & sure
 
@@ -216,9 +215,8 @@ def write_board(
 
     ``viruses_missing``: viruses the shadow's level board lacks (it was voted from pictures
     that missed them): up to that many viruses read where the shadow has an empty cell are
-    written in (the most confident first) and counted in virus_left_bcd. Returns how many.
-    (The real game's loop, MJPEG profile, level 20 HI: a board voted with 82 of the 84
-    viruses; every re-sync kept them out, 141 desyncs and a top-out.)"""
+    written in (the most confident first) and counted in virus_left_bcd (else every re-sync
+    would keep them out). Returns how many."""
     conf = np.asarray(obs.confidence).reshape(-1)
     sure = conf >= min_confidence
     seen = canonical_cells(obs.field).reshape(-1)

@@ -83,8 +83,7 @@ class SearchPolicy:
         """The pondered pill's placement, the same for every next pill of ``pairs``: the best
         on average over them (SearchPlayer.mean_over_pairs, one search per pair sharing the
         first ply), so the whole plan goes on the wire before the spawn (docs/POLICY.md "The
-        search's pondering": committing without the colours cost 95 +- 100 frames a game of
-        level 20 HI, deciding 5 frames after each spawn 415 +- 33)."""
+        search's pondering" measures what that costs against deciding at the spawn)."""
         from policy.search import PlayedPly
 
         first = PlayedPly(game, engine.plan(game))

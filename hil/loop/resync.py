@@ -211,11 +211,8 @@ class Resync:
         board cells or the next pill only (not in nothing: that is a timing slip, see
         _diverged). A repeated capture (the card delivers its previous picture again) or a late
         one shows the falling pill of a frame before its range; if the reader also misread a
-        cell on it, the pill's difference is the mapping's and the cell's is soft. Seen in
-        the real game's loop (MJPEG profile, level 19 HI): a virus above a falling half of its
-        colour read as empty on 3 captures, one of them a repeat; counted as a hard mismatch,
-        the run diverged after 2 and its re-sync wrote the misread into the shadow (5 more
-        desyncs in that level)."""
+        cell on it, the pill's difference is the mapping's and the cell's is soft (counted as
+        hard, a re-sync would write the misread into the shadow)."""
         beside = [*range(frames.start - 2, frames.start), frames.stop]
         for _g, pred, _spawns, known in self._candidates(beside):
             diff = mismatches(pred, obs, self._track_match, known)

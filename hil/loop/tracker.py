@@ -132,9 +132,8 @@ class Tracker(Alignment, Resync):
         """A Start press that begins ``level`` at ``speed`` latches in frame ``start_frame``
         or later, by ``last_start`` at the latest (default ``start_frame``): captures of frames
         before ``start_frame`` are ignored, and a board is taken from pictures short of the
-        level's viruses only MAX_INTRO_FRAMES after ``last_start`` (the real game's loop,
-        level 20 HI chained: Start held from 66 frames before the stage clear's loop read it,
-        the board was voted while the intro still drew its last 2 viruses). The
+        level's viruses only MAX_INTRO_FRAMES after ``last_start`` (a Start held before the
+        game reads it must not let a board be voted while the intro still draws it). The
         level's start is then taken from the pictures, as the game draws it (docs/LEVEL_FLOW.md):
         levelIntro [$9CAB] adds one virus a frame; the first picture that shows all
         ``(min(level, 20) + 1) * 4`` of them comes one frame before the engine's State 0, so a
