@@ -99,3 +99,9 @@ class Speed(IntEnum):
 
 
 TERMINAL_PHASES = frozenset({Phase.STAGE_CLEAR, Phase.TOP_OUT, Phase.DEMO_END, Phase.SOFT_RESET})
+
+
+def level_viruses(level: int) -> int:
+    """The viruses a level starts with, as initData_level [$8216] asks for them:
+    ``(min(level, 20) + 1) * 4`` (4 at level 0, 84 from level 20 on)."""
+    return (min(level, 20) + 1) * 4

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from engine.constants import level_viruses
 from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, EMPTY_CODE, N_COLORS, KindLabel
 from perception.observation import (
     FallingPill,
@@ -23,7 +24,7 @@ from perception.observation import (
     kind_of_label,
     unpaired_halves,
 )
-from perception.panel import Panel, level_viruses
+from perception.panel import Panel
 
 EPS = 1e-7
 # the fewest viruses a level starts with (level 0). The evaluation's end-game games start

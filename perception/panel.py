@@ -151,12 +151,6 @@ def _luma(crop: np.ndarray, box: tuple[int, int, int, int]) -> npt.NDArray[np.fl
     return part.astype(np.float32) @ LUMA
 
 
-def level_viruses(level: int) -> int:
-    """The viruses a level starts with, as initData_level [$8216] asks for them:
-    (min(level, 20) + 1) * 4 (the tracker's virus_target too)."""
-    return (min(level, 20) + 1) * 4
-
-
 def check(
     tiles: Any, chains: int = 40, frames: int = 200, progress: bool = False
 ) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import engine
 from calibration import Profile
 from calibration.forward import NoiseSource, forward
 from engine import Phase
+from engine.constants import level_viruses
 from perception.decode import decode
 from perception.layout import CELL_TYPES, N_CELL_CLASSES, N_KINDS, KindLabel
 from perception.panel import (
@@ -18,7 +19,6 @@ from perception.panel import (
     Panel,
     PanelReader,
     glyphs,
-    level_viruses,
     load_glyphs,
     save_glyphs,
 )

@@ -12,12 +12,12 @@ import pytest
 import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
+from engine.constants import level_viruses as virus_target
 from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.matching import MatchConfig, mismatches
 from hil.loop.observation import VirusAnimation
 from hil.loop.tracker import LevelState, Tracker, TrackerConfig
 from perception.observation import FallingPill, NextPill, Observation, observation_from_facts
-from perception.panel import level_viruses as virus_target
 
 P = 1e9 / 60.0988  # ns per console frame
 WINDOW_US = 5000

@@ -11,6 +11,7 @@ import numpy as np
 
 import engine
 from engine import ScreenKind
+from engine.constants import level_viruses as virus_target
 from hil.loop.matching import (
     as_virus,
     mismatches,
@@ -25,7 +26,6 @@ from perception.observation import (
     ROWS,
     Observation,
 )
-from perception.panel import level_viruses as virus_target
 
 # Frames from the Start to the end of the longest intro: 6 frames of load, at most 145 addVirus
 # calls (levels 20-24, over every seed: docs/LEVEL_GEN.md), one overrun frame, and a margin.
