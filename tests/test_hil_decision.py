@@ -154,7 +154,8 @@ def test_in_real_time_the_full_policys_ponder_replaces_the_quick_one_while_it_ca
     its end) while the spawn is still ahead of the first free frame, and is dropped after."""
     from concurrent.futures import Future
 
-    from hil.loop.ponder import PAIRS, Ahead
+    from hil.loop.ponder import Ahead
+    from policy.play import COLOUR_PAIRS_ORDERED as PAIRS
 
     game = spawn_state()
 

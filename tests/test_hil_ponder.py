@@ -12,8 +12,9 @@ import pytest
 import engine
 from hil.cli import main
 from hil.loop.heuristic import HeuristicPolicy
-from hil.loop.ponder import PAIRS, falling_at, ponder
+from hil.loop.ponder import falling_at, ponder
 from hil.loop.runtime import EnginePlanner
+from policy.play import COLOUR_PAIRS_ORDERED as PAIRS
 
 
 def to_spawn(game: engine.Game) -> int:
