@@ -166,6 +166,29 @@ def test_unplugged_port_raises_a_clear_error(dev, link):
         link.schedule(5, [1])
 
 
+def test_a_port_gone_during_a_write_flush_is_a_link_error():
+    """pyserial's flush (tcdrain) on a port whose device went away raises termios.error, which
+    is no OSError: it is the same LinkError as a failed write (seen with the controller unplugged
+    beside two CPU-bound processes, where the write still went through)."""
+    termios = pytest.importorskip("termios")
+
+    class GoneOnFlush(serial.SerialBase):
+        def open(self) -> None:
+            self.is_open = True
+
+        def write(self, data: bytes) -> int:
+            return len(data)
+
+        def flush(self) -> None:
+            raise termios.error(5, "Input/output error")
+
+    port = GoneOnFlush()
+    port.open()
+    link = Link(port, handshake=False)
+    with pytest.raises(LinkError, match="lost"):
+        link.ping()
+
+
 def test_missing_port_raises_a_clear_error(tmp_path):
     with pytest.raises(LinkError, match="cannot open controller port"):
         Link(str(tmp_path / "ttyACM9"))

@@ -26,6 +26,19 @@ import serial
 
 from hil.link import protocol as p
 
+try:  # pyserial's flush() (tcdrain) raises termios.error, not OSError, on a port gone
+    import termios
+
+    PORT_ERRORS: tuple[type[BaseException], ...] = (
+        serial.SerialException,
+        OSError,
+        termios.error,
+    )
+except ImportError:  # Windows
+    PORT_ERRORS = (serial.SerialException, OSError)
+# ... and a read: pyserial raises TypeError from a closed fd when the USB device disappears
+READ_ERRORS: tuple[type[BaseException], ...] = (*PORT_ERRORS, TypeError)
+
 KEEPALIVE_S = 0.1  # PING when idle this long while streaming (device watchdog: 0.5 s)
 # A SCHEDULE message whose first frame lies more than this past the newest STATUS frame plus the
 # device's queue capacity is not sent (counted too_far): the device would refuse it anyway, and
@@ -188,7 +201,7 @@ class Link:
         """Closes the port (never raises)."""
         try:
             self._ser.close()
-        except (serial.SerialException, OSError):
+        except PORT_ERRORS:
             pass
 
     @property
@@ -371,7 +384,7 @@ class Link:
         try:
             self._ser.write(data)
             self._ser.flush()
-        except (serial.SerialException, OSError) as exc:
+        except PORT_ERRORS as exc:
             raise LinkError(f"controller port {self.name} lost (unplugged?): {exc}") from exc
         self._last_tx = time.monotonic()
 
@@ -379,7 +392,7 @@ class Link:
         try:
             waiting = self._ser.in_waiting
             data = self._ser.read(waiting or 1)
-        except (serial.SerialException, OSError, TypeError) as exc:
+        except READ_ERRORS as exc:
             # pyserial raises SerialException (sometimes TypeError from a closed fd) when
             # the USB device disappears.
             raise LinkError(f"controller port {self.name} lost (unplugged?): {exc}") from exc
@@ -416,7 +429,7 @@ class Link:
     def _drain_input(self) -> None:
         try:
             self._ser.reset_input_buffer()
-        except (serial.SerialException, OSError) as exc:
+        except PORT_ERRORS as exc:
             raise LinkError(f"controller port {self.name} lost (unplugged?): {exc}") from exc
         self._deframer = p.Deframer()
         self._replies.clear()
