@@ -1,7 +1,7 @@
 """Read the real game's own pictures: ``python -m perception.realcheck --rom drmario.nes``.
 
 A local check of a board model on frames of the real game: the user's ROM runs in cynes
-(engine.ram.open_nes), the options screen is driven to each level and speed from the RAM
+(engine.nes.Nes), the options screen is driven to each level and speed from the RAM
 (``engine.ram.menu_press``), a random player plays, and each picture goes through the shipped
 capture profiles (calibration.forward) and the BoardReader. Nothing is written but the JSON
 of the numbers (no picture, no ROM data).
@@ -91,22 +91,18 @@ def next_from_oam(oam: np.ndarray) -> tuple[int, int] | None | str:
 
 def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[tuple]:
     """(picture RGB [240, 256, 3], previous picture, Truth) of the frames of one level."""
-    from engine.ram import MODE_PLAY, menu_press, open_nes
+    from engine.nes import Nes
+    from engine.ram import MODE_PLAY, menu_press
     from engine.ram import DrMarioRam as R
 
-    nes = open_nes(rom)
-
-    def ram(a: int) -> int:
-        return int(nes[a])
-
-    f, wait, seen = 0, 0, False
-    while f < 6000:
+    nes = Nes.open(rom)
+    ram = nes.ram
+    wait, seen = 0, False
+    while (f := nes.frames) < 6000:
         mask = menu_press(ram, level, speed, None) if f >= wait and f > 30 else 0
         if mask:
             wait = f + 3
-        nes.controller = mask
-        nes.step()
-        f += 1
+        nes.step(mask, picture=False)
         mode, demo = ram(R.MODE), ram(R.DEMO)
         seen |= mode == 1 and not demo
         if seen and mode == MODE_PLAY:
@@ -115,19 +111,18 @@ def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[t
         raise RuntimeError(f"level {level} speed {speed} not reached")
     rng = np.random.default_rng([seed, level, speed])
     history: list[bytes] = []
-    prev = nes.step().copy()
+    prev = nes.step()  # the pad byte of the last menu frame, held
     sent = False
     hold = 0
     for _ in range(frames):
-        field = bytes(nes[a] for a in range(R.FIELD, R.FIELD + 128))
-        oam = np.fromiter((nes[a] for a in range(R.SPRITES, R.SPRITES + 256)), np.uint8, 256)
+        field = nes.ram_block(R.FIELD, 128).tobytes()
+        oam = nes.ram_block(R.SPRITES, 256)
         history.append(field)
         if hold == 0:
             press = int(rng.choice([0, 0, 0x01, 0x02, 0x80, 0x40, 0x04, 0x04]))
             hold = int(rng.integers(1, 6))
-        nes.controller = press
         hold -= 1
-        picture = nes.step().copy()
+        picture = nes.step(press)
         if ram(R.MODE) != MODE_PLAY:
             return
         falling = falling_from_oam(oam)

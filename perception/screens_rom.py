@@ -25,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.constants import Button
-from engine.ram import DrMarioRam, open_nes
+from engine.nes import Nes
+from engine.ram import DrMarioRam
 from perception.screens import (
     BLANK,
     BLANK_STD,
@@ -60,14 +61,16 @@ def is_blank(pic: U8) -> bool:
 
 
 class RomRun:
-    """The ROM in cynes, one video frame per ``step``, with the truth of each picture."""
+    """The ROM in cynes (engine.nes.Nes), one video frame per ``step``, with the truth of each
+    picture. Raises engine.RomError when cynes cannot load the file."""
 
     def __init__(self, rom: str | Path) -> None:
-        self.nes = open_nes(rom)
+        self.nes = Nes.open(rom)
         self.truth = self.read_truth()
 
     def ram(self, a: int) -> int:
-        return int(self.nes[a])
+        """One byte of RAM ($0000-$07FF; ValueError outside it)."""
+        return self.nes.ram(a)
 
     def read_truth(self) -> tuple[int, dict[str, int]]:
         """(kind, truth) the RAM says the next picture shows (before the blank rule)."""
@@ -79,16 +82,15 @@ class RomRun:
             return TITLE, {"players": r(R.PLAYERS)}
         if mode == 1:
             return OPTIONS, {"level": r(R.LEVEL), "speed": r(R.SPEED)}
-        field = np.array([self.nes[R.FIELD + i] for i in range(8, 80)], np.uint8)
+        field = self.nes.ram_block(R.FIELD + 8, 72)
         if field_has_box(np.concatenate([np.zeros(8, np.uint8), field])):
             return (STAGE_CLEAR if r(R.VIRUS_LEFT) == 0 else GAME_OVER), {}
         return LEVEL, {}
 
     def step(self, mask: int) -> tuple[U8, int, dict[str, int]]:
         """One video frame: (picture RGB uint8 [240, 256, 3], kind, truth of the picture)."""
-        self.nes.controller = mask
-        pic = np.array(self.nes.step(1), dtype=np.uint8)
-        if self.nes.has_crashed:
+        pic = self.nes.step(mask)
+        if self.nes.crashed:
             from engine import RomError
 
             raise RomError("the emulated CPU hit an invalid opcode: not the game's program")
@@ -131,13 +133,10 @@ def rom_pictures(
     rng = np.random.default_rng(seed)
     run = RomRun(rom)
     say = progress or (lambda msg: None)
-    frame = 0
 
     def go(mask: int, keep: int = every) -> Iterator[tuple[U8, int, dict[str, int]]]:
-        nonlocal frame
         pic, kind, truth = run.step(mask)
-        frame += 1
-        if frame % keep == 0 or kind in (BLANK,):
+        if run.nes.frames % keep == 0 or kind in (BLANK,):
             yield pic, kind, truth
 
     say("title")
@@ -228,7 +227,7 @@ def _clear(
             break
         yield from go(0)
     if run.ram(R.MODE) == 4:
-        run.nes[R.VIRUS_LEFT] = 0  # checkVirusLeft [$B269] ends the level in this frame
+        run.nes.poke(R.VIRUS_LEFT, 0)  # checkVirusLeft [$B269] ends the level in this frame
         for _ in range(160):
             yield from go(0)
     for _ in range(6):

@@ -201,8 +201,7 @@ def chain(rom: str, level: int, speed: int, levels: int) -> dict:
             else:
                 mask = queue.pop(0) if queue else 0
             # The pad byte straight into the emulator: this check needs no firmware timing.
-            console.nes.controller = mask
-            console.nes.step(1)
+            console.nes.step(mask, picture=False)
             field = console.ram_block(DrMarioRam.FIELD, 128)
             mode = console.ram(DrMarioRam.MODE)
             flow.step(mask)
@@ -257,8 +256,7 @@ def topout(rom: str, level: int, speed: int) -> dict:
         while not flow.terminal and k < 30_000:
             k += 1
             mask = 0x10 if flow.stage == engine.FlowStage.GAME_OVER and k % 4 == 0 else 0
-            console.nes.controller = mask
-            console.nes.step(1)
+            console.nes.step(mask, picture=False)  # no firmware timing needed
             flow.step(mask)
             if snap is not None:
                 since.append(mask)

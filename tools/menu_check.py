@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 import engine
-from engine.ram import DrMarioRam, open_nes
+from engine.nes import Nes, NesState
+from engine.ram import DrMarioRam
 
 R = DrMarioRam
 
@@ -34,23 +35,27 @@ B = engine.Button
 
 
 class Game:
-    """The ROM in cynes, stepped one video frame at a time."""
+    """The ROM in cynes (engine.nes.Nes), stepped one video frame at a time."""
 
     def __init__(self, rom: str) -> None:
-        self.nes = open_nes(rom)
-        self.fc = self.nes[R.FRAME_COUNTER]
+        self.nes = Nes.open(rom)
+        self.fc = self.nes.ram(R.FRAME_COUNTER)
 
-    def step(self, mask: int) -> tuple[bool, np.ndarray]:
-        """One video frame; True if its NMI ran (frameCounter moved)."""
-        self.nes.controller = mask
-        pic = np.array(self.nes.step(1), dtype=np.uint8)
-        fc = self.nes[R.FRAME_COUNTER]
+    def step(self, mask: int) -> bool:
+        """One video frame with ``mask`` on the pad; True if its NMI ran (frameCounter moved)."""
+        self.nes.step(mask, picture=False)
+        fc = self.nes.ram(R.FRAME_COUNTER)
         ran = fc != self.fc
         self.fc = fc
-        return ran, pic
+        return ran
+
+    def load(self, state: NesState) -> None:
+        """Back to a state saved with ``self.nes.save()``."""
+        self.nes.load(state)
+        self.fc = self.nes.ram(R.FRAME_COUNTER)
 
     def ram(self, a: int) -> int:
-        return int(self.nes[a])
+        return self.nes.ram(a)
 
     def menu(self, screen: str) -> engine.Menu:
         r = self.ram
@@ -112,17 +117,16 @@ def power_on_to(game: Game, where: str) -> None:
 
 
 def episode(
-    game: Game, start: Any, where: str, masks: list[int], rng: np.random.Generator
+    game: Game, start: NesState, where: str, masks: list[int], rng: np.random.Generator
 ) -> dict[str, Any]:
-    game.nes.load(start)
-    game.fc = game.nes[R.FRAME_COUNTER]
+    game.load(start)
     m = game.menu(where)
     frames = mismatches = 0
     first: list[str] = []
     for i, mask in enumerate(masks):
         if mask & B.START and m.stage == engine.MenuStage.OPTIONS and rng.random() > 0.1:
             mask = 0  # Start on the options screen ends the episode: keep most episodes long
-        ran, _ = game.step(mask)
+        ran = game.step(mask)
         if not ran:
             continue
         m.step(mask)
@@ -152,11 +156,10 @@ def episode(
     }
 
 
-def demo_check(game: Game, start: Any, press_at: int) -> dict[str, Any]:
+def demo_check(game: Game, start: NesState, press_at: int) -> dict[str, Any]:
     """Idle on the title until the demo starts, Start in its frame ``press_at`` (counted from
     the frame that began it), compare until back on the title (or 400 frames on)."""
-    game.nes.load(start)
-    game.fc = game.nes[R.FRAME_COUNTER]
+    game.load(start)
     m = game.menu("title")
     mismatches = 0
     first: list[str] = []
@@ -168,7 +171,7 @@ def demo_check(game: Game, start: Any, press_at: int) -> dict[str, Any]:
         if m.stage == engine.MenuStage.DEMO and m.stage_frame + 1 == press_at and after < 0:
             mask = int(B.START)
             after = 0
-        ran, _ = game.step(mask)
+        ran = game.step(mask)
         i += 1
         if not ran:
             continue
@@ -215,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     snaps = {}
     power_on_to(game, "title")
     snaps["title"] = game.nes.save()
-    game.nes.load(snaps["title"])
+    game.load(snaps["title"])
     power_on_to(game, "options")
     snaps["options"] = game.nes.save()
     results = []

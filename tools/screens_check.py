@@ -171,7 +171,7 @@ def setup(run: RomRun, where: str, rng: np.random.Generator) -> None:
             break
         run.step(0)
     if where == "stage_clear":
-        run.nes[R.VIRUS_LEFT] = 0
+        run.nes.poke(R.VIRUS_LEFT, 0)
         for _ in range(int(rng.integers(100, 200))):
             run.step(0)
         return

@@ -39,7 +39,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,10 +47,9 @@ import numpy.typing as npt
 from calibration import CaptureModel, Profile, TimingModel
 from engine import RomError
 from engine.ines import read_rom
-from engine.ram import (
-    DrMarioRam,
-    open_nes,
-)
+from engine.nes import Machine as Emulator  # what an ``emulator`` factory makes (tests: stand-ins)
+from engine.nes import Nes
+from engine.ram import DrMarioRam
 from hil import testrom
 from hil.consoles.base import Frame
 from hil.link.link import Link
@@ -83,25 +82,6 @@ class GameFacts:
 DR_MARIO = GameFacts("Dr. Mario", 0x43)
 TEST_ROM = GameFacts("hil test ROM", testrom.NMI_COUNT)  # its low byte
 GAMES = {"drmario": DR_MARIO, "testrom": TEST_ROM}
-
-
-class Emulator(Protocol):
-    """The part of ``cynes.NES`` EmulatedNes uses (tests may pass a stand-in)."""
-
-    controller: int
-
-    def step(self, frames: int = 1) -> U8: ...
-
-    def __getitem__(self, address: int) -> int: ...
-
-    def reset(self) -> None: ...
-
-    def save(self) -> Any: ...
-
-    def load(self, state: Any) -> None: ...
-
-    @property
-    def has_crashed(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -164,7 +144,7 @@ class EmulatedNes:
                     raise RomError(f"{path.name} is not an iNES file (no 'NES' $1A header)")
             self.rom_name = f"{self.facts.name} ({path.name})"
         try:
-            self.nes = (emulator or open_nes)(os.fspath(path))
+            self.nes = Nes(emulator(os.fspath(path))) if emulator else Nes.open(path)
         except (RuntimeError, OSError) as e:  # cynes: "The ROM Mapper is not supported." etc.
             raise RomError(f"{path.name}: the emulator cannot load it ({e})") from None
         self._own_device = device is None
@@ -174,7 +154,7 @@ class EmulatedNes:
         self.video_frame = 0  # video frames stepped so far
         self.console_frame = -1  # the firmware's number of the latest latch group; -1: none yet
         self.lag_frames = 0  # video frames without a controller read
-        self._counter = int(self.nes[self.facts.nmi_counter])
+        self._counter = self.nes.ram(self.facts.nmi_counter)
         self._resync = 0  # frames after a RESET whose NMI counter steps are not trusted
         # A controller whose armed byte cannot be seen (the firmware image in rp2040js,
         # hil.link.vdevice.EmulatedFirmware) is read at the frame's time before the frame is
@@ -211,7 +191,7 @@ class EmulatedNes:
             return self._step_pull(t_us)
         mask = self.armed_mask()
         picture = self._emulate(mask)
-        count = int(self.nes[self.facts.nmi_counter])
+        count = self.nes.ram(self.facts.nmi_counter)
         nmis = (count - self._counter) & 0xFF
         self._counter = count
         if self._resync > 0:
@@ -248,9 +228,8 @@ class EmulatedNes:
 
     def _emulate(self, mask: int) -> U8:
         """One video frame with ``mask`` on the pad: its picture (a copy). Raises EmuError."""
-        self.nes.controller = mask
-        picture = np.array(self.nes.step(1), dtype=np.uint8, copy=True)
-        if self.nes.has_crashed:
+        picture = self.nes.step(mask)
+        if self.nes.crashed:
             raise EmuError(
                 f"the emulated CPU hit an invalid opcode in video frame {self.video_frame}"
             )
@@ -261,10 +240,9 @@ class EmulatedNes:
         no buttons from a saved state, which is then restored (the game decides whether its
         NMI runs before it reads the pad, so the byte cannot change the answer)."""
         snap = self.nes.save()
-        before = int(self.nes[self.facts.nmi_counter])
-        self.nes.controller = 0
-        self.nes.step(1)
-        reads = (int(self.nes[self.facts.nmi_counter]) - before) & 0xFF == 1
+        before = self.nes.ram(self.facts.nmi_counter)
+        self.nes.step(0, picture=False)
+        reads = (self.nes.ram(self.facts.nmi_counter) - before) & 0xFF == 1
         self.nes.load(snap)
         return reads
 
@@ -277,7 +255,7 @@ class EmulatedNes:
             if int(self.device.read(t_us + self.read_gap_us)) != mask:
                 raise EmuError(f"the two reads of video frame {self.video_frame} differ")
         picture = self._emulate(mask)
-        self._counter = int(self.nes[self.facts.nmi_counter])
+        self._counter = self.nes.ram(self.facts.nmi_counter)
         frame = EmuFrame(self.video_frame, t_us, None, None, picture)
         if reads:
             self.console_frame += 1
@@ -303,15 +281,11 @@ class EmulatedNes:
     def ram(self, address: int) -> int:
         """One byte of the console's 2 KiB RAM ($0000-$07FF). Raises ValueError outside it
         (reading PPU/APU registers through the emulator would change their state)."""
-        if not 0 <= int(address) <= 0x7FF:
-            raise ValueError(f"RAM address must be in $0000-$07FF, got ${int(address):X}")
-        return int(self.nes[int(address)])
+        return self.nes.ram(address)
 
     def ram_block(self, address: int, size: int) -> U8:
-        """``size`` bytes of RAM from ``address``: uint8 [size]."""
-        if size < 0 or not 0 <= address <= address + size - 1 <= 0x7FF:
-            raise ValueError(f"RAM block ${address:X}+{size} is outside $0000-$07FF")
-        return np.fromiter((self.nes[a] for a in range(address, address + size)), np.uint8, size)
+        """``size`` bytes of RAM from ``address``: uint8 [size] (ValueError outside RAM)."""
+        return self.nes.ram_block(address, size)
 
     def truth(self) -> dict[str, Any]:
         """JSON-ready facts from RAM (Dr. Mario: mode, level, speed, viruses, field; the test
