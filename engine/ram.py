@@ -73,6 +73,9 @@ def menu_press(ram: Callable[[int], int], level: int, speed: int, music: int | N
     return int(Button.START)
 
 
+POWER_ON_BYTE = 24  # cynes 0.1.2's saved state: the byte open_nes clears
+
+
 def open_nes(path: str | os.PathLike[str]) -> Any:
     """The ROM at ``path`` in cynes (a ``cynes.NES``: ``step(frames)`` -> RGB uint8 [240, 256,
     3], ``controller`` the pad's byte, ``nes[address]`` RAM). Raises RomError naming the file
@@ -80,6 +83,16 @@ def open_nes(path: str | os.PathLike[str]) -> Any:
     import cynes
 
     try:
-        return cynes.NES(os.fspath(path))
+        nes = cynes.NES(os.fspath(path))
     except (RuntimeError, OSError) as e:  # cynes: "The ROM Mapper is not supported." etc.
         raise RomError(f"{Path(path).name}: the emulator cannot load it ({e})") from None
+    # One byte of cynes' power-on state (offset 24 of its saved state, cynes 0.1.2) is left
+    # uninitialised: it is 0 in a fresh process, but a heap that held other data (an
+    # onnxruntime session) can leave it non-zero, and then the game's first NMI comes a frame
+    # later (frameCounter $43 one behind for the whole run; measured on the original release).
+    # Set to 0, every process runs the same game.
+    state = nes.save()
+    if state[POWER_ON_BYTE] != 0:
+        state[POWER_ON_BYTE] = 0
+        nes.load(state)
+    return nes

@@ -9,6 +9,7 @@ import pytest
 
 from engine import RomError
 from engine.nes import Nes
+from engine.ram import POWER_ON_BYTE
 from hil import testrom
 
 
@@ -76,3 +77,39 @@ def test_ram_reads_and_writes_stay_inside_ram(nes):
 def test_a_file_cynes_cannot_load_is_a_rom_error(tmp_path):
     with pytest.raises(RomError, match="missing.nes: the emulator cannot load it"):
         Nes.open(tmp_path / "missing.nes")
+
+
+def test_an_uninitialised_power_on_byte_does_not_move_the_first_nmi(monkeypatch):
+    """cynes leaves one byte of its power-on state uninitialised (engine.ram.POWER_ON_BYTE): a
+    machine built on a heap that held other data may start with it set, and then its first NMI
+    comes a frame late. open_nes clears it: such a machine counts the NMIs of a clean one."""
+    import cynes
+
+    from engine import ram
+
+    path = str(testrom.image())
+
+    def count(machine) -> int:
+        for _ in range(30):
+            machine.step(1)
+        return machine[testrom.NMI_COUNT] | machine[testrom.NMI_COUNT + 1] << 8
+
+    def machine(byte: int):
+        m = cynes.NES(path)
+        state = m.save()
+        state[POWER_ON_BYTE] = byte  # 0: a fresh heap's; 0xAB: what a reused heap held
+        m.load(state)
+        return m
+
+    clean = count(machine(0))
+    assert count(machine(0xAB)) == clean - 1  # the byte moves the first NMI
+
+    monkeypatch.setattr(cynes, "NES", lambda p, real=cynes.NES: _dirty(real(p)))
+    assert count(ram.open_nes(path)) == clean
+
+
+def _dirty(m):
+    state = m.save()
+    state[POWER_ON_BYTE] = 0xAB
+    m.load(state)
+    return m
