@@ -86,6 +86,30 @@ def parse_policies(text: str) -> list[str]:
     return out
 
 
+def add_game_set_arguments(ap: argparse.ArgumentParser, policies: str, episodes: int) -> None:
+    """The arguments of a tool that plays one level's set of games with some policies
+    (policy.breakdown, policy.ponder): --policies, --level, --speed, --episodes, --seed-start,
+    --model; :func:`game_set_policies` checks them."""
+    ap.add_argument("--policies", default=policies)
+    ap.add_argument("--level", type=int, default=20)
+    ap.add_argument("--speed", type=int, default=2, help="0 LOW, 1 MED, 2 HI")
+    ap.add_argument("--episodes", type=int, default=episodes)
+    ap.add_argument("--seed-start", type=lambda s: int(s, 0), default=0x8000)
+    ap.add_argument("--model", default=None)
+
+
+def game_set_policies(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The policies of :func:`add_game_set_arguments`' arguments, checked: a bad name, level,
+    speed or episode count ends the tool through ``ap.error`` (one line, exit code 2)."""
+    try:
+        policies = parse_policies(args.policies)
+        if not (0 <= args.level <= 24 and 0 <= args.speed <= 2 and args.episodes >= 1):
+            raise ValueError("--level 0..24, --speed 0..2, --episodes >= 1")
+    except ValueError as e:
+        ap.error(str(e))
+    return policies
+
+
 def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
     """A fresh policy for one game (the random baseline is seeded from the game)."""
     if name == "random":
