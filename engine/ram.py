@@ -3,7 +3,8 @@ them. One map for every tool that runs a user's ROM in an emulator (hil.consoles
 perception.screens_rom, perception.realcheck, tools/).
 
 Addresses and meanings are those of the public disassembly (defines/drmario_ram_zp.asm,
-defines/drmario_ram.asm; routines named with their address in the original release).
+defines/drmario_ram.asm; routines named with the address the disassembly's comments give, Rev A's:
+docs/ENGINE.md, "Addresses").
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     """Replay a recording or video: readings, events, decisions, an annotated video."""
-    from hil.loop.replay import main_replay
+    from hil.replay import main_replay
 
     return main_replay(
         args.video,
@@ -369,10 +369,10 @@ def _add_replay(sub: Any) -> None:
     )
     rp.add_argument(
         "--policy",
-        choices=["auto", "onnx", "deepest"],
+        choices=["auto", "onnx", "search", "heuristic", "deepest"],
         default="auto",
-        help="auto/onnx: the ONNX placement policy (policy/models/policy.onnx); deepest: the "
-        "deepest reachable placement (baseline)",
+        help="auto/onnx: the ONNX placement policy (policy/models/policy.onnx); search, "
+        "heuristic: hil run's; deepest: the deepest reachable placement (baseline)",
     )
     rp.add_argument(
         "--level", type=parse.integer(0, 24), help="level 0..24 (default: the recording's)"

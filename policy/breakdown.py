@@ -127,24 +127,19 @@ def summarize(traces: Sequence[Trace]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from policy.eval import Config, make_policy, parse_policies
+    from policy.eval import (
+        Config,
+        add_game_set_arguments,
+        game_set_policies,
+        make_policy,
+    )
 
     ap = argparse.ArgumentParser(
         prog="python -m policy.breakdown", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--policies", default="teacher,onnx")
-    ap.add_argument("--level", type=int, default=20)
-    ap.add_argument("--speed", type=int, default=2, help="0 LOW, 1 MED, 2 HI")
-    ap.add_argument("--episodes", type=int, default=20)
-    ap.add_argument("--seed-start", type=lambda s: int(s, 0), default=0x8000)
-    ap.add_argument("--model", default=None)
+    add_game_set_arguments(ap, "teacher,onnx", 20)
     args = ap.parse_args(argv)
-    try:
-        policies = parse_policies(args.policies)
-        if not (0 <= args.level <= 24 and 0 <= args.speed <= 2 and args.episodes >= 1):
-            raise ValueError("--level 0..24, --speed 0..2, --episodes >= 1")
-    except ValueError as e:
-        ap.error(str(e))
+    policies = game_set_policies(ap, args)
     cfg = Config(model=args.model, taps_only=False, max_frames=100_000)
     eps = list(episodes([args.level], [args.speed], args.episodes, args.seed_start))
     doc: dict[str, Any] = {"args": vars(args)}

@@ -4,7 +4,8 @@
 
 plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx, and
 search: the play-time 3-ply search with the network's prior, policy/search.py),
-prints a table (clear rate, median and p90 frames to clear, top-outs, time-outs), and writes
+prints a table (clear rate, p10, median and p90 frames to clear, top-outs; the human record
+below the levels that have one: level 20 HI, 123.57 s), and writes
 eval.json and eval.png under --out. A game is fixed by (level, speed, seed, frameCounter);
 seeds are even and start at --seed-start (0x8000 by default: policy.train draws its games
 below 0x8000, so evaluation games are never training games). Results do not depend on
@@ -33,6 +34,10 @@ DEFAULT_POLICIES = ("random", "greedy", "teacher", "onnx")
 SPEEDS = {"low": 0, "med": 1, "hi": 2}
 SPEED_NAMES = {v: k for k, v in SPEEDS.items()}
 EVAL_SEED_START = 0x8000
+NTSC_FPS = 60.0988  # NES NTSC frames per second
+# The human records the table sets policies against (level, speed) -> seconds: level 20 HI in
+# 123.57 s, the record issue 37 quotes (docs/POLICY.md), 7,426 frames at NTSC_FPS.
+HUMAN_RECORDS_S: dict[tuple[int, int], float] = {(20, 2): 123.57}
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,30 @@ def parse_policies(text: str) -> list[str]:
     if bad or not out:
         raise ValueError(f"policies must be among {', '.join(POLICIES)}, got {text!r}")
     return out
+
+
+def add_game_set_arguments(ap: argparse.ArgumentParser, policies: str, episodes: int) -> None:
+    """The arguments of a tool that plays one level's set of games with some policies
+    (policy.breakdown, policy.ponder): --policies, --level, --speed, --episodes, --seed-start,
+    --model; :func:`game_set_policies` checks them."""
+    ap.add_argument("--policies", default=policies)
+    ap.add_argument("--level", type=int, default=20)
+    ap.add_argument("--speed", type=int, default=2, help="0 LOW, 1 MED, 2 HI")
+    ap.add_argument("--episodes", type=int, default=episodes)
+    ap.add_argument("--seed-start", type=lambda s: int(s, 0), default=0x8000)
+    ap.add_argument("--model", default=None)
+
+
+def game_set_policies(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The policies of :func:`add_game_set_arguments`' arguments, checked: a bad name, level,
+    speed or episode count ends the tool through ``ap.error`` (one line, exit code 2)."""
+    try:
+        policies = parse_policies(args.policies)
+        if not (0 <= args.level <= 24 and 0 <= args.speed <= 2 and args.episodes >= 1):
+            raise ValueError("--level 0..24, --speed 0..2, --episodes >= 1")
+    except ValueError as e:
+        ap.error(str(e))
+    return policies
 
 
 def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
@@ -159,8 +188,8 @@ def run_jobs(
 
 
 def summarize(results: Sequence[tuple[str, Result]]) -> list[dict[str, Any]]:
-    """One row per (policy, level, speed): games, clear rate, median/p90 frames to clear (over
-    cleared games; None when none cleared), top-outs, time-outs, median pills."""
+    """One row per (policy, level, speed): games, clear rate, p10/median/p90 frames to clear
+    (over cleared games; None when none cleared), top-outs, time-outs, median pills."""
     groups: dict[tuple[str, int, int], list[Result]] = {}
     for name, r in results:
         groups.setdefault((name, r.level, r.speed), []).append(r)
@@ -174,6 +203,7 @@ def summarize(results: Sequence[tuple[str, Result]]) -> list[dict[str, Any]]:
                 "speed": SPEED_NAMES[speed],
                 "games": len(rs),
                 "clear_rate": sum(r.cleared for r in rs) / len(rs),
+                "p10_frames": float(np.percentile(frames, 10)) if frames.size else None,
                 "median_frames": float(np.median(frames)) if frames.size else None,
                 "p90_frames": float(np.percentile(frames, 90)) if frames.size else None,
                 "top_outs": sum(r.topped_out for r in rs),
@@ -184,23 +214,48 @@ def summarize(results: Sequence[tuple[str, Result]]) -> list[dict[str, Any]]:
     return rows
 
 
+def human_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The human records (HUMAN_RECORDS_S) of the (level, speed) pairs in ``rows``, one row each
+    in the table's shape: policy "human record", its frames (seconds x NTSC_FPS) as the median,
+    the other columns None."""
+    shown = {(r["level"], SPEEDS[r["speed"]]) for r in rows}
+    return [
+        {
+            "policy": "human record",
+            "level": level,
+            "speed": SPEED_NAMES[speed],
+            "seconds": seconds,
+            "median_frames": float(round(seconds * NTSC_FPS)),
+        }
+        for (level, speed), seconds in sorted(HUMAN_RECORDS_S.items())
+        if (level, speed) in shown
+    ]
+
+
 def print_table(rows: Sequence[dict[str, Any]]) -> None:
+    """The summary rows as a table, each (level, speed)'s human record (:func:`human_rows`)
+    below them."""
     from rich.console import Console
     from rich.table import Table
 
+    def cell(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
     table = Table(title="policy.eval: frames to clear (since the level state was made)")
-    for col in ("policy", "level", "speed", "games", "clear %", "median", "p90", "top-outs"):
-        table.add_column(col, justify="right" if col not in ("policy", "speed") else "left")
-    for r in rows:
+    for col in ("policy", "level", "speed", "games", "clear %", "p10", "median", "p90", "top-outs"):
+        left = col in ("policy", "speed")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col == "policy")
+    for r in [*rows, *human_rows(rows)]:
         table.add_row(
             r["policy"],
             str(r["level"]),
             r["speed"],
-            str(r["games"]),
-            f"{100 * r['clear_rate']:.1f}",
-            "-" if r["median_frames"] is None else f"{r['median_frames']:.0f}",
-            "-" if r["p90_frames"] is None else f"{r['p90_frames']:.0f}",
-            str(r["top_outs"]),
+            cell(r.get("games"), "d"),
+            cell(None if r.get("clear_rate") is None else 100 * r["clear_rate"], ".1f"),
+            cell(r.get("p10_frames"), ".0f"),
+            cell(r.get("median_frames"), ".0f"),
+            cell(r.get("p90_frames"), ".0f"),
+            cell(r.get("top_outs"), "d"),
         )
     Console().print(table)
 
@@ -225,6 +280,9 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax1.plot(lv, [100 * r["clear_rate"] for r in sel], styles[speed], marker="o", label=label)
         med = [np.nan if r["median_frames"] is None else r["median_frames"] for r in sel]
         ax2.plot(lv, med, styles[speed], marker="o", label=label)
+    for h in human_rows(rows):
+        ax2.plot([h["level"]], [h["median_frames"]], "k*", markersize=10)
+        ax2.annotate(f"human record ({h['speed']})", (h["level"], h["median_frames"]), fontsize=7)
     ax1.set(xlabel="level", ylabel="clear rate (%)", ylim=(-2, 102), title="games cleared")
     ax2.set(xlabel="level", ylabel="frames", title="median frames to clear")
     ax1.grid(alpha=0.3)
@@ -335,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = {
         "args": recorded,
         "summary": rows,
+        "human_records": human_rows(rows),
         "games": [{"policy": name, **r.as_dict()} for name, r in results],
     }
     (out / "eval.json").write_text(json.dumps(doc, indent=1))

@@ -20,12 +20,11 @@ import pytest
 import engine
 from calibration import Geometry, Profile
 from hil.cli import main
-from hil.loop.replay import (
+from hil.replay import (
     CHOICE_BGR,
-    DeepestPolicy,
     EventDetector,
     FrameFacts,
-    OnnxPlacementPolicy,
+    LivePolicy,
     PerceptionReader,
     TruthReader,
     choose_policy,
@@ -106,7 +105,7 @@ def test_replay_with_perception_and_the_onnx_policy(recording, tmp_path):
     rec, sim = recording
     source = open_source(rec)
     reader, policy = choose_reader("auto", source), choose_policy("auto", taps_only=True)
-    assert isinstance(reader, PerceptionReader) and isinstance(policy, OnnxPlacementPolicy)
+    assert isinstance(reader, PerceptionReader) and isinstance(policy, LivePolicy)
     log = io.StringIO()
     summary = replay(source, tmp_path, reader=reader, policy=policy, log=log)
     out = lines(tmp_path / "replay.jsonl")
@@ -182,7 +181,11 @@ def test_truth_reader_with_the_deepest_baseline(recording, tmp_path):
     source = open_source(rec)
     reader = choose_reader("truth", source)
     summary = replay(
-        source, tmp_path, reader=reader, policy=DeepestPolicy(taps_only=True), video=False
+        source,
+        tmp_path,
+        reader=reader,
+        policy=choose_policy("deepest", taps_only=True),
+        video=False,
     )
     out = lines(tmp_path / "replay.jsonl")
     assert summary.agreement is None and summary.video is None
@@ -198,6 +201,26 @@ def test_truth_reader_with_the_deepest_baseline(recording, tmp_path):
         # The true state has the console's frameCounter, the rebuilt game 0 (a picture does not
         # show it; its parity times the fast drop): the lock may come a frame off.
         assert abs(d["frames_to_lock"] - int(plan.lock_frames[placements.index(deepest)])) <= 1
+
+
+def test_replay_asks_the_live_loops_policies(recording):
+    """Every --policy is the live loop's policy behind the live loop's planner: on each true spawn
+    state the replay's choice is what hil run's policy chooses among the planner's reachable
+    placements (the heuristic here: no model, cheap)."""
+    from hil.loop.heuristic import HeuristicPolicy
+    from hil.loop.runtime import EnginePlanner
+
+    _, sim = recording
+    decider = choose_policy("heuristic", taps_only=True)
+    live, planner = HeuristicPolicy(), EnginePlanner(taps_only=True)
+    states = true_spawn_states(sim)
+    assert len(states) >= 3
+    for state in states:
+        plan = planner(state, np.zeros(0, np.uint8))
+        d = decider.act(state)
+        assert d.placement == live.choose(state, plan.reachable)
+        assert d.reachable == len(plan) and np.array_equal(d.masks, plan.masks(d.placement))
+    assert decider.act_without_next(states[0]) is None  # the heuristic has no choose_mean
 
 
 def test_speed_ups_at_spawn_follow_the_engine():

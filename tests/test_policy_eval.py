@@ -37,7 +37,31 @@ def test_cli_writes_table_json_and_png(tmp_path: Path, capsys: pytest.CaptureFix
     doc = json.loads((out / "eval.json").read_text())
     assert doc["summary"][0]["policy"] == "random" and len(doc["games"]) == 1
     assert (out / "eval.png").stat().st_size > 1000
-    assert "clear %" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "clear %" in printed and "p10" in printed
+    # level 20 HI has a human record: a row of its own below the policies, in the JSON too
+    assert doc["human_records"] == [
+        {
+            "policy": "human record",
+            "level": 20,
+            "speed": "hi",
+            "seconds": 123.57,
+            "median_frames": 7426.0,
+        }
+    ]
+    assert "human record" in printed and "7426" in printed
+
+
+def test_distribution_and_human_rows() -> None:
+    """Each row has p10 <= median <= p90 over its cleared games; the human record is shown only
+    for a (level, speed) the table has."""
+    from policy.eval import human_rows
+
+    _, rows = evaluate(["greedy"], [0], [2], 3, CFG, progress=False)
+    (r,) = rows
+    assert r["clear_rate"] > 0
+    assert r["p10_frames"] <= r["median_frames"] <= r["p90_frames"]
+    assert human_rows(rows) == []
 
 
 def test_argument_parsing() -> None:

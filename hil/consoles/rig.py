@@ -183,13 +183,20 @@ class DeviceCapture:
 
 
 class FileCapture:
-    """A video file as a capture source. ``realtime``: frames are released at the file's frame
-    rate (newest-only, like a device); else each call returns the next frame (lockstep).
-    ``time_ns`` of frame i is ``start_ns + i / fps``. Raises CaptureError for a file OpenCV
-    cannot open; ``newest`` raises it at the end of the file."""
+    """A video file as a capture source (``hil run --capture FILE``, ``hil replay VIDEO``).
+    ``realtime``: frames are released at the file's frame rate (newest-only, like a device);
+    else each call returns the next frame (lockstep). ``fps``: the file's frame rate, else
+    ``default_fps`` where the file states none; ``count``: its frames as the container states
+    them (None when unknown). ``time_ns`` of frame i is ``start_ns + i / fps``. Raises
+    CaptureError for a file OpenCV cannot open; ``newest`` raises it at the end of the file."""
 
     def __init__(
-        self, path: str | Path, *, realtime: bool = False, clock: Clock = time.monotonic_ns
+        self,
+        path: str | Path,
+        *,
+        realtime: bool = False,
+        clock: Clock = time.monotonic_ns,
+        default_fps: float = 60.0,
     ) -> None:
         self.name = f"file {path}"
         self.path = Path(path)
@@ -198,7 +205,8 @@ class FileCapture:
         self._cap = cv2.VideoCapture(str(self.path))
         if not self._cap.isOpened():
             raise CaptureError(f"OpenCV cannot open {self.path} as a video")
-        self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or 60.0
+        self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or default_fps
+        self.count = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT)) or None
         self.realtime = realtime
         self.clock = clock
         self.start_ns = clock()

@@ -22,7 +22,7 @@ class ReplayError(ValueError):
 
 def short_path(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (for labels)."""
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[2]
     try:
         return str(path.resolve().relative_to(root))
     except ValueError:

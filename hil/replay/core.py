@@ -15,17 +15,16 @@ from calibration import Profile
 from engine import ScreenKind
 from engine.placement import placement_pose
 from hil.loop.recording import Frame
-from hil.loop.replay.annotate import VIDEO_CODECS, annotate, panel_width
-from hil.loop.replay.common import JSONL_FILE, ReplayError
-from hil.loop.replay.events import Event, EventDetector
-from hil.loop.replay.policies import (
+from hil.replay.annotate import VIDEO_CODECS, annotate, panel_width
+from hil.replay.common import JSONL_FILE, ReplayError
+from hil.replay.events import Event, EventDetector
+from hil.replay.policies import (
     Decider,
-    OnnxPlacementPolicy,
     choose_policy,
     game_from_reading,
     speed_ups_at_spawn,
 )
-from hil.loop.replay.readers import (
+from hil.replay.readers import (
     Agreement,
     FrameFacts,
     PerceptionReader,
@@ -36,7 +35,7 @@ from hil.loop.replay.readers import (
     compare_readings,
     reading_json,
 )
-from hil.loop.replay.sources import Source, open_source
+from hil.replay.sources import Source, open_source
 from perception.observation import (
     Observation,
 )
@@ -115,11 +114,11 @@ def replay(
 ) -> ReplaySummary:
     """Replay ``source`` into ``out_dir`` (created): replay.jsonl and the annotated video (module
     docstring). ``reader`` defaults to :class:`PerceptionReader` for the source's profile,
-    ``policy`` to :class:`OnnxPlacementPolicy`. ``level`` and ``speed`` (the policy needs
-    them) default to the recording's. With ``compare_truth``, a source with a sidecar read by
-    another reader than the truth is compared with it frame by frame (``truth_agree`` in each
-    reading line, :class:`Agreement` counts in the summary). Events and decisions are printed
-    to ``log`` as they happen.
+    ``policy`` to the live loop's ONNX policy (``choose_policy("auto")``). ``level`` and
+    ``speed`` (the policy needs them) default to the recording's. With ``compare_truth``, a
+    source with a sidecar read by another reader than the truth is compared with it frame by
+    frame (``truth_agree`` in each reading line, :class:`Agreement` counts in the summary).
+    Events and decisions are printed to ``log`` as they happen.
 
     Raises ReplayError, before anything is written, for an unknown level/speed or a bad
     ``max_frames``; and when the source fails part way (a video shorter than its sidecar, a
@@ -128,7 +127,7 @@ def replay(
     """
     run, level, speed = _check_replay_args(source, level, speed, max_frames)
     reader = reader or PerceptionReader(source.profile)
-    policy = policy or OnnxPlacementPolicy()
+    policy = policy or choose_policy("auto")
     comparator: Reader | None = None
     if compare_truth and source.has_truth:
         comparator = RunReader() if run else TruthReader()
@@ -364,7 +363,8 @@ def _decide(
         return {"policy": policy.name, "error": str(e), "speed_ups": speed_ups}
     placement = int(d.placement)
     without_next = getattr(policy, "act_without_next", None)
-    extra = {} if without_next is None else {"placement_without_next": without_next(game)}
+    mean = None if without_next is None else without_next(game)
+    extra = {} if mean is None else {"placement_without_next": mean}
     return {
         **extra,
         "policy": policy.name,

@@ -11,9 +11,9 @@ import numpy as np
 import engine
 from calibration import Profile
 from engine.placement import placement_index
-from hil.loop.replay.common import EMPTY, U8
-from hil.loop.replay.events import placement_cells
-from hil.loop.replay.sources import to_capture
+from hil.replay.common import EMPTY, U8
+from hil.replay.events import placement_cells
+from hil.replay.sources import to_capture
 from perception.observation import (
     Observation,
 )

@@ -25,10 +25,11 @@ The pieces (each output line names what produced it):
   truth (cells, falling pill, next pill, screen kind; counts in the summary). Every reader
   gives perception's Observation (the type the live loop reads) and the source's
   :class:`FrameFacts` (what a sidecar says beyond the picture).
-- policy (``--policy``): :class:`OnnxPlacementPolicy` (the default ``auto``): the policy
-  room's network (policy/models/policy.onnx) choosing among the placements ``engine.plan``
-  finds reachable from a game rebuilt from the reading at the spawn. :class:`DeepestPolicy`
-  (``deepest``) takes the deepest reachable placement instead (a baseline).
+- policy (``--policy``): the live loop's policies asked as ``hil run`` asks them
+  (:class:`LivePolicy`: hil.loop.runtime.EnginePlanner plans every reachable placement of a game
+  rebuilt from the reading at the spawn, hil.loop.policies chooses): ``auto``/``onnx`` the
+  policy room's network (policy/models/policy.onnx), ``search`` and ``heuristic`` as in
+  ``hil run``, ``deepest`` a baseline (:class:`DeepestPolicy`: the deepest reachable placement).
 
 Nothing here imports torch (replay is a runtime path; tests check it).
 
@@ -38,30 +39,30 @@ command).
 """
 
 from engine.placement import placement_index
-from hil.loop.replay.annotate import CHOICE_BGR, annotate, panel_width
-from hil.loop.replay.common import ReplayError
-from hil.loop.replay.core import ReplaySummary, main_replay, replay
-from hil.loop.replay.events import (
+from hil.replay.annotate import CHOICE_BGR, annotate, panel_width
+from hil.replay.common import ReplayError
+from hil.replay.core import ReplaySummary, main_replay, replay
+from hil.replay.events import (
     Event,
     EventDetector,
     lock_placement,
     placement_cells,
 )
-from hil.loop.replay.policies import (
+from hil.replay.policies import (
     DeepestPolicy,
-    OnnxPlacementPolicy,
+    LivePolicy,
     choose_policy,
     game_from_reading,
     speed_ups_at_spawn,
 )
-from hil.loop.replay.readers import (
+from hil.replay.readers import (
     FrameFacts,
     PerceptionReader,
     RunReader,
     TruthReader,
     choose_reader,
 )
-from hil.loop.replay.sources import Source, open_source
+from hil.replay.sources import Source, open_source
 
 __all__ = [
     "CHOICE_BGR",
@@ -69,7 +70,7 @@ __all__ = [
     "Event",
     "EventDetector",
     "FrameFacts",
-    "OnnxPlacementPolicy",
+    "LivePolicy",
     "PerceptionReader",
     "ReplayError",
     "ReplaySummary",

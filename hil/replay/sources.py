@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cv2
-import numpy as np
-
 from calibration import Profile
+from hil.consoles.base import CaptureError
+from hil.consoles.rig import FileCapture
 from hil.loop.recording import META_FILE, Frame, Recording, RecordingError
-from hil.loop.replay.common import ReplayError
+from hil.replay.common import ReplayError
 
 
 @dataclass
@@ -56,25 +55,32 @@ def open_source(path: str | Path, profile: Profile | None = None) -> Source:
         return Source(frames, prof, fps, len(rec), meta, str(rec_dir), True, rec.warnings)
     if p.is_dir():
         raise ReplayError(f"{p} is a directory but not a recording (no {META_FILE})")
-    cap = cv2.VideoCapture(str(p))
-    if not cap.isOpened():
-        raise ReplayError(f"{p}: OpenCV cannot decode this file as a video")
-    ok, first = cap.read()
-    if not ok:
-        cap.release()
-        raise ReplayError(f"{p}: OpenCV opened it but reads no frame (not a video, or empty)")
+    try:
+        cap = FileCapture(p, clock=lambda: 0, default_fps=_default_fps(profile))
+    except CaptureError:
+        raise ReplayError(f"{p}: OpenCV cannot decode this file as a video") from None
+    try:
+        first = cap.newest(0.0)
+    except CaptureError:
+        cap.close()
+        raise ReplayError(
+            f"{p}: OpenCV opened it but reads no frame (not a video, or empty)"
+        ) from None
+    assert first is not None  # (lockstep: the next frame, or CaptureError at the end)
     if profile is None:
-        cap.release()
+        cap.close()
         raise ReplayError(
             f"{p} is a plain video (no recording.json naming its capture profile): pass the "
             f"capture's profile with --profile, or fit one first with `hil calibrate --input "
             f"{p} --out profile.json`"
         )
-    prof = profile
-    _check_size(prof, (first.shape[1], first.shape[0]), p)
-    fps = cap.get(cv2.CAP_PROP_FPS) or prof.timing.capture_hz
-    count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) or None
-    return Source(_video_frames(cap, first, fps), prof, float(fps), count, {}, str(p), False)
+    _check_size(profile, (first.image.shape[1], first.image.shape[0]), p)
+    return Source(_video_frames(cap, first), profile, cap.fps, cap.count, {}, str(p), False)
+
+
+def _default_fps(profile: Profile | None) -> float:
+    """A video's frame rate where its file states none: the profile's capture rate."""
+    return profile.timing.capture_hz if profile is not None else 60.0
 
 
 def _video_name(rec_dir: Path) -> str | None:
@@ -93,19 +99,19 @@ def _check_size(profile: Profile, size: tuple[int, int], where: Path) -> None:
         )
 
 
-def _video_frames(
-    cap: cv2.VideoCapture, first: np.ndarray, fps: float
-) -> Iterator[tuple[Frame, dict[str, Any] | None]]:
+def _video_frames(cap: FileCapture, first: Frame) -> Iterator[tuple[Frame, dict[str, Any] | None]]:
+    """The rig's video capture in lockstep (hil.consoles.rig.FileCapture): every frame in
+    order, ``time_ns`` i / fps from 0."""
     try:
-        image: np.ndarray | None = first
-        i = 0
-        while image is not None:
-            yield Frame(image=image, time_ns=round(i * 1e9 / fps), index=i), None
-            ok, nxt = cap.read()
-            image = np.asarray(nxt) if ok else None
-            i += 1
+        frame: Frame | None = first
+        while frame is not None:
+            yield frame, None
+            try:
+                frame = cap.newest(0.0)
+            except CaptureError:  # the end of the file
+                frame = None
     finally:
-        cap.release()
+        cap.close()
 
 
 def to_capture(profile: Profile, x: float, y: float) -> tuple[int, int]:

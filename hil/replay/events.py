@@ -11,8 +11,8 @@ import numpy.typing as npt
 
 from engine import ScreenKind
 from engine.placement import placement_index, placement_pose
-from hil.loop.replay.common import EMPTY, U8
-from hil.loop.replay.readers import FrameFacts, pill_json
+from hil.replay.common import EMPTY, U8
+from hil.replay.readers import FrameFacts, pill_json
 from perception.observation import (
     FallingPill,
     Observation,

@@ -14,8 +14,8 @@ from engine import ScreenKind
 from engine.constants import Phase
 from hil.loop.observation import OnnxReader
 from hil.loop.recording import Frame
-from hil.loop.replay.common import ReplayError, short_path
-from hil.loop.replay.sources import Source
+from hil.replay.common import ReplayError, short_path
+from hil.replay.sources import Source
 from perception.observation import (
     FallingPill,
     NextPill,
