@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 
 import engine
-from hil.loop.decision import Decision, falling_at
+from engine.placement import pill_falling
+from hil.loop.decision import Decision
 from hil.loop.runtime import EnginePlanner
 from hil.loop.schedule import Schedule
 from hil.loop.stats import Stats
@@ -44,7 +45,7 @@ class FakeTracker:
 
 def spawn_state() -> engine.Game:
     game = engine.Game(3, 1, 0x8988)
-    while not falling_at(game):
+    while not pill_falling(game):
         game.step(0)
     return game
 

@@ -10,16 +10,17 @@ import numpy as np
 import pytest
 
 import engine
+from engine.placement import pill_falling
 from hil.cli import main
 from hil.loop.heuristic import HeuristicPolicy
-from hil.loop.ponder import falling_at, ponder
+from hil.loop.ponder import ponder
 from hil.loop.runtime import EnginePlanner
 from policy.play import COLOUR_PAIRS_ORDERED as PAIRS
 
 
 def to_spawn(game: engine.Game) -> int:
     n = 0
-    while not falling_at(game):
+    while not pill_falling(game):
         game.step(0)
         n += 1
     return n

@@ -13,6 +13,7 @@ import engine
 from calibration import Timing, TimingModel
 from engine import ScreenKind
 from engine.constants import level_viruses as virus_target
+from hil.link.protocol import Status
 from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.matching import MatchConfig, mismatches
 from hil.loop.observation import VirusAnimation
@@ -211,15 +212,18 @@ def test_a_restarted_firmware_is_placed_on_the_old_frames_by_prompt_samples_not_
     true_shift = 257  # old frame 257 is the new firmware's frame 0
     new_us0 = 1_000_000  # its clock, in us, at its frame 0
 
-    def status(f: int, late_ns: float) -> tuple[int, int, int]:
+    def status(f: int, late_ns: float) -> tuple[Status, int]:
         g = f + true_shift
         host = int(latch_ns(g) + WINDOW_US * 1000 + late_ns) + HOST_OFFSET
-        return f, new_us0 + int(round((latch_ns(g) - latch_ns(true_shift)) / 1000)), host
+        us = new_us0 + int(round((latch_ns(g) - latch_ns(true_shift)) / 1000))
+        return Status(frame=f, first_latch_us=us), host
 
     r = Renumbering(old)
     r.on_status(*status(40, 0.7 * P))
     assert r.shift is None and round(r.estimate) == true_shift + 1  # what a single sample says
-    r.on_pong(status(40, 0)[1] + 9000, int(latch_ns(40 + true_shift) + 9.1e6) + HOST_OFFSET)
+    r.on_pong(
+        status(40, 0)[0].first_latch_us + 9000, int(latch_ns(40 + true_shift) + 9.1e6) + HOST_OFFSET
+    )
     r.on_status(*status(41, 4e5))
     r.on_status(*status(42, 0.9 * P))
     assert r.shift is None  # three reads of STATUS (a PONG is no read): not yet enough
@@ -228,7 +232,7 @@ def test_a_restarted_firmware_is_placed_on_the_old_frames_by_prompt_samples_not_
     # The new clock's offset seeded from the old grid: frame 43's latch where the old clock
     # puts frame 300, not where the late samples put it.
     device, host = r.grid_sample(true_shift)
-    assert device == status(43, 0)[1]
+    assert device == status(43, 0)[0].first_latch_us
     assert abs(host - (latch_ns(43 + true_shift) + HOST_OFFSET)) < 1e6
     # Never close enough (each sample half a frame late): after max_samples, the integer
     # below (samples are only ever late).

@@ -1,11 +1,17 @@
 """The tracker's alignment: the level's base frame (the console frame of its state 0) and
 frameCounter phase found from the captures of its intro and first pill, against tables of what
 every phase would show (the board voted over several pictures first; docs/RUN.md, "The
-tracker"). A mixin of hil.loop.tracker.Tracker: its methods use the tracker's state."""
+tracker").
+
+:class:`Alignment` works on the level it is given (hil.loop.tracked.TrackedLevel) and nothing
+else of the tracker's: ``on_capture(lv, frames, obs)`` takes each capture of a level still
+being aligned and returns the ``level_start`` Event once a hypothesis is chosen, the level then
+holding its base frame, frameCounter phase and state 0 (the tracker starts tracking from there).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +25,7 @@ from hil.loop.matching import (
     predicted_observation,
     same_board,
 )
-from hil.loop.tracked import Event, LevelState, TrackedLevel, TrackerConfig
+from hil.loop.tracked import Event, TrackedLevel, TrackerConfig
 from hil.loop.worker import Worker
 from perception.observation import (
     COLS,
@@ -90,21 +96,20 @@ def _usable_seed(level: int) -> int:
 
 
 class Alignment:
-    """The alignment's half of the Tracker (see the module docstring)."""
+    """A level's base frame and frameCounter phase from its captures (see the module
+    docstring). ``cfg``: the tracker's settings (board_frames, align_wait, align_window,
+    intro_frames, lock_reserve, match); ``worker``: where the intro's tables are built and each
+    capture scored (hil.loop.worker)."""
 
-    lv: TrackedLevel | None
-    cfg: TrackerConfig
-    state: LevelState
-    worker: Worker
-    _out: list[Event]
+    def __init__(self, cfg: TrackerConfig, worker: Worker) -> None:
+        self.cfg = cfg
+        self.worker = worker
 
-    if TYPE_CHECKING:
-
-        def advance(self) -> None: ...
-
-    def _aligning(self, frames: range, obs: Observation) -> None:
-        lv = self.lv
-        assert lv is not None
+    def on_capture(self, lv: TrackedLevel, frames: range, obs: Observation) -> Event | None:
+        """One capture of level ``lv`` (not yet aligned) that shows console frames ``frames``:
+        the board voted while the intro shows it whole, then the hypotheses scored on the
+        worker. Returns the ``level_start`` Event when a finished job chose one (then ``lv``
+        holds base, fc0 and state 0: see :func:`_start`), else None."""
         lv.observations.append((frames, obs))
         if lv.board is None:
             target = virus_target(lv.level)
@@ -125,7 +130,7 @@ class Alignment:
                 if lv.votes is None:
                     lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
                     lv.next0 = obs.next_colors
-                    lv.base_prior = self._first_full(min(target, obs.virus_count), frames) + 1
+                    lv.base_prior = _first_full(lv, min(target, obs.virus_count), frames) + 1
                 # The board is voted over board_frames pictures (the sum of confidence per cell
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
@@ -150,21 +155,8 @@ class Alignment:
                 self._align_step, lv, frames, obs, len(lv.observations), waited, frames.stop - 1
             )
             lv.align_jobs.append(job)
-            self._aligned()
-
-    def _first_full(self, target: int, frames: range) -> int:
-        """The first frame a capture of this level showed ``target`` viruses or more (the
-        current capture's when none before did)."""
-        lv = self.lv
-        assert lv is not None
-        for seen, obs in lv.observations:
-            if (
-                obs.kind == ScreenKind.LEVEL
-                and obs.virus_count >= target
-                and not pill_cells(obs.field)
-            ):
-                return seen.stop - 1
-        return frames.stop - 1
+            return self._aligned(lv)
+        return None
 
     def _align_step(
         self, lv: TrackedLevel, frames: range, obs: Observation, n: int, force: bool, now: int
@@ -177,7 +169,7 @@ class Alignment:
         if lv.base is not None:
             return None  # aligned meanwhile
         if not lv.tables:
-            states = [self._make_state0(c, lv) for c in range(16)]
+            states = [_make_state0(lv, c) for c in range(16)]
             lv.tables, lv.table_throw, lv.table_lock = intro_tables(states, self.cfg.intro_frames)
             w = self.cfg.align_window
             assert lv.base_prior is not None
@@ -243,55 +235,64 @@ class Alignment:
             return b, c, runner_up < best + margin
         return None
 
-    def _aligned(self) -> None:
-        """Takes the alignment's finished jobs in order; tracking starts at the first that
-        chose a hypothesis."""
-        lv = self.lv
-        assert lv is not None
+    def _aligned(self, lv: TrackedLevel) -> Event | None:
+        """Takes the alignment's finished jobs in order; the level starts at the first that
+        chose a hypothesis (its ``level_start`` Event), else None."""
         while lv.align_jobs and lv.align_jobs[0].done():
             choice = lv.align_jobs.pop(0).result()
             if choice is not None and lv.base is None:
                 lv.align_jobs.clear()
-                self._start_tracking(*choice)
+                return _start(lv, *choice)
+        return None
 
-    def _start_tracking(self, b: int, c: int, ambiguous: bool) -> None:
-        lv = self.lv
-        assert lv is not None
-        lv.base, lv.fc0 = b, c
-        state = self._make_state0(c)
-        lv.viruses_missing = max(0, virus_target(lv.level) - int(state.virus_count))
-        lv.history = {0: state.clone()}
-        lv.spawns = {0: 0}
-        if lv.next0 is not None:
-            lv.next_by_spawn[0] = lv.next0
-        lv.confirmed = 0
-        self.state = LevelState.TRACKING
-        self._out.append(
-            Event(
-                "level_start",
-                b,
-                {
-                    "level": lv.level,
-                    "speed": lv.speed,
-                    "frame_counter_mod16": c,
-                    "viruses": int(state.virus_count),
-                    "ambiguous": ambiguous,
-                    "misses": lv.misses.get((b, c), 0),
-                },
-            )
-        )
-        lv.observations.clear()
-        self.advance()
 
-    def _make_state0(self, fc0: int, lv: TrackedLevel | None = None) -> engine.Game:
-        lv = lv if lv is not None else self.lv
-        assert lv is not None and lv.board is not None
-        g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
-        field = lv.board.reshape(-1)
-        g.field[:] = field
-        g.shown[:] = field
-        n = int(((field & 0xF0) == 0xD0).sum())
-        g.virus_left_bcd[()] = (n // 10) * 16 + n % 10
-        if lv.next0 is not None:
-            g.next_colors[:] = lv.next0
-        return g
+def _start(lv: TrackedLevel, b: int, c: int, ambiguous: bool) -> Event:
+    """Hypothesis (base frame ``b``, frameCounter mod 16 ``c``) chosen: ``lv`` gets its base,
+    fc0, state 0 as its only confirmed state (spawn count 0, the preview read at the intro)
+    and the viruses its board lacks; its intro's captures are dropped. Returns the
+    ``level_start`` Event."""
+    lv.base, lv.fc0 = b, c
+    state = _make_state0(lv, c)
+    lv.viruses_missing = max(0, virus_target(lv.level) - int(state.virus_count))
+    lv.history = {0: state.clone()}
+    lv.spawns = {0: 0}
+    if lv.next0 is not None:
+        lv.next_by_spawn[0] = lv.next0
+    lv.confirmed = 0
+    event = Event(
+        "level_start",
+        b,
+        {
+            "level": lv.level,
+            "speed": lv.speed,
+            "frame_counter_mod16": c,
+            "viruses": int(state.virus_count),
+            "ambiguous": ambiguous,
+            "misses": lv.misses.get((b, c), 0),
+        },
+    )
+    lv.observations.clear()
+    return event
+
+
+def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
+    """The first frame a capture of this level showed ``target`` viruses or more (the current
+    capture's when none before did)."""
+    for seen, obs in lv.observations:
+        if obs.kind == ScreenKind.LEVEL and obs.virus_count >= target and not pill_cells(obs.field):
+            return seen.stop - 1
+    return frames.stop - 1
+
+
+def _make_state0(lv: TrackedLevel, fc0: int) -> engine.Game:
+    """The level's state 0 from its voted board and preview, frameCounter ``fc0``."""
+    assert lv.board is not None
+    g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
+    field = lv.board.reshape(-1)
+    g.field[:] = field
+    g.shown[:] = field
+    n = int(((field & 0xF0) == 0xD0).sum())
+    g.virus_left_bcd[()] = (n // 10) * 16 + n % 10
+    if lv.next0 is not None:
+        g.next_colors[:] = lv.next0
+    return g

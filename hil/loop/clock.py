@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from hil.link.protocol import Status
+
 NES_HZ = 60.0988
 
 
@@ -131,6 +133,9 @@ class Renumbering:
     Until then nothing may be scheduled: the new numbers are not known.
 
     ``on_status``/``on_pong``: samples from the new firmware, in its numbering and clock.
+    ``held``: the STATUS messages given to ``on_status``, with their arrival times, in order:
+    the one copy of them (hil.loop.wire.Wire takes them into the clock and the schedule once
+    the shift is known).
     ``shift``: None until known; 0: the frames go on (the same firmware came back).
     ``grid_sample()``: once the shift is known, (device_us, host_ns) of the newest STATUS's
     latch on the old grid, to seed the new clock's offset (a PONG-like sample): the console's
@@ -149,15 +154,15 @@ class Renumbering:
         self.min_arrivals = min_arrivals
         self.max_samples = max_samples
         self.early, self.late = early, late
-        self.statuses: list[tuple[int, int, int]] = []  # (frame, first_latch_us, host_ns)
+        self.held: list[tuple[Status, int]] = []  # (STATUS, host_ns)
         self.pongs: list[tuple[int, int]] = []  # (device_us, host_ns)
         self._offsets: list[float] = []
         self._arrivals: set[int] = set()
         self.estimate: float | None = None  # the shift before rounding (frames)
 
-    def on_status(self, frame: int, first_latch_us: int, host_ns: int) -> None:
-        self.statuses.append((frame, first_latch_us, host_ns))
-        self._offsets.append(host_ns - (first_latch_us + self.old.window_us) * 1000.0)
+    def on_status(self, status: Status, host_ns: int) -> None:
+        self.held.append((status, host_ns))
+        self._offsets.append(host_ns - (status.first_latch_us + self.old.window_us) * 1000.0)
         self._arrivals.add(host_ns)
 
     def on_pong(self, device_us: int, host_ns: int) -> None:
@@ -166,17 +171,17 @@ class Renumbering:
 
     @property
     def shift(self) -> int | None:
-        if not self.statuses:
+        if not self.held:
             return None
         if not self.old.ready:
             return 0  # nothing was numbered before: nothing to move
-        f, t_us, _ = self.statuses[-1]
+        f, t_us = self.held[-1][0].frame, self.held[-1][0].first_latch_us
         latch = t_us * 1000.0 + min(self._offsets)
         last = self.old.last_frame
         x = last + (latch - self.old.latch_ns(last)) / self.old.period_ns - f
         self.estimate = x
         k = math.floor(x + self.early)
-        if len(self.statuses) >= self.max_samples:
+        if len(self.held) >= self.max_samples:
             return k
         if x - k <= self.late and len(self._arrivals) >= self.min_arrivals:
             return k
@@ -185,7 +190,7 @@ class Renumbering:
     def grid_sample(self, shift: int) -> tuple[int, int] | None:
         """(device_us, host_ns): the newest STATUS's latch, new clock and old grid (see the
         class); None when nothing was numbered before. Call before the old clock is reset."""
-        if not self.statuses or not self.old.ready:
+        if not self.held or not self.old.ready:
             return None
-        f, t_us, _ = self.statuses[-1]
+        f, t_us = self.held[-1][0].frame, self.held[-1][0].first_latch_us
         return t_us, round(self.old.latch_ns(f + shift))

@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
-from engine.placement import placement_pose
-from hil.loop.ponder import Ahead, PonderStats, falling_at, ponder
+from engine.placement import pill_falling, placement_pose
+from hil.loop.ponder import Ahead, PonderStats, ponder
 from hil.loop.schedule import Schedule
 from hil.loop.tracker import LevelState, Tracker
 from hil.loop.worker import Inline, Worker
@@ -174,7 +174,7 @@ class Decision:
             self.decide(pill, t_seen_ns)
         elif tr.replan and tr.state == LevelState.TRACKING and linked:
             conf = tr.confirmed_state()
-            if conf is not None and falling_at(conf[1]):
+            if conf is not None and pill_falling(conf[1]):
                 self.decide(tr.lv.reported_spawn if tr.lv else 0, t_seen_ns)
             tr.replan = False
         if linked:
@@ -203,7 +203,7 @@ class Decision:
             prefix = np.array([self.schedule.mask_of(g) for g in range(g0, first)], np.uint8)
             decision = game.clone()
             decision.run(prefix)
-            if not falling_at(decision):
+            if not pill_falling(decision):
                 # The pill locks before the first frame we can still reach (engine.plan would
                 # plan the next pill, whose next-pill colours are not seen yet): missed.
                 self._missed(pill, first, len(prefix), "the pill locks before the first free frame")

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 import engine
 from engine import ScreenKind
-from engine.placement import ACTION_SEND_PILL_FINISHED, pill_falling
+from engine.placement import ACTION_SEND_PILL_FINISHED
 from perception.observation import (
     COLS,
     ROWS,
@@ -165,11 +165,6 @@ def predicted_observation(game: engine.Game) -> Observation:
 
 
 SEND_PILL_FINISHED = ACTION_SEND_PILL_FINISHED  # the spawn state (engine.placement)
-
-
-def falling(game: engine.Game) -> bool:
-    """A pill is falling in this state (engine.placement.pill_falling)."""
-    return pill_falling(game)
 
 
 def pill_cells(cells: npt.NDArray[np.uint8]) -> bool:

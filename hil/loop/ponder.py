@@ -36,12 +36,6 @@ U8 = npt.NDArray[np.uint8]
 MAX_SETTLE_FRAMES = 400  # lock -> next spawn: clears, gravity and the throw take far fewer
 
 
-def falling_at(game: engine.Game) -> bool:
-    """The pill can be moved in the frame ``game`` is the state before
-    (engine.placement.pill_falling)."""
-    return pill_falling(game)
-
-
 @dataclass
 class Ahead:
     """Pill ``pill`` decided during the previous pill's fall.
@@ -91,7 +85,7 @@ class Ahead:
         if pair is None:
             self.reason = "the next colours were not read"
             return None
-        if spawns != self.pill or not falling_at(state):
+        if spawns != self.pill or not pill_falling(state):
             self.reason = "no spawn at the predicted frame"
             return None
         expect = self.predicted.clone()
@@ -145,7 +139,7 @@ def ponder(
         return None
     frame = g0 + len(full)
     for _ in range(MAX_SETTLE_FRAMES):
-        if falling_at(pred):
+        if pill_falling(pred):
             break
         pred.step(0)
         frame += 1

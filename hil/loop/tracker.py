@@ -20,6 +20,12 @@ right; the pictures are used to find those, to check every prediction and to re-
   desync. On a divergence it re-syncs the shadow state from the observation (board cells,
   pill pose and colours) and asks for a re-plan; if that does not explain what is seen it waits
   blind for the next spawn and re-anchors there.
+
+The tracker holds two parts, each working on the level it is given (TrackedLevel):
+:class:`hil.loop.alignment.Alignment` (the level's base frame and phase, from its intro) and
+:class:`hil.loop.resync.Resync` (a divergence: timing slip, re-sync or blind; it asks the shadow
+state only what hil.loop.resync.Shadow names). Both return the events they raise; the tracker
+keeps the level's state (LevelState), the counters and the shadow state.
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ from dataclasses import replace
 import engine
 from engine import ScreenKind
 from engine.constants import Phase
+from engine.placement import pill_falling
 from hil.loop.alignment import Alignment
 from hil.loop.clock import FrameClock
 from hil.loop.matching import (
     SEND_PILL_FINISHED,
     SOFT_MISMATCHES,
-    falling,
     mismatches,
     predicted_observation,
 )
@@ -47,16 +53,8 @@ from perception.observation import (
     Observation,
 )
 
-SPAWN_X, SPAWN_Y = 3, 15  # fallingPillX/Y as generateNextPill sets them
 
-
-# ---- comparing predictions with observations ---------------------------------------------------
-
-
-# ---- the tracker ----------------------------------------------------------------------------
-
-
-class Tracker(Alignment, Resync):
+class Tracker:
     """See the module docstring. ``log``: receives every Event as it happens."""
 
     def __init__(
@@ -93,7 +91,8 @@ class Tracker(Alignment, Resync):
         self.last_matched: int | None = None  # newest console frame matched by a capture
         self.frame_match: int | None = None  # the frame the last capture matched, or None
         self.levels_started = 0
-        self._out: list[Event] = []  # events raised inside helpers, returned by on_frame
+        self.alignment = Alignment(config, self.worker)
+        self.resync = Resync(config, self._track_match, self)
 
     # ---- inputs: statuses ------------------------------------------------------------------
 
@@ -174,7 +173,7 @@ class Tracker(Alignment, Resync):
             lv.confirmed += 1
             lv.history[lv.confirmed] = game
             before = lv.spawns[lv.confirmed - 1]
-            started = falling(game) and not falling(lv.history[lv.confirmed - 1])
+            started = pill_falling(game) and not pill_falling(lv.history[lv.confirmed - 1])
             lv.spawns[lv.confirmed] = before + int(started)
             if started and lv.spawns[lv.confirmed] in lv.next_by_spawn:
                 game.next_colors[:] = lv.next_by_spawn[lv.spawns[lv.confirmed]]
@@ -196,9 +195,9 @@ class Tracker(Alignment, Resync):
         game = lv.history[lv.confirmed].clone()
         spawns = lv.spawns[lv.confirmed]
         for k in range(lv.confirmed, e):
-            was = falling(game)
+            was = pill_falling(game)
             game.step(self.mask_of(lv.base + k))
-            if falling(game) and not was:
+            if pill_falling(game) and not was:
                 spawns += 1
                 if spawns in lv.next_by_spawn:
                     game.next_colors[:] = lv.next_by_spawn[spawns]
@@ -217,6 +216,18 @@ class Tracker(Alignment, Resync):
             if Phase(int(lv.history[e].phase)) in (Phase.STAGE_CLEAR, Phase.TOP_OUT):
                 return lv.base + e - 1
         return None
+
+    def rebase(self, e: int, game: engine.Game, spawns: int) -> None:
+        """Replace the history from state e on: ``game`` is state e; replay latched masks."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        for k in [k for k in lv.history if k >= e]:
+            del lv.history[k]
+            lv.spawns.pop(k, None)
+        lv.history[e] = game
+        lv.spawns[e] = spawns
+        lv.confirmed = e
+        self.advance()
 
     def confirmed_state(self) -> tuple[int, engine.Game] | None:
         """(frame the next step latches in, a copy of the state before it)."""
@@ -257,16 +268,14 @@ class Tracker(Alignment, Resync):
                     events.append(self._end("left", frames.stop - 1))
             else:
                 if self.state == LevelState.ALIGNING:
-                    self._aligning(frames, obs)
+                    events += self._aligning(lv, frames, obs)
                 if self.state == LevelState.TRACKING:
                     events += self._tracking(frames, obs)
                 elif self.state == LevelState.BLIND:
-                    events += self._blind(frames, obs)
+                    events += self._blind(lv, frames, obs)
                 if prev is not None and self.state != LevelState.ALIGNING:
                     events += self._seen_events(prev, obs, frames)
             lv.last_seen = obs
-        events = self._out + events
-        self._out = []
         for ev in events:
             self.log(ev)
         return events
@@ -278,7 +287,42 @@ class Tracker(Alignment, Resync):
             self.lv.result = name
         return Event(name, frame, {"level": self.lv.level if self.lv else None})
 
-    def _candidates(self, frames: Iterable[int]) -> list[tuple[int, Observation, int, bool]]:
+    def _aligning(self, lv: TrackedLevel, frames: range, obs: Observation) -> list[Event]:
+        """A capture while the level is aligned; tracking starts once the alignment chose."""
+        started = self.alignment.on_capture(lv, frames, obs)
+        if started is None:
+            return []
+        self.state = LevelState.TRACKING
+        self.advance()
+        return [started]
+
+    def _diverged(
+        self, frames: range, obs: Observation, what: list[str], pred: Observation | None
+    ) -> list[Event]:
+        """A divergence (hil.loop.resync): its events counted, and a re-plan asked after a
+        re-sync, or the level tracked blind."""
+        assert self.lv is not None
+        events = self.resync.diverged(self.lv, frames, obs, what, pred)
+        names = [ev.name for ev in events]
+        self.timing_slips += names.count("timing_slip")
+        self.desyncs += names.count("desync")
+        self.resyncs += names.count("resync")
+        if "resync" in names:
+            self.replan = True
+        elif "blind" in names:
+            self.state = LevelState.BLIND
+            self.replan = False
+        return events
+
+    def _blind(self, lv: TrackedLevel, frames: range, obs: Observation) -> list[Event]:
+        """A capture while blind: tracking again once a spawn re-anchors the shadow."""
+        events = self.resync.reanchor(lv, frames, obs)
+        if events:
+            self.state = LevelState.TRACKING
+            self.resyncs += 1
+        return events
+
+    def candidates(self, frames: Iterable[int]) -> list[tuple[int, Observation, int, bool]]:
         """(frame, predicted observation, spawns, next known) per candidate frame."""
         lv = self.lv
         assert lv is not None and lv.base is not None
@@ -302,7 +346,7 @@ class Tracker(Alignment, Resync):
         match = None
         worst: list[str] = []
         worst_pred: Observation | None = None
-        for g, pred, spawns, known in reversed(self._candidates(frames)):
+        for g, pred, spawns, known in reversed(self.candidates(frames)):
             diff = mismatches(pred, obs, self._track_match, known)
             if not diff:
                 match = (g, pred, spawns)
@@ -312,7 +356,7 @@ class Tracker(Alignment, Resync):
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
-            soft = set(worst) <= SOFT_MISMATCHES or self._soft_beside(frames, obs)
+            soft = set(worst) <= SOFT_MISMATCHES or self.resync.soft_beside(frames, obs)
             lv.soft_only = (lv.soft_only if lv.mismatch_run > 1 else True) and soft
             needed = self.cfg.soft_mismatch_frames if lv.soft_only else self.cfg.mismatch_frames
             if lv.mismatch_run >= needed:
@@ -379,35 +423,6 @@ class Tracker(Alignment, Resync):
             self.lv.decided_spawn = max(self.lv.decided_spawn, pill)
         self.replan = False
 
-    # ---- divergence ---------------------------------------------------------------------------
-
-    def _spawn_template(self, e: int) -> tuple[engine.Game, int] | None:
-        """A state with a pill just spawned whose frameCounter fits state e - 1: the shadow
-        stepped without buttons from its newest state until a pill falls, then moved to e - 1's
-        frame parity and counter."""
-        lv = self.lv
-        assert lv is not None
-        got = self.state_at(min(e - 1, lv.confirmed))
-        if got is None:
-            return None
-        game, spawns = got
-        game = game.clone()
-        for _ in range(400):
-            if falling(game):
-                break
-            was = falling(game)
-            game.step(0)
-            spawns += int(falling(game) and not was)
-        if not falling(game):
-            return None
-        assert lv.fc0 is not None
-        game.frame_counter[()] = (lv.fc0 + e - 1) & 0xFF
-        game.pill_x[()] = SPAWN_X
-        game.pill_y[()] = SPAWN_Y
-        game.pill_rotation[()] = 0
-        game.speed_counter[()] = 0
-        return game, spawns
-
     # ---- events seen on screen --------------------------------------------------------------
 
     def _seen_events(self, prev: Observation, obs: Observation, frames: range) -> list[Event]:
@@ -421,6 +436,3 @@ class Tracker(Alignment, Resync):
         if clearing > before:
             out.append(Event("clear", g, {"cells": clearing}))
         return out
-
-
-# ---- helpers -----------------------------------------------------------------------------------

@@ -6,10 +6,10 @@ and the pad released at the end (docs/RUN.md, "Frame clock" and "Errors")."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from hil.link.controller import Controller
 from hil.link.link import Link, LinkError
+from hil.link.protocol import Status
 from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.eventlog import EventLog
 from hil.loop.schedule import Schedule
@@ -52,9 +52,8 @@ class Wire:
         self.feed_frames = feed_frames
         self.last_ping_frame = -(10**9)
         # After a reconnection, until the firmware's frames are placed on the run's numbers:
-        # the placing, and the STATUS messages held meanwhile.
+        # the placing (it holds the STATUS messages read meanwhile).
         self.renumbering: Renumbering | None = None
-        self._held: list[tuple[Any, int]] = []
         # underruns, watchdog trips, arm misses of the firmware's earlier boots in this run
         self._counter_base = (0, 0, 0)
 
@@ -80,7 +79,7 @@ class Wire:
         if self.ctl.link is not None:
             return True
         if self.ctl.maybe_reconnect():
-            self.renumbering, self._held = Renumbering(self.clock), []
+            self.renumbering = Renumbering(self.clock)
             if self.ctl.restarted:  # a new boot: its counters start from 0
                 st = self.stats
                 self._counter_base = (st.underruns, st.watchdog_trips, st.arm_misses)
@@ -108,8 +107,7 @@ class Wire:
         arrived = [(st, now) for st in statuses]
         if self.renumbering is not None:
             for st in statuses:
-                self.renumbering.on_status(st.frame, st.first_latch_us, now)
-            self._held += arrived
+                self.renumbering.on_status(st, now)
             arrived = self._renumber()
         for st, at in arrived:
             self.clock.on_status(st.frame, st.first_latch_us, at)
@@ -135,7 +133,7 @@ class Wire:
             self.stats.watchdog_trips = max(self.stats.watchdog_trips, trips)
             self.stats.arm_misses = max(self.stats.arm_misses, base[2] + st.arm_misses)
 
-    def _renumber(self) -> list[tuple[Any, int]]:
+    def _renumber(self) -> list[tuple[Status, int]]:
         """After a reconnection: once the firmware's new numbering is placed on the run's
         (hil.loop.clock.Renumbering), moves everything numbered by frame to it and returns
         the STATUS messages held meanwhile with their arrival times, to be taken in order; []
@@ -146,7 +144,7 @@ class Wire:
         if shift is None:
             return []
         self.renumbering = None
-        held, self._held = self._held, []
+        held = r.held
         if not self.clock.ready:
             return held
         # The firmware's clock may have begun again too: learn it afresh, from what was held
@@ -164,8 +162,8 @@ class Wire:
             "frames_renumbered",
             shift=shift,
             estimate=round(r.estimate or 0.0, 3),
-            statuses=len(r.statuses),
-            first_new_frame=r.statuses[0][0],
+            statuses=len(r.held),
+            first_new_frame=r.held[0][0].frame,
         )
         return held
 
