@@ -474,6 +474,8 @@ def test_a_cell_the_tracker_did_not_expect_is_patched_into_the_board():
     events = drive(tracker, con, latency=1.0, jitter_ms=0.5)
     desyncs = [e for e in events if e.name == "desync"]
     assert desyncs and "board" in desyncs[0].data["what"]
+    # the event names the cell that differs from the closest prediction, and only it
+    assert desyncs[0].data["cells"] == [[15, 7, "ff", "81", 1.0]]
     assert "resync" in names(events)
     got = tracker.state_at(220)
     assert got is not None and int(got[0].field[15 * 8 + 7]) == 0x81

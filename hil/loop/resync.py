@@ -92,10 +92,8 @@ class Resync:
         # A capture mapped to the wrong frame (latency drift, a late or repeated capture) is a
         # timing slip, not a different game: look a frame or two further either side.
         wide = range(frames.start - 2, frames.stop + 1)
-        # (The loop rebinds ``pred``, as it always has: the "cells" below are then the earliest
-        # frame's looked at here, frames.start - 2, not the closest prediction's.)
-        for g, pred, _s, known in reversed(self.shadow.candidates(wide)):
-            if g not in frames and not mismatches(pred, obs, self.match, known):
+        for g, near, _s, known in reversed(self.shadow.candidates(wide)):
+            if g not in frames and not mismatches(near, obs, self.match, known):
                 lv.mismatch_run = 0
                 lv.run_obs = []
                 lv.slip_run += 1
