@@ -70,11 +70,10 @@ const MemberSpec kPlayerViews[] = {
 py::array player_view(const PyVersusPlayer& p, const MemberSpec& m, py::handle self) {
   auto* ptr = reinterpret_cast<uint8_t*>(&p.s()) + m.offset;
   if (m.inner > 0) {
-    return py::array(py::dtype::of<uint8_t>(), {static_cast<py::ssize_t>(m.inner)}, {1}, ptr,
-                     self);
+    return py::array(py::dtype::of<uint8_t>(), {static_cast<py::ssize_t>(m.inner)}, {1}, ptr, self);
   }
-  return py::array(py::dtype::of<uint8_t>(), std::vector<py::ssize_t>{},
-                   std::vector<py::ssize_t>{}, ptr, self);
+  return py::array(py::dtype::of<uint8_t>(), std::vector<py::ssize_t>{}, std::vector<py::ssize_t>{},
+                   ptr, self);
 }
 
 int level_arg(const py::handle& h, const char* name) {
@@ -108,8 +107,7 @@ of the player's state as an engine.Game (for the planner: the falling pill moves
   }
   player
       .def_property_readonly(
-          "virus_left",
-          [](const PyVersusPlayer& p) { return drm::bcd_to_int(p.s().virus_left); },
+          "virus_left", [](const PyVersusPlayer& p) { return drm::bcd_to_int(p.s().virus_left); },
           "The virus counter (virusLeft, BCD in RAM) as an int.")
       .def_property_readonly(
           "virus_count", [](const PyVersusPlayer& p) { return drm::virus_count(p.s()); },
@@ -152,9 +150,9 @@ identical boards. See docs/VERSUS.md.)doc");
             const std::string r = ram;
             if (r.size() != 0x800) throw py::value_error("ram must be 2048 bytes ($0000-$07FF)");
             PyVersus out;
-            drm::versus_from_ram(out.v, reinterpret_cast<const uint8_t*>(r.data()),
-                                 static_cast<uint8_t>(pa::in_range(phase, "phase", 0, 9,
-                                                                   "engine.Phase")));
+            drm::versus_from_ram(
+                out.v, reinterpret_cast<const uint8_t*>(r.data()),
+                static_cast<uint8_t>(pa::in_range(phase, "phase", 0, 9, "engine.Phase")));
             return out;
           },
           py::arg("ram"), py::arg("phase") = 1,
@@ -171,8 +169,8 @@ identical boards. See docs/VERSUS.md.)doc");
       .def(
           "next_round",
           [](PyVersus& g, const py::handle& fc) {
-            const auto f = static_cast<uint8_t>(
-                pa::in_range(fc, "frame_counter", 0, 255, "frameCounter $43"));
+            const auto f =
+                static_cast<uint8_t>(pa::in_range(fc, "frame_counter", 0, 255, "frameCounter $43"));
             if (!drm::next_versus_round(g.v, f))
               throw py::value_error("next_round needs phase ROUND_OVER");
           },
@@ -197,8 +195,8 @@ identical boards. See docs/VERSUS.md.)doc");
           "block",
           [](const PyVersus& g, const py::handle& i) {
             uint8_t out[0x30];
-            drm::versus_block(g.v, static_cast<int>(pa::in_range(i, "player", 0, 1, "0 or 1")),
-                              out, nullptr);
+            drm::versus_block(g.v, static_cast<int>(pa::in_range(i, "player", 0, 1, "0 or 1")), out,
+                              nullptr);
             return py::bytes(reinterpret_cast<const char*>(out), sizeof(out));
           },
           py::arg("index"),
@@ -213,12 +211,13 @@ identical boards. See docs/VERSUS.md.)doc");
       .def_property_readonly("phase", [](const PyVersus& g) { return g.v.p[0].phase; })
       .def_property_readonly("frame_counter",
                              [](const PyVersus& g) { return g.v.p[0].frame_counter; })
-      .def_property_readonly("rng", [](const PyVersus& g) {
-        return (g.v.p[0].rng[0] << 8) | g.v.p[0].rng[1];
-      })
-      .def_property_readonly("reserve", [](const PyVersus& g) {
-        return py::bytes(reinterpret_cast<const char*>(g.v.p[0].reserve), drm::kReserveSize);
-      })
+      .def_property_readonly(
+          "rng", [](const PyVersus& g) { return (g.v.p[0].rng[0] << 8) | g.v.p[0].rng[1]; })
+      .def_property_readonly("reserve",
+                             [](const PyVersus& g) {
+                               return py::bytes(reinterpret_cast<const char*>(g.v.p[0].reserve),
+                                                drm::kReserveSize);
+                             })
       .def_property_readonly("who_won", [](const PyVersus& g) { return g.v.who_won; })
       .def_property_readonly("who_failed", [](const PyVersus& g) { return g.v.who_failed; })
       .def_property_readonly("rounds", [](const PyVersus& g) { return g.v.rounds; })

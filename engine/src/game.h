@@ -60,9 +60,9 @@ enum Phase : uint8_t {
   kPhaseDemoEnd = 5,     // the demo's input table ran out, or Start was pressed (terminal)
   kPhaseSoftReset = 6,   // A+B+Select+Start held: back to the title (terminal)
   // Two players only (versus.h):
-  kPhaseRoundLost = 7,    // mode_anyPlayerLoses: a fail flag was set; anyPlayerLoses next frame
-  kPhaseRoundOver = 8,    // the round is decided, the match is not (terminal: next_round)
-  kPhaseMatchOver = 9,    // a player reached config_victoriesRequired (terminal)
+  kPhaseRoundLost = 7,  // mode_anyPlayerLoses: a fail flag was set; anyPlayerLoses next frame
+  kPhaseRoundOver = 8,  // the round is decided, the match is not (terminal: next_round)
+  kPhaseMatchOver = 9,  // a player reached config_victoriesRequired (terminal)
 };
 
 constexpr int kReserveSize = 128;
@@ -121,9 +121,9 @@ struct State {
   // Two players only (nbPlayers $0727 = 2; 0 or 1 is the one-player game): the disassembly's
   // `cmp #$02` / `cmp #$01` branches on nbPlayers test this byte.
   uint8_t players;
-  uint8_t attack_size;        // currentP_attackSize $98: combo lines stored for the opponent
-  uint8_t attack_colors[4];   // currentP_attackColors $A9-$AC (updateAttackColor [$945B])
-  uint8_t lock_event;         // 1 on the frame a falling pill locked (confirmPlacement), else 0
+  uint8_t attack_size;       // currentP_attackSize $98: combo lines stored for the opponent
+  uint8_t attack_colors[4];  // currentP_attackColors $A9-$AC (updateAttackColor [$945B])
+  uint8_t lock_event;        // 1 on the frame a falling pill locked (confirmPlacement), else 0
   // The falling pill as fallingPill_spriteUpdate $872F put it in the sprite buffer during this
   // frame's main loop (before the pill moved); the next NMI uploads it to OAM. spr_pill is 1 when
   // the buffer holds the pill, 0 when action_pillFalling did not run this frame.

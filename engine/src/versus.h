@@ -20,10 +20,10 @@ namespace drm {
 constexpr uint8_t kVictoriesRequired = 3;  // config_victoriesRequired $0725 (set in init)
 
 struct Versus {
-  State p[2];          // p[0] player 1, p[1] player 2
-  uint8_t who_won;     // whoWon $55: 0 none or a draw, 1, 2 (checkVirusLeft / end screen)
-  uint8_t who_failed;  // whoFailed $61: 0, 1, 2 (anyPlayerLoses [$9542])
-  uint8_t rounds;      // rounds started in this match (1 after the constructor)
+  State p[2];            // p[0] player 1, p[1] player 2
+  uint8_t who_won;       // whoWon $55: 0 none or a draw, 1, 2 (checkVirusLeft / end screen)
+  uint8_t who_failed;    // whoFailed $61: 0, 1, 2 (anyPlayerLoses [$9542])
+  uint8_t rounds;        // rounds started in this match (1 after the constructor)
   uint8_t intro_frames;  // the last round start's levelIntro loop frames (one virus each)
   uint32_t frame;        // frames stepped since the match state was made
 };
