@@ -131,6 +131,7 @@ def test_round_won_by_clearing_the_bottle(winner):
     assert v.phase == Phase.ROUND_OVER
     assert v.who_won == winner + 1
     assert v.victories == ((1, 0) if winner == 0 else (0, 1))
+    assert int(v.p1.status) == int(v.p2.status) == 0x0F  # checkVirusLeft sets both
     nxt = v.clone()
     nxt.next_round(5)
     assert nxt.phase == Phase.INTRO and nxt.victories == v.victories and nxt.rounds == 2

@@ -1,6 +1,6 @@
 """Compare engine.Versus with the real game in cynes, frame by frame (local check, not CI).
 
-    python tools/versus_check.py --rom drmario.nes [--frames 50000] [--levels 10,14]
+    python tools/versus_check.py --rom drmario.nes [--frames 50000] [--levels 4,7]
         [--speeds 1,1] [--seed 0] [--json out.json]
 
 The ROM is driven to a two-player match (title: Down for 2 players, Start; options: each
@@ -70,8 +70,13 @@ class Console:
         return self.read(0, 0x800)
 
 
-def navigate(c: Console, levels: tuple[int, int], speeds: tuple[int, int]) -> None:
-    """Title to the options screen's Start for a 2-player match; returns after the Start frame."""
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def navigate(c: Console, levels: tuple[int, int], speeds: tuple[int, int]) -> int:
+    """Title to the options screen's Start for a 2-player match; returns after the frame that
+    took Start, with the RNG state the options screen left."""
     for k in range(20_000):
         if k % 2:  # a release frame between presses: the game acts on press edges
             c.step(0, 0)
@@ -110,7 +115,8 @@ def navigate(c: Console, levels: tuple[int, int], speeds: tuple[int, int]) -> No
             c.step(m[0], m[1])
             continue
         c.step(START)
-        return
+        if c[MODE] != 1:  # Start taken (the options loop steps the RNG no more)
+            return (c[RNG0] << 8) | c[RNG1]
     raise RuntimeError("could not reach the options screen's Start")
 
 
@@ -224,11 +230,12 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
         "rounds": 0,
         "round_wins": {"p1": 0, "p2": 0, "draw": 0},
         "round_ends": {"clear": 0, "top_out": 0},
+        "clear_wins": {"p1": 0, "p2": 0, "draw": 0},
         "matches": 0,
         "match_wins": {"p1": 0, "p2": 0},
         "round_start_checks": 0,
         "round_start_mismatches": [],
-        "stale_image_mismatches": 0,
+        "stale_image_mismatches": [],
     }
     pred: engine.Versus | None = None
     prev: engine.Versus | None = None
@@ -237,8 +244,7 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
     pads: list[Pad] = []
     while out["frames_compared"] < total:
         if state == "menu":
-            navigate(c, levels, speeds)
-            seed_rng = (c[RNG0] << 8) | c[RNG1]
+            seed_rng = navigate(c, levels, speeds)
             pred = engine.Versus(levels[0], speeds[0], levels[1], speeds[1], seed_rng)
             out["matches"] += 1
             state = "wait"
@@ -248,7 +254,7 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
                 if c[MODE] == 4:
                     break
             else:
-                raise RuntimeError("the round did not start")
+                raise RuntimeError(f"the round did not start (mode {c[MODE]}, round {round_no})")
             out["round_start_checks"] += 1
             bad = compare_round_start(c, pred) if pred is not None else ["no prediction"]
             if bad:
@@ -257,8 +263,9 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
             if pred is not None:
                 stale = [0x13, 0x29, 0x2A, 0x2B, 0x2C]
                 pb = pred.block(0)
-                if any(c[BLOCK[0] + k] != pb[k] for k in stale):
-                    out["stale_image_mismatches"] += 1
+                diff = [f"${k:02X}" for k in stale if c[BLOCK[0] + k] != pb[k]]
+                if diff:
+                    out["stale_image_mismatches"].append({"round": round_no + 1, "bytes": diff})
             round_no += 1
             kinds = SCHEDULE[(round_no - 1) % len(SCHEDULE)]
             pads = [Pad(kinds[0], rng, True), Pad(kinds[1], rng, False)]
@@ -286,6 +293,7 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
                     out["first_mismatches"].append(
                         {"frame": out["frames_compared"], "round": round_no, "diff": bad[:6]}
                     )
+                log(f"  mismatch at frame {out['frames_compared']} (phase {v.phase}): {bad[:4]}")
                 v = engine.Versus.from_ram(c.ram(), v.phase)
             if v.phase in (ROUND_OVER, MATCH_OVER):
                 out["rounds"] += 1
@@ -296,21 +304,30 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
                     w = 2 if f == 1 else 1 if f == 2 else 0
                 else:
                     out["round_ends"]["clear"] += 1
+                    out["clear_wins"][{0: "draw", 1: "p1", 2: "p2"}[w]] += 1
                 out["round_wins"][{0: "draw", 1: "p1", 2: "p2"}[w]] += 1
                 if v.phase == MATCH_OVER:
                     out["match_wins"]["p1" if v.victories[0] == 3 else "p2"] += 1
                 prev = v.clone()
                 state = "between"
+                log(
+                    f"round {round_no} ({kinds[0]} vs {kinds[1]}): phase {v.phase} won "
+                    f"{v.who_won} failed {v.who_failed} victories {v.victories}; "
+                    f"{out['frames_compared']} frames, {out['mismatching_frames']} mismatching"
+                )
         elif state == "between":  # Start on pad 1 until the next round or the options screen
             k = 0
             while True:
                 k += 1
-                c.step(START if k % 2 else 0, 0)
+                # One press every 64 frames: a press in the frame that sets mode 3 would be
+                # seen by checkPauseReset right after and pause the next round.
+                c.step(START if k % 64 == 1 else 0, 0)
                 mode = c[MODE]
                 if mode in (1, 3):
                     break
                 if k > 5000:
                     raise RuntimeError("stuck after a round end")
+            log(f"  passed the round end in {k} frames, mode {mode}")
             if mode == 1:
                 pred = None
                 c.step(0, 0)
@@ -330,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rom", required=True)
     ap.add_argument("--frames", type=int, default=50_000)
-    ap.add_argument("--levels", default="10,14")
+    ap.add_argument("--levels", default="4,7")
     ap.add_argument("--speeds", default="1,1")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json")

@@ -759,6 +759,8 @@ void main_loop_level_2p(Versus& v) {
   // Start wait, initField_bothPlayers); the victory was counted when the last virus went.
   const bool cleared = a.virus_left == 0 || b.virus_left == 0;
   if (cleared) {
+    a.status = 0x0F;  // @noVirusLeft_atLeast1p: p1_status = p2_status = $0F before the waits
+    b.status = 0x0F;
     v.who_won = (a.virus_left == 0 && b.virus_left == 0) ? 0 : (a.virus_left == 0 ? 1 : 2);
     a.phase = kPhaseRoundOver;
   }
