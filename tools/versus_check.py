@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -124,7 +125,8 @@ class Pad:
     """One player's input policy: plan (heuristic planner), random, drop (Down-heavy), idle."""
 
     def __init__(self, kind: str, rng: np.random.Generator, pad1: bool) -> None:
-        self.kind, self.rng, self.queue, self.hold, self.left = kind, rng, [], 0, 0
+        self.kind, self.rng, self.hold, self.left = kind, rng, 0, 0
+        self.queue: list[int] = []
         self.allowed = 0xCF if pad1 else 0xFF  # pad 1: no Start/Select (pause, reset)
 
     def mask(self, v: engine.Versus, player: engine.VersusPlayer) -> int:
@@ -134,7 +136,7 @@ class Pad:
             if not self.queue and v.phase == PLAYING and int(player.next_action) == 0:
                 g = player.game()
                 p = engine.plan(g)
-                if p.reachable.any():
+                if p.reachable.any() and POLICY is not None:
                     self.queue = [int(m) for m in p.masks(POLICY.choose(g, p.reachable))]
             return self.queue.pop(0) if self.queue else 0
         if self.left <= 0:
@@ -147,7 +149,7 @@ class Pad:
         return self.hold
 
 
-POLICY = None
+POLICY: Any = None  # the HeuristicPolicy, made in run()
 SCHEDULE = [
     ("plan", "plan"),
     ("plan", "idle"),
@@ -217,7 +219,7 @@ def run(rom: str, total: int, levels: tuple[int, int], speeds: tuple[int, int], 
     POLICY = HeuristicPolicy()
     rng = np.random.default_rng(seed)
     c = Console(rom)
-    out = {
+    out: dict[str, Any] = {
         "rom": Path(rom).name,
         "levels": list(levels),
         "speeds": list(speeds),
