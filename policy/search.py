@@ -332,7 +332,7 @@ class AttackSearch(SearchPlayer):
     third pill's chains get nothing. The rest is the one-player search (frames to clear).
     `python -m policy.versus --p1 search-attack`."""
 
-    attack: float = 150.0
+    attack: float = 400.0
     name: str = "search-attack"
 
     def __post_init__(self) -> None:

@@ -381,31 +381,22 @@ def print_table(s: dict[str, Any], title: str) -> None:
     from rich.table import Table
 
     t = Table(title=title)
-    cols = (
-        "pad",
-        "player",
-        "matches won",
-        "rounds won",
-        "by clear",
-        "by top-out",
-        "attacks sent",
-        "halves sent",
-        "halves/round",
-    )
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("pad", "player") else "right")
+    t.add_column("pad")
+    t.add_column("player", no_wrap=True)
+    for c in ("matches won", "rounds won", "by clear", "by top-out", "attacks", "halves", "/round"):
+        t.add_column(c, justify="right")
     n = max(1, s["matches"])
     for i, p in enumerate(s["players"]):
         t.add_row(
             f"p{i + 1}",
             p["name"],
-            f"{p['matches_won']} ({100 * p['matches_won'] / n:.0f} %)",
+            f"{p['matches_won']} ({100 * p['matches_won'] / n:.0f}%)",
             str(p["rounds_won"]),
             str(p["won_by_clear"]),
             str(p["won_by_top_out"]),
             str(p["attacks"]),
             str(p["halves"]),
-            f"{p['halves_per_round']:.2f}",
+            f"{p['halves_per_round']:.1f}",
         )
     med = s["median_round_frames"]
     t.caption = (
@@ -413,7 +404,8 @@ def print_table(s: dict[str, Any], title: str) -> None:
         f"{s['time_outs']} time-outs); median frames a round: "
         + ("-" if med is None else f"{med:.0f}")
     )
-    Console().print(t)
+    t.caption += ". attacks: releases of 2+ halves sent to the opponent; halves: their halves."
+    Console(width=max(100, Console().width)).print(t)
 
 
 def plot(results: Sequence[MatchResult], s: dict[str, Any], path: Path, title: str) -> None:
