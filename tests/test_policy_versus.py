@@ -139,10 +139,10 @@ def test_attack_search_without_bonus_is_the_search() -> None:
 
     game = engine.Game(12, 1, 0x8020, 3)
     to_spawn(game)
-    plain = SearchPlayer(depth=2)
-    for _ in range(6):  # a few spawns along the search's own game
+    plain = SearchPlayer()
+    for _ in range(4):  # a few spawns along the search's own game
         e, v = plain.search(game)
-        _, va = AttackSearch(depth=2, attack=0.0).search(game)
+        _, va = AttackSearch(attack=0.0).search(game)
         assert np.array_equal(v, va)
         game.run(plain.act(game).masks)
         to_spawn(game)
