@@ -433,7 +433,7 @@ def plot(results: Sequence[MatchResult], s: dict[str, Any], path: Path, title: s
         )
     ax1.set_xticks(x, names)
     ax1.set(ylabel="rounds won", title="rounds won")
-    ax1.margins(y=0.15)
+    ax1.set_ylim(0, 1.2 * max(1, *(c + t for c, t in zip(clears, tops, strict=True))))
     ax1.legend(fontsize=8)
     rounds = [r for m in results for r in m.rounds]
     bins = np.arange(-0.5, max([0] + [max(r.halves) for r in rounds]) + 1.5, 1)
