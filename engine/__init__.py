@@ -1,4 +1,5 @@
-"""NES-exact one-player Dr. Mario engine (C++17 core, pybind11 module ``engine._core``).
+"""NES-exact Dr. Mario engine (C++17 core, pybind11 module ``engine._core``): one player, and
+two-player versus (engine.Versus, docs/VERSUS.md).
 
 The game is reproduced from the public disassembly (Nostaljipi/dr-mario-disassembly); see
 docs/ENGINE.md for what is modelled, the frame convention and the demo-trace alignment, and
@@ -6,6 +7,7 @@ docs/RENDER.md for the NES picture of a state (render_frame, TileSet, screen_fac
 """
 
 from engine._core import (
+    BLOCK_KNOWN,
     FIELD_SIZE,
     STATE_BYTES,
     Batch,
@@ -13,6 +15,8 @@ from engine._core import (
     LevelFlow,
     Menu,
     Plan,
+    Versus,
+    VersusPlayer,
     cutscene_before,
     generate_level,
     pill_colors,
@@ -42,6 +46,7 @@ from engine.render import (
 )
 
 __all__ = [
+    "BLOCK_KNOWN",
     "FIELD_SIZE",
     "NES_PALETTE",
     "STATE_BYTES",
@@ -64,6 +69,8 @@ __all__ = [
     "ScreenKind",
     "Speed",
     "TileSet",
+    "Versus",
+    "VersusPlayer",
     "cutscene_before",
     "generate_level",
     "pill_colors",

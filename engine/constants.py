@@ -44,6 +44,10 @@ class Phase(IntEnum):
     TOP_OUT = 4
     DEMO_END = 5
     SOFT_RESET = 6
+    # Two players only (engine.Versus, docs/VERSUS.md):
+    ROUND_LOST = 7  # a fail flag was seen: anyPlayerLoses [$9542] runs next frame
+    ROUND_OVER = 8  # the round is decided, the match is not (Versus.next_round)
+    MATCH_OVER = 9  # a player has 3 victories
 
 
 class FlowStage(IntEnum):

@@ -26,6 +26,7 @@ void register_menu(py::module_& m);
 void register_planner(py::module_& m);
 void register_render(py::module_& m);
 void register_search(py::module_& m);
+void register_versus(py::module_& m);
 
 namespace {
 
@@ -319,4 +320,5 @@ Members (field [N,128], pill_x [N], ...) are live strided views into the games' 
   register_planner(m);
   register_render(m);
   register_search(m);
+  register_versus(m);
 }

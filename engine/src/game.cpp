@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "nes_tables.h"
+#include "versus.h"
 
 namespace drm {
 namespace {
@@ -96,8 +97,17 @@ void generate_next_pill(State& s) {
   s.combo_counter = 0;
 }
 
-// virusDestroyed $942A (with scoreIncrease for one player).
+// virusDestroyed [$942A] with scoreIncrease [$9004], which returns at once when nbPlayers != 1:
+// no score and no scoreMultiplier increment in two-player mode.
 void virus_destroyed(State& s) {
+  if (s.players == 2) {
+    if (s.virus_left != 0) {
+      s.virus_left--;
+      if ((s.virus_left & 0x0F) == 0x0F) s.virus_left -= 6;
+    }
+    s.status = 0x0F;
+    return;
+  }
   uint32_t loops = score_loops(s.score_multiplier);
   if (loops == 0) loops = 256;  // dex from 0 wraps: the loop runs 256 times
   s.score += loops * (s.speed_setting + 1u) * 100u;
@@ -108,6 +118,13 @@ void virus_destroyed(State& s) {
     if ((s.virus_left & 0x0F) == 0x0F) s.virus_left -= 6;
   }
   s.status = 0x0F;
+}
+
+// updateAttackColor [$945B], called by checkHorMatch / checkVerMatch right after
+// comboCounter++ in both modes: the match's colour is kept for combo lines 1..4.
+inline void update_attack_color(State& s, uint8_t color) {
+  const uint8_t c = s.combo_counter;
+  if (c != 0 && c <= 4) s.attack_colors[c - 1] = color;
 }
 
 void clear_cell(State& s, uint8_t pos) {
@@ -139,6 +156,7 @@ void check_hor_match(State& s) {
       if (chain >= 3) {
         s.combo_counter++;
         s.chain_length0 = static_cast<uint8_t>(chain);
+        update_attack_color(s, color);
         s.chain_length = static_cast<uint8_t>(s.chain_length + chain + 1);
         const unsigned last = tmp;
         for (unsigned p = pos; p != last; p = (p + 1) & 0xFF)
@@ -176,6 +194,7 @@ void check_ver_match(State& s) {
       if (chain >= 3) {
         s.combo_counter++;
         s.chain_length0 = static_cast<uint8_t>(chain);
+        update_attack_color(s, color);
         s.chain_length = static_cast<uint8_t>(s.chain_length + chain + 1);
         const unsigned last = tmp;
         for (unsigned p = pos; p != last; p = (p + 8) & 0xFF)
@@ -396,20 +415,27 @@ void check_rotate(State& s) {
   }
 }
 
-// action_sendPill: Mario throws the next pill (every frame on MED/HI, odd frames on LOW).
-void send_pill(State& s) {
-  if (s.speed_setting == 0 && (s.frame_counter & 0x01) == 0) return;
+// action_sendPill [$9FA1], one-player part: one step of Mario's throw animation. Returns true
+// when the animation has ended and the pill goes to the field this frame.
+bool throw_animation(State& s) {
+  if (s.speed_setting == 0 && (s.frame_counter & 0x01) == 0) return false;
   for (;;) {
     s.pill_thrown_frame++;
     const uint8_t xp = kPillThrownAnimXPos[s.pill_thrown_frame % sizeof(kPillThrownAnimXPos)];
-    if (xp == 0xFF) break;
+    if (xp == 0xFF) return true;
     if ((xp & 0xF0) == 0xF0) {
       s.mario_throw_frame = xp & 0x07;
       continue;
     }
     if ((s.pill_thrown_frame & 1) == 0) s.next_rotation = (s.next_rotation - 1) & 3;
-    return;
+    return false;
   }
+}
+
+// action_sendPill [$9FA1]: Mario throws the next pill (every frame on MED/HI, odd frames on
+// LOW). With two players (nbPlayers != 1) it jumps straight to @pillThrown_toField.
+void send_pill(State& s) {
+  if (s.players != 2 && !throw_animation(s)) return;
   generate_next_pill(s);
   s.next_rotation = 0;
   s.pill_thrown_frame = 0;
@@ -440,7 +466,35 @@ void render_field_row(State& s) {
   }
 }
 
-void next_action(State& s) {
+// action_checkAttack [$9BEE] in two-player mode: checkComboCounterForAttack [$9C03] banks this
+// player's combo, then checkReleaseAttack [$9C1B] drops the opponent's stored attack into this
+// player's top row (field positions from frameCounter; cells overwritten whatever they hold).
+void check_attack(State& s, State& other) {
+  if (s.combo_counter >= 2) s.attack_size = static_cast<uint8_t>(s.attack_size + s.combo_counter);
+  s.combo_counter = 0;
+  const uint8_t n = other.attack_size;
+  if (n < 2) {
+    s.next_action = kActIncNextAction;
+    return;
+  }
+  // attackSize_2_pos / _3_pos = 3, _4_pos = 1; gaps 3, 1, 1 (defines/drmario_constants.asm).
+  int count, gap;
+  uint8_t y;
+  if (n == 2) {
+    count = 2, gap = 4, y = s.frame_counter & 3;
+  } else if (n == 3) {
+    count = 3, gap = 2, y = s.frame_counter & 3;
+  } else {
+    count = 4, gap = 2, y = s.frame_counter & 1;
+  }
+  for (int i = 0; i < count; ++i, y = static_cast<uint8_t>(y + gap))
+    s.field[y] = static_cast<uint8_t>(other.attack_colors[i] | kSingleHalf);
+  other.attack_size = 0;  // sizes above 4 send 4 halves; the rest is lost
+  s.next_action = kActPillPlaced;
+}
+
+// nextAction [$9BD3]. `other` is the opponent in two-player mode, nullptr in one-player mode.
+void next_action(State& s, State* other) {
   switch (s.next_action) {
     case kActPillFalling:
       s.chain_length = 0;
@@ -452,8 +506,12 @@ void next_action(State& s) {
     case kActPillPlaced:
       pill_placed(s);
       break;
-    case kActCheckAttack:  // one player: no attacks
-      s.next_action = kActIncNextAction;
+    case kActCheckAttack:  // action_checkAttack [$9BEE]: attacks only when nbPlayers == 2
+      if (s.players == 2 && other != nullptr) {
+        check_attack(s, *other);
+      } else {
+        s.next_action = kActIncNextAction;
+      }
       break;
     case kActSendPillFinished:
       s.next_action = kActPillFalling;
@@ -620,7 +678,7 @@ void step(State& s, uint8_t buttons) {
       }
       break;
     case kPhasePlaying:
-      next_action(s);
+      next_action(s, nullptr);
       // checkVirusLeft, then the level fail flag (mainLoop_level @checkVirusLeft_checkFail).
       if (s.virus_left == 0) {
         s.phase = kPhaseStageClear;
@@ -633,6 +691,296 @@ void step(State& s, uint8_t buttons) {
     default:
       break;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two players (versus.h, docs/VERSUS.md).
+
+namespace {
+
+// emptyLowerFieldOnLose_2P [$96D0]: rows 8..15 (lowerFieldPos $40) emptied, status $0F.
+void empty_lower_field(State& s) {
+  std::memset(s.field + 0x40, kEmpty, kFieldSize - 0x40);
+  s.status = 0x0F;
+}
+
+void match_over(Versus& v) {  // mode_playerLoses_endScreen from mainLoop_level at 3 victories
+  v.p[0].phase = kPhaseMatchOver;
+  v.who_won = v.p[0].victories == kVictoriesRequired ? 1 : 2;
+}
+
+// anyPlayerLoses [$9542], the frame after mainLoop_level saw a fail flag. currentP_status ($80)
+// holds p2_status there (render_fieldRow_bothPlayers [$8307] leaves it so), and the routine
+// stores it back to each player: a player who did not fail gets p2's row counter.
+void any_player_loses(Versus& v) {
+  State& a = v.p[0];
+  State& b = v.p[1];
+  a.enable_pause = 0;
+  uint8_t zp_status = b.status;
+  if (!a.level_fail) {
+    a.victories++;
+  } else {
+    empty_lower_field(a);
+    zp_status = 0x0F;
+    v.who_failed = 1;
+  }
+  a.status = zp_status;
+  if (!b.level_fail) {
+    b.victories++;
+  } else if (a.level_fail) {
+    // renderDraw_bothPlayers [$9692]: the DRAW box (txtBox_draw) is written into both fields
+    // from position $28; the engine does not model its tiles.
+    zp_status = 0x0F;
+    v.who_failed = 0;
+  } else {
+    empty_lower_field(b);
+    zp_status = 0x0F;
+    v.who_failed = 2;
+  }
+  b.status = zp_status;
+  // playerLoses_endScreen [$959A]: the match is over when either player has 3 victories.
+  if (a.victories == kVictoriesRequired || b.victories == kVictoriesRequired) {
+    a.phase = kPhaseMatchOver;
+    v.who_won = a.victories == kVictoriesRequired ? 1 : 2;
+  } else {
+    a.phase = kPhaseRoundOver;
+  }
+}
+
+// mainLoop_level [$9B8D] with nbPlayers = 2.
+void main_loop_level_2p(Versus& v) {
+  State& a = v.p[0];
+  State& b = v.p[1];
+  next_action(a, &b);  // p1RAM_toCurrentP; nextAction; currentP_toP1
+  if (a.victories == kVictoriesRequired) return match_over(v);  // p2's pass is skipped
+  next_action(b, &a);
+  if (b.victories == kVictoriesRequired) return match_over(v);
+  // checkVirusLeft [$B269]: a cleared bottle ends the round inside the call (stage clear, the
+  // Start wait, initField_bothPlayers); the victory was counted when the last virus went.
+  const bool cleared = a.virus_left == 0 || b.virus_left == 0;
+  if (cleared) {
+    a.status = 0x0F;  // @noVirusLeft_atLeast1p: p1_status = p2_status = $0F before the waits
+    b.status = 0x0F;
+    v.who_won = (a.virus_left == 0 && b.virus_left == 0) ? 0 : (a.virus_left == 0 ? 1 : 2);
+    a.phase = kPhaseRoundOver;
+  }
+  if (a.level_fail || b.level_fail) {  // mode = mode_anyPlayerLoses, both nextActions doNothing
+    a.phase = kPhaseRoundLost;
+    a.next_action = kActDoNothing;
+    b.next_action = kActDoNothing;
+    return;
+  }
+  if (!cleared) check_pause_reset(a);  // pad 1 only
+}
+
+}  // namespace
+
+void versus_step(Versus& v, uint8_t b1, uint8_t b2) {
+  State& a = v.p[0];
+  State& b = v.p[1];
+  v.frame++;
+  a.frame++;
+  b.frame++;
+  a.lock_event = 0;
+  b.lock_event = 0;
+  if (a.phase >= kPhaseStageClear && a.phase != kPhaseRoundLost) return;
+  // --- NMI: render_fieldRow_bothPlayers, frameCounter, getInputs (both pads alike) ---
+  nmi_render_row(a);
+  nmi_render_row(b);
+  a.frame_counter++;
+  b.frame_counter = a.frame_counter;
+  a.btns_pressed = b1 & static_cast<uint8_t>(~a.btns_held);
+  a.btns_held = b1;
+  b.btns_pressed = b2 & static_cast<uint8_t>(~b.btns_held);
+  b.btns_held = b2;
+  // --- main loop ---
+  a.spr_pill = 0;
+  b.spr_pill = 0;
+  switch (a.phase) {
+    case kPhaseIntro:
+      if (--a.wait_frames == 0) {
+        a.phase = kPhasePlaying;
+        check_pause_reset(a);
+      }
+      break;
+    case kPhasePaused:
+      if (a.btns_pressed == kStart) {
+        a.phase = kPhasePlaying;
+      } else if (a.btns_held == 0xF0) {
+        a.phase = kPhaseSoftReset;
+      }
+      break;
+    case kPhasePlaying:
+      main_loop_level_2p(v);
+      break;
+    case kPhaseRoundLost:
+      any_player_loses(v);
+      break;
+    default:
+      break;
+  }
+  b.phase = a.phase;
+}
+
+bool init_versus_round(Versus& v, const int level[2], const int speed[2],
+                       const uint8_t victories[2], Rng& rng, uint8_t frame_counter,
+                       const State* stale) {
+  for (int i = 0; i < 2; ++i) {
+    if (level[i] < 0 || level[i] > kMaxSelectableLevel || speed[i] < 0 || speed[i] >= kNumSpeeds)
+      return false;
+  }
+  VersusSetup setup;
+  generate_versus_round(level[0], level[1], rng, setup);
+  // initData_level [$8216]: the zero-page image, partly zeroed, two generateNextPill.
+  State img;
+  if (stale != nullptr) {
+    img = *stale;
+  } else {
+    std::memset(&img, 0, sizeof(State));
+  }
+  const State keep = img;
+  std::memset(&img, 0, sizeof(State));
+  img.hor_velocity = keep.hor_velocity;
+  img.match_flag = keep.match_flag;
+  img.chain_length0 = keep.chain_length0;
+  img.score_multiplier = keep.score_multiplier;
+  std::memcpy(img.attack_colors, keep.attack_colors, sizeof(img.attack_colors));
+  img.players = 2;
+  img.enable_pause = 0xFF;
+  img.next_action = kActSendPill;
+  std::memcpy(img.reserve, setup.pill_reserve.data(), kReserveSize);
+  generate_next_pill(img);
+  generate_next_pill(img);
+  img.pills_decimal = 0x01;
+  img.speed_ups = 0;  // lvlsOver20 is 0 here (docs/ENGINE.md)
+  img.speed_index = 0;
+  img.frame_counter = frame_counter;
+  img.rng[0] = rng.hi;
+  img.rng[1] = rng.lo;
+  img.status = 0x0F;  // levelIntro @levelIntro_finished: p1_status = p2_status = $0F
+  img.wait_frames = kLevelIntroDelay;
+  img.phase = kPhaseIntro;
+  for (int i = 0; i < 2; ++i) {
+    State& s = v.p[i];
+    s = img;
+    s.level = static_cast<uint8_t>(level[i]);  // restoreStatsAndOptions
+    s.speed_setting = static_cast<uint8_t>(speed[i]);
+    s.victories = victories[i];
+    std::memcpy(s.field, setup.field[i].data(), kFieldSize);
+    std::memcpy(s.shown, setup.field[i].data(), kFieldSize);
+    s.virus_left = setup.virus_count_bcd[i];
+  }
+  v.who_won = 0;
+  v.who_failed = 0;
+  v.rounds++;
+  v.intro_frames = static_cast<uint8_t>(setup.intro_frames > 255 ? 255 : setup.intro_frames);
+  v.frame = 0;
+  return true;
+}
+
+bool init_versus(Versus& v, int level1, int speed1, int level2, int speed2, uint16_t seed,
+                 uint8_t frame_counter) {
+  std::memset(&v, 0, sizeof(Versus));
+  const int level[2] = {level1, level2};
+  const int speed[2] = {speed1, speed2};
+  const uint8_t victories[2] = {0, 0};
+  Rng rng = Rng::from_state(seed);
+  return init_versus_round(v, level, speed, victories, rng, frame_counter, nullptr);
+}
+
+bool next_versus_round(Versus& v, uint8_t frame_counter) {
+  if (v.p[0].phase != kPhaseRoundOver) return false;
+  const int level[2] = {v.p[0].level, v.p[1].level};
+  const int speed[2] = {v.p[0].speed_setting, v.p[1].speed_setting};
+  const uint8_t victories[2] = {v.p[0].victories, v.p[1].victories};
+  Rng rng{v.p[0].rng[0], v.p[0].rng[1]};
+  const State stale = v.p[1];  // approximation of the zero-page image (docs/VERSUS.md)
+  return init_versus_round(v, level, speed, victories, rng, frame_counter, &stale);
+}
+
+namespace {
+
+// (block offset, byte in State) pairs for the modelled bytes of a player's $30-byte block.
+struct BlockByte {
+  uint8_t offset;
+  size_t member;
+};
+
+#define DRM_BB(off, m) \
+  BlockByte { off, offsetof(State, m) }
+const BlockByte kBlock[] = {
+    DRM_BB(0x00, status),
+    DRM_BB(0x01, pill_color[0]),
+    DRM_BB(0x02, pill_color[1]),
+    DRM_BB(0x05, pill_x),
+    DRM_BB(0x06, pill_y),
+    DRM_BB(0x07, pill_placed_step),
+    DRM_BB(0x09, level_fail),
+    DRM_BB(0x0A, speed_ups),
+    DRM_BB(0x0B, speed_setting),
+    DRM_BB(0x0E, chain_length0),
+    DRM_BB(0x0F, combo_counter),
+    DRM_BB(0x10, pills_decimal),
+    DRM_BB(0x11, pills_hundreds),
+    DRM_BB(0x12, speed_counter),
+    DRM_BB(0x13, hor_velocity),
+    DRM_BB(0x14, match_flag),
+    DRM_BB(0x16, level),
+    DRM_BB(0x17, next_action),
+    DRM_BB(0x18, attack_size),
+    DRM_BB(0x1A, next_color[0]),
+    DRM_BB(0x1B, next_color[1]),
+    DRM_BB(0x1E, victories),
+    DRM_BB(0x20, speed_index),
+    DRM_BB(0x21, chain_length),
+    DRM_BB(0x22, next_rotation),
+    DRM_BB(0x24, virus_left),
+    DRM_BB(0x25, pill_rotation),
+    DRM_BB(0x27, pills_counter),
+    DRM_BB(0x29, attack_colors[0]),
+    DRM_BB(0x2A, attack_colors[1]),
+    DRM_BB(0x2B, attack_colors[2]),
+    DRM_BB(0x2C, attack_colors[3]),
+    DRM_BB(0x2D, score_multiplier),
+};
+#undef DRM_BB
+
+}  // namespace
+
+void versus_block(const Versus& v, int i, uint8_t out[0x30], uint8_t* known) {
+  std::memset(out, 0, 0x30);
+  if (known != nullptr) std::memset(known, 0, 0x30);
+  const auto* base = reinterpret_cast<const uint8_t*>(&v.p[i & 1]);
+  for (const BlockByte& b : kBlock) {
+    out[b.offset] = base[b.member];
+    if (known != nullptr) known[b.offset] = 1;
+  }
+}
+
+void versus_from_ram(Versus& v, const uint8_t ram[0x800], uint8_t phase) {
+  std::memset(&v, 0, sizeof(Versus));
+  for (int i = 0; i < 2; ++i) {
+    State& s = v.p[i];
+    auto* base = reinterpret_cast<uint8_t*>(&s);
+    const uint8_t* block = ram + 0x300 + 0x80 * i;
+    for (const BlockByte& b : kBlock) base[b.member] = block[b.offset];
+    std::memcpy(s.field, ram + 0x400 + 0x100 * i, kFieldSize);
+    std::memcpy(s.shown, s.field, kFieldSize);
+    std::memcpy(s.reserve, ram + 0x780, kReserveSize);
+    s.players = 2;
+    s.frame_counter = ram[0x43];
+    s.rng[0] = ram[0x17];
+    s.rng[1] = ram[0x18];
+    s.btns_pressed = ram[0xF5 + i];
+    s.btns_held = ram[0xF7 + i];
+    s.pill_thrown_frame = ram[0x7D];
+    s.wait_frames = ram[0x51];
+    s.enable_pause = ram[0x54];
+    s.phase = phase;
+  }
+  v.who_won = ram[0x55];
+  v.who_failed = ram[0x61];
+  v.rounds = 1;
 }
 
 }  // namespace drm

@@ -59,6 +59,10 @@ enum Phase : uint8_t {
   kPhaseTopOut = 4,      // a thrown pill could not be placed: level fail (terminal)
   kPhaseDemoEnd = 5,     // the demo's input table ran out, or Start was pressed (terminal)
   kPhaseSoftReset = 6,   // A+B+Select+Start held: back to the title (terminal)
+  // Two players only (versus.h):
+  kPhaseRoundLost = 7,  // mode_anyPlayerLoses: a fail flag was set; anyPlayerLoses next frame
+  kPhaseRoundOver = 8,  // the round is decided, the match is not (terminal: next_round)
+  kPhaseMatchOver = 9,  // a player reached config_victoriesRequired (terminal)
 };
 
 constexpr int kReserveSize = 128;
@@ -114,7 +118,12 @@ struct State {
   uint8_t demo_counter;       // counterDemoInstruction $69
   uint8_t phase;              // Phase
   uint8_t victories;          // currentP_victories $9E
-  uint8_t lock_event;         // 1 on the frame a falling pill locked (confirmPlacement), else 0
+  // Two players only (nbPlayers $0727 = 2; 0 or 1 is the one-player game): the disassembly's
+  // `cmp #$02` / `cmp #$01` branches on nbPlayers test this byte.
+  uint8_t players;
+  uint8_t attack_size;       // currentP_attackSize $98: combo lines stored for the opponent
+  uint8_t attack_colors[4];  // currentP_attackColors $A9-$AC (updateAttackColor [$945B])
+  uint8_t lock_event;        // 1 on the frame a falling pill locked (confirmPlacement), else 0
   // The falling pill as fallingPill_spriteUpdate $872F put it in the sprite buffer during this
   // frame's main loop (before the pill moved); the next NMI uploads it to OAM. spr_pill is 1 when
   // the buffer holds the pill, 0 when action_pillFalling did not run this frame.

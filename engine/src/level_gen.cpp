@@ -145,4 +145,47 @@ void generate_level(int level, Rng& rng, LevelSetup& out) {
   out.add_virus_calls = calls;
 }
 
+void generate_versus_round(int level1, int level2, Rng& rng, VersusSetup& out) {
+  for (int level : {level1, level2}) {
+    if (level < 0 || level > kMaxLevel) {
+      throw std::invalid_argument("level must be 0.." + std::to_string(kMaxLevel) + ", got " +
+                                  std::to_string(level));
+    }
+  }
+  generate_pill_reserve(rng, out.pill_reserve);
+  out.field[0].fill(kCellEmpty);
+  out.field[1].fill(kCellEmpty);
+  const bool same = level1 == level2;
+  // p1: (min(level, 20) + 1) * 4; p2: (level + 1) * 4 with no cap (initData_level).
+  int to_add[2] = {virus_target(level1), (level2 + 1) * 4};
+  const int levels[2] = {level1, level2};
+  uint8_t bcd[2] = {0, 0};
+  int frames = 0;
+  while (to_add[0] > 0 || to_add[1] > 0) {
+    if (++frames > kMaxAddVirusCalls) {
+      throw std::runtime_error("addVirus found no room after " + std::to_string(frames - 1) +
+                               " frames; the console would hang here");
+    }
+    for (int p = 0; p < (same ? 1 : 2); ++p) {
+      if (to_add[p] == 0) continue;  // addVirus returns before stepping the RNG
+      const int pos = add_virus(levels[p], rng, out.field[p], to_add[p]);
+      if (pos < 0) continue;
+      if (same) out.field[1][pos] = out.field[0][pos];
+      --to_add[p];
+      bcd[p] = bcd_increment(bcd[p]);
+    }
+    if (same) {
+      to_add[1] = to_add[0];  // currentP_toP2 copies p1's image to p2
+      bcd[1] = bcd[0];
+    }
+    if (rng.state() == 0) {
+      throw std::domain_error("RNG state 0 (seed 0 or 1): the console would hang in levelIntro");
+    }
+  }
+  out.virus_count_bcd[0] = bcd[0];
+  out.virus_count_bcd[1] = bcd[1];
+  out.intro_frames = frames;
+  out.rng_after = rng.state();
+}
+
 }  // namespace drm

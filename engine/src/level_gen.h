@@ -67,4 +67,21 @@ uint8_t bcd_increment(uint8_t value);
 // RNG locks at 0 before all viruses fit (seeds 0 and 1 from level 2 up: the console hangs).
 void generate_level(int level, Rng& rng, LevelSetup& out);
 
+// A two-player round's start (docs/VERSUS.md): initData_level [$8216] makes one reserve for both
+// players, then levelIntro [$9CAB] adds one virus per frame for player 1 and, when the levels
+// differ, one for player 2 after it, both from the one RNG; with equal levels addVirus
+// (@addSameVirus_p2) writes each of player 1's viruses into p2_field too (identical boards).
+struct VersusSetup {
+  std::array<uint8_t, kFieldSize> field[2];  // p1_field $0400, p2_field $0500
+  std::array<uint8_t, kPillReserveSize> pill_reserve;
+  uint8_t virus_count_bcd[2];  // p1_virusLeft $0324, p2_virusLeft $03A4
+  int intro_frames;            // levelIntro loop iterations (one NMI wait each)
+  uint16_t rng_after;          // RNG state after the last virus
+};
+
+// Everything a two-player round start does with the RNG. Levels 0..kMaxLevel (player 1's virus
+// count is capped at level 20, player 2's is not: the options screen keeps both at 0..20).
+// Throws like generate_level.
+void generate_versus_round(int level1, int level2, Rng& rng, VersusSetup& out);
+
 }  // namespace drm
