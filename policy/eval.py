@@ -173,18 +173,10 @@ def run_jobs(
     address: str | None = None,
 ) -> list[tuple[str, Result]]:
     """Plays every job (Ray tasks on `workers` local CPUs when > 1, or on the Ray cluster at
-    `address`; policy.parallel.ordered_map); results in job order."""
-    from rich.progress import Progress
+    `address`; policy.parallel.ordered_list); results in job order."""
+    from policy.parallel import ordered_list
 
-    from policy.parallel import ordered_map
-
-    results: list[tuple[str, Result]] = []
-    with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("games", total=len(jobs))
-        for r in ordered_map(_run, jobs, workers=workers, address=address):
-            results.append(r)
-            bar.advance(task)
-    return results
+    return ordered_list(_run, jobs, "games", workers, address, progress)
 
 
 def summarize(results: Sequence[tuple[str, Result]]) -> list[dict[str, Any]]:

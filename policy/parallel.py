@@ -87,3 +87,24 @@ def ordered_map(
     finally:
         if started:
             ray.shutdown()
+
+
+def ordered_list(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    label: str,
+    workers: int = 1,
+    address: str | None = None,
+    progress: bool = True,
+) -> list[R]:
+    """[fn(item) for item in items] through :func:`ordered_map` (same arguments and errors),
+    with a rich progress bar named ``label`` while they run (none when ``progress`` is False)."""
+    from rich.progress import Progress
+
+    out: list[R] = []
+    with Progress(disable=not progress, transient=True) as bar:
+        task = bar.add_task(label, total=len(items))
+        for r in ordered_map(fn, items, workers=workers, address=address):
+            out.append(r)
+            bar.advance(task)
+    return out

@@ -327,19 +327,11 @@ def run_matches(
     address: str | None = None,
     progress: bool = True,
 ) -> list[MatchResult]:
-    """Every match (Ray tasks on `workers` CPUs, policy.parallel.ordered_map), in order."""
-    from rich.progress import Progress
+    """Every match (Ray tasks on `workers` CPUs, policy.parallel.ordered_list), in order."""
+    from policy.parallel import ordered_list
 
-    from policy.parallel import ordered_map
-
-    out: list[MatchResult] = []
     jobs = [(m, cfg) for m in ms]
-    with Progress(disable=not progress, transient=True) as bar:
-        task = bar.add_task("matches", total=len(jobs))
-        for r in ordered_map(_run, jobs, workers=workers, address=address):
-            out.append(r)
-            bar.advance(task)
-    return out
+    return ordered_list(_run, jobs, "matches", workers, address, progress)
 
 
 def summarize(results: Sequence[MatchResult]) -> dict[str, Any]:
