@@ -385,6 +385,7 @@ def _add_replay(sub: Any) -> None:
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.add_argument("--model", help=common.MODEL_HELP)
 
+    from perception.prepare import EXIT_STATUS
     from perception.prepare import add_arguments as prepare_arguments
 
     prep = sub.add_parser(
@@ -393,6 +394,7 @@ def _add_replay(sub: Any) -> None:
         description="Fine-tune the board model on renders drawn with your ROM's tiles, "
         "validate it on held-out renders and store it (by the ROM's CRC-32) in your data "
         "directory, where hil run / replay / calibrate find it.",
+        epilog=EXIT_STATUS,
     )
     prepare_arguments(prep)
     prep.set_defaults(func=_cmd_prepare)

@@ -7,11 +7,10 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 1. reads the ROM (engine.ines: its CHR, palettes, level nametable and metasprites; read at run
    time, never copied or stored);
 2. fine-tunes the shipped network (perception.model.from_onnx) on renders drawn with the ROM's
-   tiles, through random capture chains (perception.data), with a progress bar, for ``--steps``
-   optimizer steps (6000) or ``--minutes`` of training (13.5), whichever ends first: a fast
-   machine makes the same model every time (the steps end first: about 12 minutes on a quiet
-   2-core EPYC at 0.12 s a step), a slow or busy one stops at the time with the learning rate
-   annealed, so that the command stays within about 15 minutes (docs/PERCEPTION.md, run H);
+   tiles, through random capture chains (perception.data), for ``--steps`` optimizer steps
+   (6000) however long they take: the model is the same on a fast, slow or busy machine, only
+   the time differs, shown as the progress bar's ETA (no time cap: a cap made a weaker model
+   on a busy machine, docs/notes/2026-11-perception-history.md);
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
    every shipped profile, ``--random-chains`` random chains and the rig's own profile
    (perception.evaluate), and prints the numbers against the goals;
@@ -20,10 +19,16 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
    (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game).
    This runs beside steps 2-3 in a second process at low priority (os.nice 10): the emulator
    takes about 1.2 minutes of one core, and training leaves part of a 2-core machine idle;
-5. stores the model, the ROM's digit glyphs (``panel.npz``: perception.panel reads the LEVEL
+5. installs the model, the ROM's digit glyphs (``panel.npz``: perception.panel reads the LEVEL
    number with them) and the report in the user's data directory, keyed by the ROM's CRC-32
-   (perception.store), and, with ``--profile rig.json``, records the ROM's CRC in the profile
-   so that ``hil run`` / ``hil replay`` / ``hil calibrate latency`` pick the model up.
+   (perception.store), **only when it meets every goal** (or with ``--install-anyway``); a model
+   that misses a goal goes to ``candidate/`` beside it with its report, the previous model stays
+   in use, and the command says which goals it missed and how to fine-tune the candidate
+   further. With ``--profile rig.json`` the ROM's CRC is recorded in the profile so that
+   ``hil run`` / ``hil replay`` / ``hil calibrate latency`` pick the model up.
+
+Exit status: 0 the model met every goal and is installed; 1 it missed a goal (installed only
+with ``--install-anyway``; else kept in ``candidate/``); 2 bad input (one line, nothing trained).
 
 Training needs torch (``pip install -e .[train]``); without it the command says so in one line.
 Running a prepared model needs only ONNX Runtime.
@@ -47,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from perception.panel import PANEL_FILE, save_glyphs
-from perception.store import SHIPPED_MODEL, prepared_dir, rom_crc32
+from perception.store import MODEL_FILE, SHIPPED_MODEL, prepared_dir, rom_crc32
 
 TORCH_MISSING = (
     "preparing perception trains a model and needs torch, which is not installed: "
@@ -59,8 +64,15 @@ class PrepareError(ValueError):
     """Bad input to prepare (the message is one line for the user)."""
 
 
+EXIT_STATUS = (
+    "exit status: 0 the model met every goal and is installed; 1 it missed a goal (kept in "
+    "candidate/ beside the installed one, which stays in use; installed with --install-anyway); "
+    "2 bad input (nothing trained)"
+)
+
+
 def build_parser(prog: str = "python -m perception.prepare") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0], epilog=EXIT_STATUS)
     add_arguments(p)
     return p
 
@@ -74,19 +86,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "is written into it so that hil run finds the model",
     )
     p.add_argument(
-        "--minutes",
-        type=float,
-        default=13.5,
-        help="cap the training's wall time (minutes, 13.5; 0: none): a slow or busy machine "
-        "stops there, fewer steps, with the learning rate still annealed, so that the whole "
-        "command stays within about 15 minutes",
-    )
-    p.add_argument(
         "--steps",
         type=int,
         default=6000,
-        help="optimizer steps (6000: 11.6 minutes of training on a quiet 2-core EPYC at 0.12 s "
-        "a step, 12.2 in all; a slower CPU reaches --minutes first; validation adds 0.5-1.3)",
+        help="optimizer steps (6000), however long they take: the time depends on the machine "
+        "and its load, the model does not (the progress bar shows the ETA)",
     )
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
     p.add_argument("--batch", type=int, default=32, help="samples per step (32)")
@@ -94,10 +98,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
         type=int,
-        default=os.cpu_count() or 1,
-        help="torch threads for the training step, the bottleneck (default: every core; the "
-        "data processes use about a fifth of one). On a machine busy with other work, fewer: "
-        "2 threads on 2 cores at load 4 took 2.3 s a step, 1 thread 0.17 s",
+        default=1,
+        help="torch threads for the training step (1). On 2 cores one thread did a step in "
+        "0.20 s quiet and 0.34 s beside two CPU-bound processes, two threads 0.18 s and 0.42 s: "
+        "one leaves the other core to the data processes and the screens step, and does not "
+        "wait on other work (docs/PERCEPTION.md)",
     )
     p.add_argument(
         "--eval-frames", type=int, default=300, help="held-out frames per shipped profile (300)"
@@ -134,6 +139,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "0.5 read the composite chain better and the real game a little worse: "
         "docs/PERCEPTION.md)",
     )
+    p.add_argument(
+        "--install-anyway",
+        action="store_true",
+        help="install the model even when it misses a goal (default: it goes to candidate/ "
+        "and the previous model stays in use)",
+    )
     p.add_argument("--seed", type=int, default=17, help="training seed (17)")
     p.add_argument("--no-crc", action="store_true", help="accept a ROM of unknown CRC")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -158,7 +169,6 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
         except (ValueError, OSError) as e:
             raise PrepareError(f"--profile: {e}") from None
     for name, lo, hi in (
-        ("minutes", 0.0, 10_000.0),
         ("lr", 1e-9, 1.0),
         ("hard_cells", 0.0, 1.0),
         ("hard_samples", 0.0, 1.0),
@@ -260,7 +270,8 @@ REPORT_FILE = "board.report.json"  # and board.report.md beside it
 
 
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the four steps (module docstring). Returns the report's summary and paths.
+    """Run the steps of the module docstring. Returns the report's summary and paths, and
+    whether the model was installed (``installed``; else it is in ``candidate/``).
 
     Raises PrepareError for bad input or a missing torch (one line for the user)."""
     crc, profile = _check(args)
@@ -271,19 +282,19 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
     start = time.time()
     load_start = os.getloadavg()
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr))
-    cap = f" (at most {args.minutes:g} min)" if args.minutes > 0 else ""
     cores = os.cpu_count() or 1
-    if args.threads >= cores and load_start[0] >= 1.0:
+    if args.threads > 1 and load_start[0] >= 1.0:
         say(
             f"hil prepare: load average {load_start[0]:.1f} on {cores} cores before training: "
-            f"{args.threads} training threads will wait on the other work (on a busy 2-core "
-            "machine a step took 2.3 s with 2 threads, 0.17 s with 1); --threads "
-            f"{max(1, cores - round(load_start[0]))} may train faster"
+            f"{args.threads} training threads will wait on the other work (beside two "
+            "CPU-bound processes on 2 cores a step took 0.42 s with 2 threads, 0.34 s with 1)"
         )
-    with tempfile.TemporaryDirectory() as screens_tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         from perception.screens import SCREENS_FILE
 
-        screens_staged = Path(screens_tmp) / SCREENS_FILE
+        stage = Path(tmp) / "model"
+        stage.mkdir()
+        screens_staged = Path(tmp) / SCREENS_FILE
         job = multiprocessing.get_context("spawn").Process(
             target=_build_screens,
             args=(str(args.rom), str(screens_staged), os.getpid()),
@@ -296,38 +307,72 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         )
         result: dict[str, Any] | None = None
         try:
-            result = _fit(args, crc, profile, out_dir, start, load_start, say, cap)
+            result = _fit(args, crc, profile, stage, start, load_start, say)
             say("hil prepare: waiting for the screen prototypes")
             problem = _screens_result(job, screens_staged)
         except KeyboardInterrupt:
-            if result is not None:  # the model is stored: its report too, without screens
-                _write_report(result, out_dir, start, None)
+            if result is not None:  # trained and validated: kept as the goals say, no screens
+                _install(args, result, stage, out_dir, start, None)
             raise
         finally:
             if job.is_alive():  # training failed or was interrupted
                 job.terminate()
                 job.join()
         screens: str | None = str(out_dir / SCREENS_FILE)
-        if problem is None:
+        if problem is None:  # the ROM's screens do not depend on the model: always kept
+            out_dir.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(screens_staged, out_dir / SCREENS_FILE)
         else:
             say(f"hil prepare: no screen prototypes ({problem}); the menus must be driven by hand")
             screens = None
-    # The report is written once, now that the time includes the screens step.
-    return _write_report(result, out_dir, start, screens)
+        # The report is written once, now that the time includes the screens step.
+        return _install(args, result, stage, out_dir, start, screens)
 
 
-def _write_report(
-    result: dict[str, Any], out_dir: Path, start: float, screens: str | None
+CANDIDATE_DIR = "candidate"  # beside the installed model: a model that missed a goal
+
+
+def _install(
+    args: argparse.Namespace,
+    result: dict[str, Any],
+    stage: Path,
+    out_dir: Path,
+    start: float,
+    screens: str | None,
 ) -> dict[str, Any]:
-    """Writes the report of _fit's ``result`` (its meta's total time up to now) beside the
-    model; returns ``result`` with the report's paths and ``screens`` in it."""
+    """Moves _fit's staged model (``stage``: board.onnx, panel.npz) with its report (its meta's
+    total time up to now) into ``out_dir`` when it met every goal or ``--install-anyway``
+    says so, else into ``out_dir/candidate`` (the installed model, if any, stays); returns
+    ``result`` with where it went, the report's paths and ``screens``."""
     from perception.evaluate import write_report
 
     meta, evaluation = result.pop("meta"), result.pop("evaluation")
+    installed = bool(evaluation["summary"]["goals_met"] or args.install_anyway)
+    dest = out_dir if installed else out_dir / CANDIDATE_DIR
+    previous = out_dir / MODEL_FILE
+    kept = str(previous) if not installed and previous.is_file() else None
     meta["total_s"] = result["total_s"] = time.time() - start
-    result["screens"] = screens
-    result["report"] = [str(p) for p in write_report(evaluation, meta, out_dir / REPORT_FILE)]
+    meta["installed"] = installed
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in (MODEL_FILE, PANEL_FILE):
+        shutil.copyfile(stage / name, dest / name)
+    if installed:  # a candidate left by an earlier run is stale now
+        shutil.rmtree(out_dir / CANDIDATE_DIR, ignore_errors=True)
+    result.update(
+        model=str(dest / MODEL_FILE),
+        installed=installed,
+        kept=kept,
+        screens=screens,
+        report=[str(p) for p in write_report(evaluation, meta, dest / REPORT_FILE)],
+    )
+    if not installed:
+        result["advice"] = (
+            f"fine-tune the candidate further: hil prepare --rom {args.rom} --init "
+            f"{dest / MODEL_FILE} --steps 3000 --lr 3e-4"
+            + (f" --profile {args.profile}" if args.profile else "")
+            + (" --no-crc" if args.no_crc else "")
+            + "; or use it as it is: add --install-anyway (docs/PERCEPTION.md)"
+        )
     return result
 
 
@@ -335,28 +380,26 @@ def _fit(
     args: argparse.Namespace,
     crc: str,
     profile: Any,
-    out_dir: Path,
+    stage: Path,
     start: float,
     load_start: tuple[float, float, float],
     say: Any,
-    cap: str,
 ) -> dict[str, Any]:
-    """Steps 2, 3 and 5: fine-tune, validate, store the model; its report's facts are returned
-    (``meta``, ``evaluation``) for prepare() to write once the screens step is done."""
+    """Steps 2 and 3: fine-tune, export into the folder ``stage`` (board.onnx, panel.npz),
+    validate; its report's facts are returned (``meta``, ``evaluation``) for _install to write
+    once the screens step is done."""
     from calibration import builtin_profiles
     from engine import TileSet
     from perception import train as trainer
     from perception.evaluate import evaluate
 
-    say(f"hil prepare: ROM CRC-32 {crc}; fine-tuning {args.init} for {args.steps} steps{cap}")
+    say(f"hil prepare: ROM CRC-32 {crc}; fine-tuning {args.init} for {args.steps} steps")
     targs = trainer.build_parser().parse_args(
         [
             "--rom",
             str(args.rom),
             "--init",
             str(args.init),
-            "--minutes",
-            str(args.minutes),
             "--steps",
             str(args.steps),
             "--lr",
@@ -386,31 +429,26 @@ def _fit(
     result = trainer.train(targs)
     verify = not args.no_crc
     check = next(iter(trainer.SampleStream(args.seed + 1000, 8, args.rom, 1, 8, verify)))["image"]
-    with tempfile.TemporaryDirectory() as tmp:
-        staged = Path(tmp) / "board.onnx"
-        diff = trainer.export_onnx(result["model"], staged, check)
-        # the ROM's digit glyphs beside the model: the reader reads the panel with them
-        # (perception.panel), in validation too
-        save_glyphs(TileSet.from_ines(args.rom, verify_crc=verify), Path(tmp) / PANEL_FILE)
-        say(
-            f"hil prepare: trained {result['steps_done']} steps in "
-            f"{result['train_s'] / 60:.1f} min; validating"
-        )
-        eval_start = time.time()
-        evaluation = evaluate(
-            staged,
-            frames=args.eval_frames,
-            random_profiles=args.random_chains,
-            rom=args.rom,
-            progress=not args.quiet,
-            random_frames=args.random_frames,
-            extra_profiles=[profile.replace(name=f"rig:{profile.name}")] if profile else None,
-            verify_crc=verify,
-        )
-        out_dir.mkdir(parents=True, exist_ok=True)
-        model_path = out_dir / "board.onnx"
-        shutil.copyfile(Path(tmp) / PANEL_FILE, out_dir / PANEL_FILE)
-        shutil.copyfile(staged, model_path)
+    model_path = stage / MODEL_FILE
+    diff = trainer.export_onnx(result["model"], model_path, check)
+    # the ROM's digit glyphs beside the model: the reader reads the panel with them
+    # (perception.panel), in validation too
+    save_glyphs(TileSet.from_ines(args.rom, verify_crc=verify), stage / PANEL_FILE)
+    say(
+        f"hil prepare: trained {result['steps_done']} steps in "
+        f"{result['train_s'] / 60:.1f} min; validating"
+    )
+    eval_start = time.time()
+    evaluation = evaluate(
+        model_path,
+        frames=args.eval_frames,
+        random_profiles=args.random_chains,
+        rom=args.rom,
+        progress=not args.quiet,
+        random_frames=args.random_frames,
+        extra_profiles=[profile.replace(name=f"rig:{profile.name}")] if profile else None,
+        verify_crc=verify,
+    )
     meta = {
         "command": "hil prepare " + " ".join(getattr(args, "argv", []) or []),
         "rom_crc32": crc,
@@ -420,8 +458,7 @@ def _fit(
         "total_s": time.time() - start,
         "steps": args.steps,
         "steps_done": result["steps_done"],
-        "time_bound": result["time_bound"],
-        "minutes_budget": args.minutes,
+        "threads": args.threads,
         "batch": args.batch,
         "target_rate": args.target_rate,
         "onnx_bytes": model_path.stat().st_size,
@@ -437,7 +474,6 @@ def _fit(
         wrote_profile = args.profile
     return {
         "rom_crc32": crc,
-        "model": str(model_path),
         "profile_updated": wrote_profile,
         "total_s": meta["total_s"],
         "meta": meta,
@@ -465,8 +501,16 @@ def print_result(result: dict[str, Any]) -> None:
     console = Console(stderr=True)
     console.print(table)
     verdict = "all goals met" if s["goals_met"] else "goals NOT met: " + "; ".join(s["goal_misses"])
+    if result["installed"]:
+        where = f"model installed: {result['model']}"
+    else:
+        using = result["kept"] or f"{SHIPPED_MODEL} (clean-room: it does not read a real console)"
+        where = (
+            f"model NOT installed, kept as a candidate: {result['model']}\n"
+            f"hil run keeps using {using}\n{result['advice']}"
+        )
     console.print(
-        f"{verdict}\nmodel: {result['model']}\nreport: {result['report'][1]}\n"
+        f"{verdict}\n{where}\nreport: {result['report'][1]}\n"
         f"took {result['total_s'] / 60:.1f} min (training {result['train_s'] / 60:.1f}, "
         f"validation {result['eval_s'] / 60:.1f}; {result['steps_done']} steps)"
         + (

@@ -203,12 +203,22 @@ class _Probabilities(torch.nn.Module):
         return self.model(image, logits=False)
 
 
+def set_memory_format(model: torch.nn.Module, fmt: torch.memory_format) -> None:
+    """Lay out ``model``'s 4-D weights in ``fmt`` in place (the Parameter objects stay, so an
+    optimizer built on them keeps working); what ``Module.to(memory_format=)`` does."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 4:
+                p.data = p.data.contiguous(memory_format=fmt)
+
+
 def export_onnx(model: BoardNet, path: Path, check: torch.Tensor) -> float:
     """Write the ONNX graph (probabilities) and return the largest difference between the
     ONNX Runtime and torch outputs on ``check`` (uint8 images); raise RuntimeError above 1e-4."""
     import onnxruntime as ort
 
     model.eval()
+    set_memory_format(model, torch.contiguous_format)  # training made it NHWC
     path.parent.mkdir(parents=True, exist_ok=True)
     example = check[:1]
     graph = _Probabilities(model).eval()
@@ -257,6 +267,7 @@ def resolve_precision(precision: str) -> str:
 
 
 def train(args: argparse.Namespace) -> dict[str, Any]:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         Progress,
@@ -292,19 +303,15 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         prefetch_factor=4 if args.workers > 0 else None,
     )
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
-    budget_s = 60.0 * args.minutes if args.minutes > 0 else math.inf
     warm = max(1, args.steps // 20)
     start = time.time()
 
-    def done(step: int) -> float:
-        """How far training is: steps done or time spent, whichever is further along."""
-        return max(step / args.steps, (time.time() - start) / budget_s)
-
-    def lr_at(step: int, progress: float) -> float:
+    def lr_at(step: int) -> float:
+        """Linear warm-up over the first 5 % of the steps, then a cosine to 2 % of ``--lr``."""
         if step < warm:
             return args.lr * (step + 1) / warm
-        t = min(1.0, (progress - warm / args.steps) / (1.0 - warm / args.steps))
-        return args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * max(t, 0.0))))
+        t = min(1.0, (step - warm) / max(1, args.steps - warm))
+        return args.lr * (0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * t)))
 
     history: list[dict[str, float]] = []
     running: dict[str, float] = {}
@@ -320,14 +327,17 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model.train()
     if init:  # fine-tuning: the folded batch norms keep their (identity) statistics
         freeze_batch_norm(model)
-    with Progress(*columns, disable=args.quiet) as progress:
+    # NHWC weights: the input arrives NHWC (the graph's permute keeps that layout); on 2 cores
+    # a step of 32 took 0.20 s with one thread instead of 0.37 s in the default layout
+    set_memory_format(model, torch.channels_last)
+    # on stderr: stdout is for results (python -m perception.prepare prints its JSON there)
+    with Progress(*columns, disable=args.quiet, console=Console(stderr=True)) as progress:
         task = progress.add_task("train", total=args.steps, status="")
         for b in loader:
-            progress_now = done(step)
-            if progress_now >= 1.0:
+            if step >= args.steps:
                 break
             for group in opt.param_groups:
-                group["lr"] = lr_at(step, progress_now)
+                group["lr"] = lr_at(step)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
                 out = model(b["image"], logits=True)
             out = tuple(o.float() for o in out)
@@ -363,7 +373,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "history": history,
         "train_s": time.time() - start,
         "steps_done": step,
-        "time_bound": step < args.steps,
     }
 
 
@@ -371,13 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m perception.train", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--steps", type=int, default=5000, help="optimizer steps (5000)")
     p.add_argument(
-        "--minutes",
-        type=float,
-        default=28.0,
-        help="wall-clock budget: the schedule runs on steps or time, whichever is further "
-        "along, and training stops at either end (28; 0: steps only)",
+        "--steps",
+        type=int,
+        default=5000,
+        help="optimizer steps (5000), however long they take (no time cap: the model must not "
+        "depend on the machine's load; the progress bar shows the ETA)",
     )
     p.add_argument(
         "--precision",
@@ -481,8 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         "eval_s": time.time() - start,
         "steps": args.steps,
         "steps_done": result["steps_done"],
-        "time_bound": result["time_bound"],
-        "minutes_budget": args.minutes,
+        "threads": args.threads,
         "precision": args.precision,
         "batch": args.batch,
         "onnx_bytes": size,
