@@ -194,7 +194,10 @@ def _cmd_link_check(args: argparse.Namespace) -> int:
             emu.close()
     reasons = {0: "power-on", 1: "firmware watchdog (stuck firmware)", 2: "other"}
     print(f"port: {args.port}")
-    print(f"firmware: {info.firmware_version} (protocol {p_version()}), board: {info.board}")
+    print(
+        f"firmware: {info.firmware_version} (protocol {p_version()}), board: {info.board}, "
+        f"controller ports: {', '.join(map(str, info.ports)) or 'none'}"
+    )
     print(
         f"reset reason: {reasons.get(info.reset_reason, info.reset_reason)}, boot {info.boot_count}"
     )

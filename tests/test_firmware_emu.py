@@ -45,13 +45,14 @@ def _device(**kw: object) -> EmulatedFirmware:  # tests that call it take the em
     return EmulatedFirmware(uf2, frame_us=PERIOD_US, cpu_mhz=CPU_MHZ, **kw)  # type: ignore[arg-type]
 
 
-def _link(dev: EmulatedFirmware, *, gated: bool = False) -> Link:
+def _link(dev: EmulatedFirmware, *, gated: bool = False, nes_port: int = 1) -> Link:
     """Opens the link, sets the 1 ms latch window, then starts the NES: NES frame n is then
     the firmware's frame n. Frames here are 3 ms apart, inside the firmware's default 5 ms
     window, so frames played before the CONFIG landed were one frame to the firmware and its
     numbers lagged the NES's by one (a CI run read every scheduled mask a frame late).
-    ``gated``: the NES stops after frame 0 until _stream lets it on (harness "gate")."""
-    link = Link(dev.port, timeout_s=2.0)
+    ``gated``: the NES stops after frame 0 until _stream lets it on (harness "gate").
+    ``nes_port``: the controller port the link plays (Link's)."""
+    link = Link(dev.port, timeout_s=2.0, nes_port=nes_port)
     link.configure(WINDOW_US, WATCHDOG_MS)
     if gated:
         dev.command("gate 0")
@@ -60,11 +61,15 @@ def _link(dev: EmulatedFirmware, *, gated: bool = False) -> Link:
     return link
 
 
-def _stream(dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20) -> int:
+def _stream(
+    dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20, masks_p2: bytes = b""
+) -> int:
     """Schedules masks from a frame ``lead`` frames ahead, keeping up to 240 frames queued;
-    returns the first frame. Waits until the last one was read. The NES may not start a
-    frame that is not scheduled yet (harness "gate"): the emulator runs at its own pace, and
-    a host slowed down by a loaded machine must not make frames late. The link must come
+    returns the first frame. ``masks_p2`` (as long as ``masks``, if given) go to controller
+    port 2 for the same frames, ``masks`` to the link's own port. Waits until the last one
+    was read. The NES may not start a frame that is not scheduled yet (harness "gate"): the
+    emulator runs at its own pace, and a host slowed down by a loaded machine must not make
+    frames late. The link must come
     from ``_link(dev, gated=True)``: the NES then waits at frame 0, so no frame passes
     between reading ``dev.last_frame`` and the gate."""
     first = dev.last_frame + lead
@@ -75,6 +80,10 @@ def _stream(dev: EmulatedFirmware, link: Link, masks: bytes, lead: int = 20) -> 
             n = min(p.MAX_MASKS, end - sent)
             ack = link.schedule(sent, masks[sent - first : sent - first + n])
             assert (ack.accepted, ack.late, ack.too_far) == (n, 0, 0)
+            if masks_p2:
+                chunk = masks_p2[sent - first : sent - first + n]
+                ack = link.schedule(sent, chunk, nes_port=2)
+                assert (ack.accepted, ack.late, ack.too_far) == (n, 0, 0)
             sent += n
             dev.command(f"gate {sent - 1 if sent < end else 1 << 40}")
         else:
@@ -107,6 +116,56 @@ def test_10000_scheduled_frames_both_reads_exact() -> None:
     assert st.underruns == 0 and st.arm_misses == 0 and st.protocol_errors == 0
     assert st.late_schedules == 0 and st.tx_drops == 0
     assert dev.done is not None
+
+
+@pytest.mark.usefixtures("emulator")
+def test_both_ports_serve_their_own_schedules_in_the_same_frames() -> None:
+    """Issue 38, bot against bot: one latch, two clocks (the harness reads $4016 and $4017
+    in get_CTRL_inputs' interleaved order, 18 CPU cycles apart): port 2's data line presents
+    port 2's schedule while port 1's presents port 1's, on both reads of every frame."""
+    rng = random.Random(38)
+    masks = bytes(rng.randrange(256) for _ in range(400))
+    masks_p2 = bytes(rng.randrange(256) for _ in range(400))
+    with _device() as dev, _link(dev, gated=True) as link:
+        assert link.hello is not None and link.hello.ports == (1, 2)
+        first = _stream(dev, link, masks, masks_p2=masks_p2)
+        st = link.wait_status(first + len(masks) - 1, timeout_s=10)
+        link.clear(p.ALL_PORTS)
+        info = link.info()
+    assert _wrong(dev, first, masks) == []
+    wrong_p2 = [
+        (first + i, m, dev.reads_p2[first + i])
+        for i, m in enumerate(masks_p2)
+        if dev.reads_p2[first + i] != (m, m)
+    ]
+    assert wrong_p2 == []
+    assert (st.mask, st.mask_p2) == (masks[-1], masks_p2[-1])
+    assert st.flags & st.flags_p2 & p.StatusFlags.FROM_QUEUE
+    assert (st.underruns, st.underruns_p2, st.arm_misses, st.protocol_errors) == (0, 0, 0, 0)
+    assert info.ports == (1, 2)
+
+
+@pytest.mark.usefixtures("emulator")
+def test_the_bot_as_player_2_leaves_port_1_alone() -> None:
+    """Issue 38: a Link on port 2 (the person keeps port 1): port 2 plays the schedule, port
+    1's data line is never pulled (no buttons), underruns count on port 2 only, and a port
+    close releases port 2 within one frame."""
+    with _device() as dev, _link(dev, gated=True, nes_port=2) as link:
+        first = _stream(dev, link, b"\x80\x40\x01" * 4)
+        st = link.wait_status(first + 14, timeout_s=10)
+        start = dev.last_frame + 10
+        link.schedule(start, b"\x80" * 200)
+        dev.wait_frame(start + 5)
+        mark = len(dev.events)
+        link.close()
+        _, at, _ = dev.wait_event("port_close", since=mark)
+        dev.wait_frame(at + 10)
+    assert [dev.reads_p2[first + i][0] for i in range(12)] == [0x80, 0x40, 0x01] * 4
+    assert all(dev.reads[f] == (0, 0) for f in dev.reads)  # port 1 never pressed
+    assert st.mask == 0 and st.underruns == 3 and st.flags & p.StatusFlags.UNDERRUN  # port 2
+    assert st.mask_p2 == st.mask and st.queue_depth == 0
+    held = [f for f in range(at + 1, at + 11) if dev.reads_p2[f] != (0, 0)]
+    assert dev.reads_p2[at - 1] == (0x80, 0x80) and held in ([], [at + 1])
 
 
 @pytest.mark.usefixtures("emulator")
@@ -219,7 +278,8 @@ def test_reset_reason_tells_a_uf2_copy_from_a_stuck_firmware(boot: str, reason: 
         assert link.hello is not None and link.hello.reset_reason == reason
         info = link.info()
     assert info.reset_reason == reason and info.board == "pico"
-    assert info.firmware_version == "1.1.1" and info.latches > 0 and info.latches_lost == 0
+    assert info.firmware_version == "2.0.0" and info.latches > 0 and info.latches_lost == 0
+    assert info.ports == (1, 2)
 
 
 @pytest.mark.usefixtures("emulator")
@@ -230,7 +290,7 @@ def test_hil_link_check_prints_version_board_reason_and_latch_rate(
 
     assert main(["link", "check", "--port", "emulated", "--seconds", "1"]) == 0
     out = capsys.readouterr().out
-    assert "firmware: 1.1.1 (protocol 1), board: pico" in out
+    assert "firmware: 2.0.0 (protocol 2), board: pico, controller ports: 1, 2" in out
     assert "reset reason: power-on, boot 1" in out
     # NTSC: 60.0988 frames/s, two latches per frame (getInputs [$B7E1] reads twice)
     assert "latch rate: 120." in out and "60.1" in out and "2.00 latches per frame" in out

@@ -285,8 +285,8 @@ class FakeDevice:
 
 
 def hello_ack(queue: int = 256, window_us: int = 5000) -> p.HelloAck:
-    return p.HelloAck(
-        flags=1, queue_capacity=queue, window_us=window_us, watchdog_ms=500, boot_count=1
+    return p.HelloAck(  # flags: session open, controller ports 1 and 2 driven
+        flags=0x0D, queue_capacity=queue, window_us=window_us, watchdog_ms=500, boot_count=1
     )
 
 

@@ -226,9 +226,72 @@ class ScriptedPort:
 
 
 def test_version_mismatch_is_refused():
-    port = ScriptedPort(p.encode(p.HelloAck(version=2, flags=0), 0))
-    with pytest.raises(LinkFatal, match="version 2"):
+    """A firmware before 2.0.0 (protocol 1, port 1 only) answers a version-2 HELLO with its
+    own version and the session closed."""
+    port = ScriptedPort(p.encode(p.HelloAck(version=1, flags=0), 0))
+    with pytest.raises(LinkFatal, match="protocol version 1, host speaks 2"):
         Link(port, timeout_s=0.2)
+
+
+# ---- controller ports (issue 38: the bot as player 2, bot against bot) ----------------------
+
+
+def test_handshake_and_info_report_both_ports(link):
+    assert link.hello.ports == (1, 2) and link.nes_port == 1
+    assert link.info().ports == (1, 2)
+
+
+def test_a_link_on_port_2_plays_port_2_and_sees_its_status(dev):
+    with Link(dev.port, nes_port=2) as lk:
+        ack = lk.schedule(2, [0x80, 0x40, 0x01])
+        assert (ack.accepted, ack.late, ack.too_far) == (3, 0, 0)
+        got = [dev.latch_ports(1000 + k * FRAME_US) for k in range(7)]
+        st3, st6 = lk.wait_status(3), lk.wait_status(6)
+    assert got == [(0, 0), (0, 0), (0, 0x80), (0, 0x40), (0, 0x01), (0, 0), (0, 0)]
+    # Port 2's view: its mask, flags, queue and underruns under the port-1 names.
+    assert st3.mask == 0x40 and st3.flags & p.StatusFlags.FROM_QUEUE and st3.queue_depth == 1
+    assert st6.underruns == 2 and st6.flags & p.StatusFlags.UNDERRUN and st6.mask_p2 == 0
+    assert list(dev.pio_words_p2)[3] == 0x40FFFFFF and set(dev.pio_words) == {0x00FFFFFF}
+
+
+def test_one_link_drives_both_ports(dev, link):
+    """Bot against bot: one host, one firmware session, a schedule for each port; CLEAR of
+    one port leaves the other's stream."""
+    link.schedule(1, [0x08] * 6)
+    link.schedule(1, [0x04] * 3, nes_port=2)
+    got = [dev.latch_ports(1000 + k * FRAME_US) for k in range(4)]
+    assert got == [(0, 0), (0x08, 0x04), (0x08, 0x04), (0x08, 0x04)]
+    link.schedule(5, [0x02] * 3, nes_port=2)
+    link.clear(nes_port=1)  # frame 4 is armed: port 1 plays it, then stops
+    got = [dev.latch_ports(1000 + k * FRAME_US) for k in range(4, 8)]
+    assert got == [(0x08, 0), (0, 0x02), (0, 0x02), (0, 0x02)]
+    st = link.wait_status(7)
+    assert (st.mask, st.mask_p2) == (0, 0x02)
+    assert (st.underruns, st.underruns_p2) == (0, 1)  # port 2 had nothing for frame 4
+    link.clear(p.ALL_PORTS)  # frame 8 is armed (port 2: an underrun); from 9 on, idle
+    assert [dev.latch_ports(1000 + k * FRAME_US) for k in (8, 9)] == [(0, 0), (0, 0)]
+    st = link.wait_status(9)
+    assert st.queue_depth == st.queue_depth_p2 == 0
+    assert not (st.flags | st.flags_p2) & p.StatusFlags.STREAMING
+
+
+def test_a_port_the_firmware_does_not_drive_is_fatal():
+    one_port = p.HelloAck(flags=0x01 | 0x01 << 2, queue_capacity=256, window_us=5000)
+    with pytest.raises(LinkFatal, match="drives controller port\\(s\\) 1, not port 2"):
+        Link(ScriptedPort(p.encode(one_port, 0)), timeout_s=0.2, nes_port=2)
+    lk = Link(ScriptedPort(p.encode(one_port, 0)), timeout_s=0.2)
+    assert lk.hello is not None and lk.hello.ports == (1,)
+    with pytest.raises(ValueError, match="1 or 2"):
+        Link(ScriptedPort(b""), nes_port=3, handshake=False)
+    with pytest.raises(ValueError, match="1 or 2"):
+        lk.schedule(10, [1], nes_port=0)
+
+
+def test_the_device_refuses_a_port_it_does_not_drive(dev, link):
+    with pytest.raises(LinkError, match="Schedule refused: RANGE"):
+        link._request(p.Schedule(10, b"\x01", port=3), p.Ack)
+    with pytest.raises(LinkError, match="Clear refused: RANGE"):
+        link._request(p.Clear(port=3), p.Ack)
 
 
 def test_a_failure_retrying_cannot_mend_ends_the_run_at_once(tmp_path):
@@ -241,7 +304,7 @@ def test_a_failure_retrying_cannot_mend_ends_the_run_at_once(tmp_path):
     said = []
     log = EventLog(tmp_path / "events.jsonl")
     ctl = Controller(
-        lambda: ScriptedPort(p.encode(p.HelloAck(version=2, flags=0), 0)),
+        lambda: ScriptedPort(p.encode(p.HelloAck(version=1, flags=0), 0)),
         log,
         said.append,
         timeout_s=0.2,
@@ -263,7 +326,7 @@ def test_a_failure_retrying_cannot_mend_ends_the_run_at_once(tmp_path):
         "timing_slips": 0,
         "missed_decisions": 0,
         "peak_rss_mb": 1.0,
-        "link_fatal": "x: firmware speaks protocol version 2",
+        "link_fatal": "x: firmware speaks protocol version 1",
     }
     assert _print_summary(summary) == 2
 
@@ -277,7 +340,7 @@ def test_corrupt_frames_from_the_device_are_counted_not_fatal():
     good = [p.encode(p.Status(frame=f), f + 1) for f in range(3)]
     corrupt = bytearray(good[1])
     corrupt[5] ^= 0x40
-    port = ScriptedPort(p.encode(p.HelloAck(flags=1, queue_capacity=256, window_us=5000), 0))
+    port = ScriptedPort(p.encode(p.HelloAck(flags=0x0D, queue_capacity=256, window_us=5000), 0))
     lk = Link(port, timeout_s=0.2)
     port.rx = b"\x55\x66\x00" + good[0] + bytes(corrupt) + good[2]
     lk.poll(0.01)

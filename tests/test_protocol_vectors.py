@@ -88,3 +88,32 @@ def test_limits_match_the_spec():
         p.encode(p.Schedule(0, bytes(p.MAX_MASKS + 1)), 0)
     with pytest.raises(ValueError):
         p.encode(p.Schedule(0, b""), 0)
+
+
+def test_status_for_port_gives_that_ports_fields_under_the_port_1_names():
+    vec = next(v for v in VECTORS["messages"] if v["type"] == "STATUS")
+    st = p.Status(**_fields(vec, p.Status))
+    assert st.for_port(1) is st
+    p2 = st.for_port(2)
+    assert (p2.mask, p2.flags, p2.queue_depth, p2.underruns, p2.late_schedules) == (
+        st.mask_p2,
+        st.flags_p2,
+        st.queue_depth_p2,
+        st.underruns_p2,
+        st.late_schedules_p2,
+    )
+    assert (p2.frame, p2.first_latch_us, p2.protocol_errors) == (
+        st.frame,
+        st.first_latch_us,
+        st.protocol_errors,
+    )
+    with pytest.raises(ValueError, match="1 or 2"):
+        st.for_port(3)
+
+
+def test_ports_from_hello_ack_and_info_ack_bits():
+    assert p.HelloAck(flags=0x0D).ports == (1, 2)
+    assert p.HelloAck(flags=0x05).ports == (1,)
+    assert p.HelloAck(flags=0x09).ports == (2,)
+    assert p.InfoAck(port_bits=0).ports == ()  # a firmware before protocol 2 reports none
+    assert p.Schedule.from_body(p.Schedule(7, b"\x80", port=2).body()) == p.Schedule(7, b"\x80", 2)

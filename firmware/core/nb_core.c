@@ -65,21 +65,29 @@ static void ack(nb_core_t* c, const nb_msg_t* m, uint8_t accepted, uint8_t late,
   tx_msg(c, NB_ACK, b, sizeof b);
 }
 
+/* The port's fields of a STATUS (PROTOCOL.md "STATUS": port 1 at offsets 13, 14, 16, 20,
+ * 24; port 2 at 36, 37, 38, 40, 44). */
+static void put_port_status(const nb_core_t* c, const nb_port_t* p, uint8_t* mask, uint8_t* flags,
+                            uint8_t* depth, uint8_t* underruns, uint8_t* late) {
+  *mask = p->mask;
+  *flags = (uint8_t)(p->flags | (c->latch_lost ? NB_FLAG_LATCH_LOST : 0u));
+  nb_put16(depth, p->queue_depth);
+  nb_put32(underruns, p->underruns);
+  nb_put32(late, p->late_schedules);
+}
+
 static void send_status(nb_core_t* c) {
   uint8_t b[NB_STATUS_LEN];
   nb_put32(b + 0, c->frame);
   nb_put64(b + 4, c->first_latch_us);
   b[12] = c->latches;
-  b[13] = c->mask;
-  b[14] = (uint8_t)(c->flags | (c->latch_lost ? NB_FLAG_LATCH_LOST : 0u));
+  put_port_status(c, &c->port[0], b + 13, b + 14, b + 16, b + 20, b + 24);
   b[15] = c->n.last_error;
-  nb_put16(b + 16, c->queue_depth);
   nb_put16(b + 18, c->n.watchdog_trips);
-  nb_put32(b + 20, c->n.underruns);
-  nb_put32(b + 24, c->n.late_schedules);
   nb_put32(b + 28, c->n.protocol_errors);
   nb_put16(b + 32, c->n.arm_misses);
   nb_put16(b + 34, c->n.tx_drops);
+  put_port_status(c, &c->port[1], b + 36, b + 37, b + 38, b + 40, b + 44);
   c->n.last_error = NB_OK;
   c->latch_lost = false;
   tx_msg(c, NB_STATUS, b, sizeof b);
@@ -87,54 +95,72 @@ static void send_status(nb_core_t* c) {
 
 /* ---- frame queue ------------------------------------------------------- */
 
-static void flush_queue(nb_core_t* c) {
+static void flush_port(nb_port_t* p) {
   for (uint32_t i = 0; i < NB_QUEUE_CAP; i++) {
-    c->queue[i].valid = 0;
+    p->queue[i].valid = 0;
   }
-  c->queue_depth = 0;
-  c->streaming = false;
+  p->queue_depth = 0;
+  p->streaming = false;
 }
 
-/* Removes and returns the slot for frame, or NULL when nothing is scheduled. */
-static nb_slot_t* take_slot(nb_core_t* c, uint32_t frame) {
-  nb_slot_t* s = &c->queue[frame & QMASK];
+static void flush_queue(nb_core_t* c) {
+  for (uint32_t i = 0; i < NB_PORTS; i++) {
+    flush_port(&c->port[i]);
+  }
+}
+
+/* Removes and returns the port's slot for frame, or NULL when nothing is scheduled. */
+static nb_slot_t* take_slot(nb_port_t* p, uint32_t frame) {
+  nb_slot_t* s = &p->queue[frame & QMASK];
   if (!s->valid || s->frame != frame) {
     return NULL;
   }
   s->valid = 0;
-  c->queue_depth--;
+  p->queue_depth--;
   return s;
 }
 
-/* Decides frame's byte: the scheduled mask, else "no buttons". */
-/* True once the host's stream has reached frame: from the first frame it
- * scheduled (since HELLO/CLEAR/watchdog) on, a frame without a mask is an
- * underrun; frames before it are just idle. */
-static bool in_stream(const nb_core_t* c, uint32_t frame) {
-  return c->streaming && (int32_t)(frame - c->stream_first) >= 0;
-}
-
-static void arm(nb_core_t* c, uint32_t frame) {
-  nb_slot_t* s = take_slot(c, frame);
-  uint8_t flags = in_stream(c, frame) ? NB_FLAG_STREAMING : 0u;
-  if (s) {
-    c->armed_mask = s->mask;
-    flags |= NB_FLAG_FROM_QUEUE;
-  } else {
-    c->armed_mask = 0;
-    if (flags & NB_FLAG_STREAMING) {
-      c->n.underruns++;
-      flags |= NB_FLAG_UNDERRUN;
+static bool any_streaming(const nb_core_t* c) {
+  for (uint32_t i = 0; i < NB_PORTS; i++) {
+    if (c->port[i].streaming) {
+      return true;
     }
   }
-  if (c->watchdog_expired) {
-    flags |= NB_FLAG_WATCHDOG;
-  }
-  if (c->host_lost) {
-    flags |= NB_FLAG_HOST_LOST;
+  return false;
+}
+
+/* True once the host's stream on this port has reached frame: from the first frame it
+ * scheduled (since HELLO/CLEAR/watchdog) on, a frame without a mask is an
+ * underrun; frames before it are just idle. */
+static bool in_stream(const nb_port_t* p, uint32_t frame) {
+  return p->streaming && (int32_t)(frame - p->stream_first) >= 0;
+}
+
+/* Decides frame's byte on every port: the scheduled mask, else "no buttons". */
+static void arm(nb_core_t* c, uint32_t frame) {
+  for (uint32_t i = 0; i < NB_PORTS; i++) {
+    nb_port_t* p = &c->port[i];
+    nb_slot_t* s = take_slot(p, frame);
+    uint8_t flags = in_stream(p, frame) ? NB_FLAG_STREAMING : 0u;
+    if (s) {
+      p->armed_mask = s->mask;
+      flags |= NB_FLAG_FROM_QUEUE;
+    } else {
+      p->armed_mask = 0;
+      if (flags & NB_FLAG_STREAMING) {
+        p->underruns++;
+        flags |= NB_FLAG_UNDERRUN;
+      }
+    }
+    if (c->watchdog_expired) {
+      flags |= NB_FLAG_WATCHDOG;
+    }
+    if (c->host_lost) {
+      flags |= NB_FLAG_HOST_LOST;
+    }
+    p->armed_flags = flags;
   }
   c->armed_frame = frame;
-  c->armed_flags = flags;
   c->armed_pending = true;
 }
 
@@ -162,7 +188,8 @@ static void on_hello(nb_core_t* c, const nb_msg_t* m) {
   flush_queue(c);
   uint8_t b[NB_HELLO_ACK_LEN];
   nb_put16(b + 0, NB_PROTO_VERSION);
-  b[2] = (uint8_t)((c->session ? NB_HELLO_SESSION : 0u) | (took_over ? NB_HELLO_TOOK_OVER : 0u));
+  b[2] = (uint8_t)((c->session ? NB_HELLO_SESSION : 0u) | (took_over ? NB_HELLO_TOOK_OVER : 0u) |
+                   (uint8_t)(c->ports << NB_HELLO_PORTS_SHIFT));
   b[3] = (uint8_t)c->cfg.reset_reason;
   nb_put16(b + 4, NB_QUEUE_CAP);
   nb_put16(b + 6, NB_MAX_FRAME);
@@ -172,13 +199,26 @@ static void on_hello(nb_core_t* c, const nb_msg_t* m) {
   tx_msg(c, NB_HELLO_ACK, b, sizeof b);
 }
 
+/* The port of a SCHEDULE or CLEAR (1 or 2), or NULL when this board does not drive it. */
+static nb_port_t* port_of(nb_core_t* c, uint8_t port) {
+  if (port < 1u || port > NB_PORTS || !(c->ports & (1u << (port - 1u)))) {
+    return NULL;
+  }
+  return &c->port[port - 1u];
+}
+
 static void on_schedule(nb_core_t* c, const nb_msg_t* m) {
-  uint8_t count = m->body_len >= NB_SCHEDULE_HDR_LEN ? m->body[4] : 0u;
+  uint8_t count = m->body_len >= NB_SCHEDULE_HDR_LEN ? m->body[5] : 0u;
   if (count == 0 || count > NB_MAX_MASKS || m->body_len != NB_SCHEDULE_HDR_LEN + count) {
     nack(c, m, NB_ERR_LENGTH);
     return;
   }
-  uint32_t first = nb_get32(m->body);
+  nb_port_t* p = port_of(c, m->body[0]);
+  if (!p) {
+    nack(c, m, NB_ERR_RANGE);
+    return;
+  }
+  uint32_t first = nb_get32(m->body + 1);
   uint8_t accepted = 0, late = 0, far = 0;
   for (uint8_t i = 0; i < count; i++) {
     /* Frame numbers do not wrap (PROTOCOL.md "Frame numbers"): first + i is computed
@@ -191,21 +231,21 @@ static void on_schedule(nb_core_t* c, const nb_msg_t* m) {
       far++;
     } else {
       uint32_t f = first + i;
-      nb_slot_t* s = &c->queue[f & QMASK];
+      nb_slot_t* s = &p->queue[f & QMASK];
       if (!s->valid) {
-        c->queue_depth++;
+        p->queue_depth++;
       }
       s->frame = f;
       s->mask = m->body[NB_SCHEDULE_HDR_LEN + i];
       s->valid = 1;
       accepted++;
-      if (!c->streaming || (int32_t)(f - c->stream_first) < 0) {
-        c->stream_first = f;
+      if (!p->streaming || (int32_t)(f - p->stream_first) < 0) {
+        p->stream_first = f;
       }
-      c->streaming = true;
+      p->streaming = true;
     }
   }
-  c->n.late_schedules += late;
+  p->late_schedules += late;
   if (far) {
     count_error(c, NB_ERR_RANGE);
   }
@@ -244,6 +284,7 @@ static void on_info(nb_core_t* c, const nb_msg_t* m, uint64_t now_us) {
   nb_put16(b + 24, c->n.host_losses);
   nb_put16(b + 26, c->n.replays);
   nb_put16(b + 28, c->n.takeovers);
+  b[30] = c->ports;
   memcpy(b + 32, c->board, sizeof c->board);
   tx_msg(c, NB_INFO_ACK, b, sizeof b);
 }
@@ -297,9 +338,17 @@ static void on_message(nb_core_t* c, const nb_msg_t* m, uint64_t now_us) {
     on_config(c, m);
   } else if (m->body_len != NB_CLEAR_LEN) {
     nack(c, m, NB_ERR_LENGTH);
-  } else {
-    flush_queue(c);
+  } else if (m->body[0] == 0) {
+    flush_queue(c); /* port 0: every port */
     ack(c, m, 0, 0, 0);
+  } else {
+    nb_port_t* p = port_of(c, m->body[0]);
+    if (p) {
+      flush_port(p);
+      ack(c, m, 0, 0, 0);
+    } else {
+      nack(c, m, NB_ERR_RANGE);
+    }
   }
 }
 
@@ -330,7 +379,7 @@ void nb_latches_lost(nb_core_t* c, uint32_t n) {
 }
 
 void nb_host_lost(nb_core_t* c) {
-  if (c->session || c->streaming) {
+  if (c->session || any_streaming(c)) {
     INC16(c->n.host_losses);
   }
   flush_queue(c);
@@ -350,8 +399,21 @@ void nb_set_identity(nb_core_t* c, uint8_t major, uint8_t minor, uint8_t patch, 
   }
 }
 
+void nb_set_ports(nb_core_t* c, uint8_t ports) { c->ports = (uint8_t)(ports & NB_PORTS_ALL); }
+
+bool nb_streaming(const nb_core_t* c) { return any_streaming(c); }
+
+uint8_t nb_port_read(const nb_core_t* c, uint8_t port) {
+  return port >= 1u && port <= NB_PORTS ? c->port[port - 1u].x_mask : 0u;
+}
+
+uint32_t nb_port_word(const nb_core_t* c, uint8_t port) {
+  return nb_pio_word(port >= 1u && port <= NB_PORTS ? c->port[port - 1u].fifo_mask : 0u);
+}
+
 void nb_init(nb_core_t* c, const nb_config_t* cfg) {
   memset(c, 0, sizeof *c);
+  c->ports = NB_PORTS_ALL;
   if (cfg) {
     c->cfg = *cfg;
   } else {
@@ -378,14 +440,16 @@ NB_RAMFUNC uint8_t nb_latch(nb_core_t* c, uint64_t t_us) {
   /* What the PIO does on every latch: "pull noblock" takes the FIFO word if
    * one is there, else the program keeps serving X. */
   if (c->fifo_full) {
-    c->x_mask = c->fifo_mask;
+    for (uint32_t i = 0; i < NB_PORTS; i++) {
+      c->port[i].x_mask = c->port[i].fifo_mask;
+    }
     c->fifo_full = false;
   }
   if (c->window_open) {
     if (c->latches < 0xFFu) {
       c->latches++;
     }
-    return c->x_mask;
+    return c->port[0].x_mask;
   }
   uint32_t frame = c->any_frame ? c->frame + 1u : 0u;
   if (missed_close || c->armed_pending || c->armed_frame != frame) {
@@ -393,26 +457,33 @@ NB_RAMFUNC uint8_t nb_latch(nb_core_t* c, uint64_t t_us) {
      * console gets the previous byte on every read of the frame, and the
      * frame's scheduled mask (if any) is spent. */
     INC16(c->n.arm_misses);
-    if (c->armed_frame != frame) {
-      (void)take_slot(c, frame);
+    for (uint32_t i = 0; i < NB_PORTS; i++) {
+      nb_port_t* p = &c->port[i];
+      if (c->armed_frame != frame) {
+        (void)take_slot(p, frame);
+      }
+      p->flags = (uint8_t)(NB_FLAG_ARM_MISS | (in_stream(p, frame) ? NB_FLAG_STREAMING : 0u));
     }
     c->armed_frame = frame;
     c->armed_pending = false;
-    c->flags = (uint8_t)(NB_FLAG_ARM_MISS | (in_stream(c, frame) ? NB_FLAG_STREAMING : 0u));
   } else {
-    c->flags = c->armed_flags;
+    for (uint32_t i = 0; i < NB_PORTS; i++) {
+      c->port[i].flags = c->port[i].armed_flags;
+    }
   }
   c->any_frame = true;
   c->window_open = true;
   c->frame = frame;
   c->first_latch_us = t_us;
   c->latches = 1;
-  c->mask = c->x_mask;
-  return c->x_mask;
+  for (uint32_t i = 0; i < NB_PORTS; i++) {
+    c->port[i].mask = c->port[i].x_mask;
+  }
+  return c->port[0].x_mask;
 }
 
 NB_RAMFUNC bool nb_poll(nb_core_t* c, uint64_t now_us, uint32_t* pio_word) {
-  if (c->streaming && now_us > c->last_host_us &&
+  if (any_streaming(c) && now_us > c->last_host_us &&
       now_us - c->last_host_us >= (uint64_t)c->cfg.watchdog_ms * 1000u) {
     flush_queue(c);
     c->watchdog_expired = true;
@@ -428,7 +499,9 @@ NB_RAMFUNC bool nb_poll(nb_core_t* c, uint64_t now_us, uint32_t* pio_word) {
   }
   c->armed_pending = false;
   c->fifo_full = true;
-  c->fifo_mask = c->armed_mask;
-  *pio_word = nb_pio_word(c->armed_mask);
+  for (uint32_t i = 0; i < NB_PORTS; i++) {
+    c->port[i].fifo_mask = c->port[i].armed_mask;
+  }
+  *pio_word = nb_pio_word(c->port[0].armed_mask);
   return true;
 }

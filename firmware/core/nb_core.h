@@ -8,13 +8,19 @@
  * RP2040's time_us_64() on hardware, the simulated console's clock on the host.
  * Console frames are numbered from 0 (the first latch group after reset).
  *
+ * Controller ports: the NES latches both ports with one line (OUT0, a $4016 write) and
+ * clocks each with its own ($4016 reads clock port 1, $4017 reads port 2), so a frame is
+ * one latch group for both; each port has its own schedule, queue, stream and underruns
+ * (PROTOCOL.md "Controller ports"). Ports are numbered 1 and 2, as on the console.
+ *
  * Not thread-safe: call every function from one thread (on the RP2040: the main
  * loop; the latch interrupt only records timestamps, see firmware/src/nes_port.c).
  *
  * Usage, once per main-loop pass:
  *   for each latch timestamp t recorded since the last pass: nb_latch(core, t);
  *   nb_rx(core, bytes_from_usb, n, now);
- *   if (nb_poll(core, now, &word)) put word into the PIO TX FIFO;
+ *   if (nb_poll(core, now, &word)) put word (port 1) and nb_port_word(core, 2) (port 2)
+ *     into the two PIO state machines' TX FIFOs;
  *   n = nb_tx(core, buf, cap): send buf[0..n) to the host. */
 #ifndef NB_CORE_H
 #define NB_CORE_H
@@ -45,6 +51,8 @@ extern "C" {
 #define NB_MAX_WINDOW_US 15000u /* below one NTSC frame (16 639 us) */
 #define NB_MIN_WATCHDOG_MS 20u
 #define NB_MAX_WATCHDOG_MS 60000u
+#define NB_PORTS 2u        /* NES controller ports a core can serve: 1 and 2 */
+#define NB_PORTS_ALL 0x03u /* port bit mask: bit 0 port 1, bit 1 port 2 */
 
 /* STATUS.flags bits (PROTOCOL.md "STATUS"). */
 #define NB_FLAG_FROM_QUEUE 0x01u /* the mask came from the host's schedule */
@@ -57,6 +65,7 @@ extern "C" {
 /* HELLO_ACK.flags bits. */
 #define NB_HELLO_SESSION 0x01u   /* versions match, session open */
 #define NB_HELLO_TOOK_OVER 0x02u /* this HELLO ended another open session */
+#define NB_HELLO_PORTS_SHIFT 2u  /* bits 2..3: the ports this firmware drives (nb_set_ports) */
 
 /* Reset causes reported in HELLO_ACK (filled by the board glue). */
 enum nb_reset_reason {
@@ -78,10 +87,27 @@ typedef struct {
   uint8_t valid;
 } nb_slot_t;
 
-/* Cumulative since reset; each appears in STATUS (PROTOCOL.md). */
+/* One controller port's schedule and what its data line serves. */
 typedef struct {
-  uint32_t underruns;       /* frames of the stream with nothing scheduled */
-  uint32_t late_schedules;  /* frames scheduled at or before the armed frame */
+  nb_slot_t queue[NB_QUEUE_CAP];
+  uint16_t queue_depth;
+  bool streaming;          /* host has scheduled this port since HELLO/CLEAR/watchdog */
+  uint32_t stream_first;   /* earliest frame scheduled since streaming began */
+  uint32_t underruns;      /* cumulative: frames of the stream with nothing scheduled */
+  uint32_t late_schedules; /* cumulative: frames scheduled at or before the armed frame */
+  uint8_t mask;            /* the current frame's byte */
+  uint8_t flags;           /* the current frame's STATUS flags */
+  uint8_t armed_mask;      /* the next frame's byte (nb_core_t.armed_frame) */
+  uint8_t armed_flags;
+  /* Mirror of the port's PIO state machine: the word waiting in its TX FIFO, and the
+   * mask in X (served when the FIFO is empty). */
+  uint8_t fifo_mask;
+  uint8_t x_mask;
+} nb_port_t;
+
+/* Cumulative since reset; each appears in STATUS (PROTOCOL.md). Underruns and late
+ * schedules are per port (nb_port_t). */
+typedef struct {
   uint32_t protocol_errors; /* frames dropped or NACKed */
   uint16_t watchdog_trips;
   uint16_t arm_misses; /* frames whose byte could not be armed in time */
@@ -100,17 +126,15 @@ typedef struct {
   nb_config_t cfg;
   nb_deframer_t rx;
   nb_counters_t n;
-  nb_slot_t queue[NB_QUEUE_CAP];
-  uint16_t queue_depth;
-  bool session;          /* HELLO with a matching version received */
-  uint8_t host_seq;      /* seq of the last host message acted on in the session */
-  bool host_lost;        /* host gone (nb_host_lost) and not back with a HELLO */
-  bool latch_lost;       /* latch events lost since the previous STATUS */
-  uint8_t fw_version[3]; /* major, minor, patch (nb_set_identity) */
-  char board[16];        /* board name, NUL-padded */
-  bool streaming;        /* host has scheduled since HELLO/CLEAR/watchdog */
-  uint32_t stream_first; /* earliest frame scheduled since streaming began */
-  bool watchdog_expired; /* host silent since the watchdog tripped */
+  nb_port_t port[NB_PORTS]; /* [0] is port 1 */
+  uint8_t ports;            /* the ports this board drives (NB_PORTS_ALL bits) */
+  bool session;             /* HELLO with a matching version received */
+  uint8_t host_seq;         /* seq of the last host message acted on in the session */
+  bool host_lost;           /* host gone (nb_host_lost) and not back with a HELLO */
+  bool latch_lost;          /* latch events lost since the previous STATUS */
+  uint8_t fw_version[3];    /* major, minor, patch (nb_set_identity) */
+  char board[16];           /* board name, NUL-padded */
+  bool watchdog_expired;    /* host silent since the watchdog tripped */
   uint8_t tx_seq;
   uint64_t last_host_us;
   /* Current frame (latch group). */
@@ -119,18 +143,11 @@ typedef struct {
   uint32_t frame;
   uint64_t first_latch_us;
   uint8_t latches;
-  uint8_t mask;
-  uint8_t flags;
-  /* The next frame's byte, decided when the current window closes. */
+  /* The next frame's bytes (nb_port_t.armed_mask), decided when the current window
+   * closes. */
   uint32_t armed_frame;
-  uint8_t armed_mask;
-  uint8_t armed_flags;
   bool armed_pending; /* decided, not yet handed to the PIO by nb_poll */
-  /* Mirror of the PIO state machine: the word waiting in its TX FIFO, and
-   * the mask in X (served when the FIFO is empty). */
-  bool fifo_full;
-  uint8_t fifo_mask;
-  uint8_t x_mask;
+  bool fifo_full;     /* the ports' TX FIFOs hold a word (nb_port_t.fifo_mask) */
   /* Outgoing bytes (ring). */
   uint16_t tx_head;
   uint16_t tx_len;
@@ -144,14 +161,31 @@ void nb_config_default(nb_config_t* cfg);
  * "no buttons" word for frame 0. */
 void nb_init(nb_core_t* c, const nb_config_t* cfg);
 
-/* A console latch (rising LATCH edge) at t_us. Returns the mask the console
- * reads on this latch (project bit order, A = 0x80), i.e. what the PIO serves. */
+/* A console latch (rising LATCH edge, both ports) at t_us. Returns the mask the console
+ * reads on port 1 on this latch (project bit order, A = 0x80), i.e. what the port-1 PIO
+ * serves; nb_port_read() tells any port's. */
 uint8_t nb_latch(nb_core_t* c, uint64_t t_us) NB_RAMFUNC;
 
+/* The mask port (1 or 2) serves on the reads of the current latch (after nb_latch); 0 for
+ * another port number. */
+uint8_t nb_port_read(const nb_core_t* c, uint8_t port);
+
 /* Advances time to now_us: closes the latch window, queues that frame's STATUS,
- * decides the next frame's byte and checks the host watchdog. Returns true and
- * sets *pio_word when a word must go into the PIO TX FIFO now. */
+ * decides the next frame's bytes and checks the host watchdog. Returns true and
+ * sets *pio_word to port 1's word when a word must go into each port's PIO TX FIFO now
+ * (port 2's: nb_port_word(c, 2)). */
 bool nb_poll(nb_core_t* c, uint64_t now_us, uint32_t* pio_word) NB_RAMFUNC;
+
+/* The PIO word for port (1 or 2) that the last nb_poll returning true handed out. */
+uint32_t nb_port_word(const nb_core_t* c, uint8_t port);
+
+/* The ports this board drives (bit 0 port 1, bit 1 port 2; nb_init sets NB_PORTS_ALL),
+ * reported in HELLO_ACK and INFO; a SCHEDULE or CLEAR for another port is refused
+ * (NACK RANGE). */
+void nb_set_ports(nb_core_t* c, uint8_t ports);
+
+/* True while the host streams on any port (the board's LED). */
+bool nb_streaming(const nb_core_t* c);
 
 /* The word nb_poll handed out did not reach the PIO (its TX FIFO was full, or a latch
  * came between the latch drain and the put): the core forgets it was queued and hands

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define NB_PROTO_VERSION 1u
+#define NB_PROTO_VERSION 2u
 
 /* Sizes in bytes. A decoded frame is type, seq, body, CRC (PROTOCOL.md "Frame"). */
 #define NB_FRAME_OVERHEAD 4u
@@ -43,14 +43,14 @@ enum nb_type {
 /* Body sizes in bytes (SCHEDULE: header only; its masks follow). */
 enum nb_body_len {
   NB_HELLO_LEN = 2,
-  NB_SCHEDULE_HDR_LEN = 5,
-  NB_CLEAR_LEN = 0,
+  NB_SCHEDULE_HDR_LEN = 6, /* port u8, first_frame u32, count u8 */
+  NB_CLEAR_LEN = 1,        /* port u8 (0: every port) */
   NB_CONFIG_LEN = 8,
   NB_PING_LEN = 4,
   NB_HELLO_ACK_LEN = 20,
   NB_ACK_LEN = 5,
   NB_NACK_LEN = 3,
-  NB_STATUS_LEN = 36,
+  NB_STATUS_LEN = 48,
   NB_PONG_LEN = 12,
   NB_INFO_LEN = 0,
   NB_INFO_ACK_LEN = 48,

@@ -17,12 +17,15 @@
 //   nes4021 program only polls its inputs (idle, latch_high, clk_poll loops), so holding
 //   it changes nothing it does; it saves most of the run time. rp2040js does not emulate
 //   PIO delay cycles or the clock divider: every PIO instruction takes one step.
-// - The NES: LATCH (GPIO 2) and CLOCK (GPIO 3) driven, DATA (GPIO 4) sampled, with the
+// - The NES: LATCH (GPIO 2, both ports: the console's OUT0), port 1's CLOCK (GPIO 3) and
+//   port 2's (GPIO 5) driven, port 1's DATA (GPIO 4) and port 2's (GPIO 6) sampled, with the
 //   timing of Dr. Mario's controller read (disassembly: getInputs [$B7E1] calls
-//   get_CTRL_inputs twice per NMI): `stx $4016` (1) / `dex` / `stx $4016` (0): LATCH high
-//   6 CPU cycles; then 8 reads in a 41-cycle loop, each `lda $4016` pulling CLOCK low for
-//   one CPU cycle, DATA sampled at the end of that cycle (low = pressed); the second
-//   read's latch 99 cycles after the first's last clock. NTSC CPU cycle 558.7 ns.
+//   get_CTRL_inputs [$B7AD] twice per NMI, in every mode, one player or two):
+//   `stx $4016` (1) / `dex` / `stx $4016` (0): LATCH high 6 CPU cycles; then 8 rounds of a
+//   41-cycle loop, each with `lda $4016` (port 1's CLOCK low for one CPU cycle, DATA
+//   sampled at the end of that cycle, low = pressed) and, 18 cycles later (lsr, rol zp,
+//   lsr, rol zp between), `lda $4017` (port 2's, the same way); the second read's latch 99
+//   cycles after the first's last port-1 clock. NTSC CPU cycle 558.7 ns.
 // - The host: a TCP server on 127.0.0.1 bridged to the emulated USB CDC (rp2040js's
 //   USBCDC). A connected client is DTR high; its disconnect is DTR low (port close).
 //   Python's pyserial opens it as "socket://127.0.0.1:PORT" (hil.link.Link does).
@@ -35,7 +38,8 @@
 // window, set by the host with CONFIG, and never depends on the frame rate otherwise).
 //
 // stdout, one line each: "READY <port>" once USB is enumerated and the server listens;
-// "F <frame> <read1> <read2>" per NES frame (hex bytes, 1 = pressed, A = 0x80);
+// "F <frame> <read1> <read2> <port2 read1> <port2 read2>" per NES frame (hex bytes, port 1's
+// then port 2's, 1 = pressed, A = 0x80);
 // "E <event> <frame> <t_us>" for events; "DONE <json>" at the end.
 // stdin, one line each: "usb unmount" (bus reset), "usb unmount-after-out" (a bus reset
 // right after the next CDC OUT completion), "usb unplug" (port gone + bus reset),
@@ -43,7 +47,7 @@
 // plays no frame until "nes start"; in --lockstep mode
 // "frame N" plays N more NES frames. In --driven mode there is no free-running NES: the
 // caller drives the firmware clock, "adv US" runs to firmware time US (answer "A US") and
-// "read US" does one controller read there (answer "R <byte> <t_us>"; "plan US..." (answer
+// "read US" does one controller read there (answer "R <byte> <t_us> <port2 byte>"; "plan US..." (answer
 // "A <now>") and numbers after either command's own plan reads ahead, made at their time
 // even while the emulation serves the host); while no command is pending the emulation runs only to serve
 // the host's bytes (hil.link.vdevice.EmulatedFirmware,
@@ -62,7 +66,8 @@ const FRAME_NS = Number(args['frame-us'] ?? 16639) * 1000;
 const MAX_FRAMES = Number(args.frames ?? Infinity);
 const LOCKSTEP = 'lockstep' in args;
 const MAX_EMU_S = Number(args['max-emu-s'] ?? 600);
-const PIN_LATCH = 2, PIN_CLOCK = 3, PIN_DATA = 4;
+const PIN_LATCH = 2, PIN_CLOCK = 3, PIN_DATA = 4, PIN_CLOCK2 = 5, PIN_DATA2 = 6;
+const PORT2_DELAY = 18; // CPU cycles from a $4016 read to the $4017 read (get_CTRL_inputs)
 const PIO_HOLD_NS = Number(args['pio-hold-ns'] ?? 4000);
 
 function parseArgs(argv) {
@@ -131,10 +136,11 @@ pio0.run = () => {}; // stepped by this loop, once per CPU cycle
 const gpio = mcu.gpio;
 gpio[PIN_LATCH].setInputValue(false);
 gpio[PIN_CLOCK].setInputValue(true);
+gpio[PIN_CLOCK2].setInputValue(true);
 
-function dataPressed() {
+function dataPressed(pin) {
   // DATA is open drain: low (driven) = pressed; released = pulled up = not pressed.
-  return gpio[PIN_DATA].value === GPIOPinState.Low;
+  return gpio[pin].value === GPIOPinState.Low;
 }
 
 // ---- USB CDC <-> TCP ----------------------------------------------------------------------
@@ -266,7 +272,9 @@ const server = createServer((sock) => {
 
 // ---- the NES ------------------------------------------------------------------------------
 
-// One frame's edges (ns from the frame's start) for Dr. Mario's two controller reads.
+// One frame's edges (ns from the frame's start) for Dr. Mario's two controller reads, both
+// ports: [time, what, read (0 or 1)]; in time order.
+const EDGES_PER_READ = 2 + 6 * 8;
 function frameEdges() {
   const e = [];
   let t = 0;
@@ -278,6 +286,10 @@ function frameEdges() {
       e.push([c, 'clock', 0]);
       e.push([c + NES_NS - 1, 'sample', read]); // CPU latches D0 at the end of the cycle
       e.push([c + NES_NS, 'clock', 1]);
+      const c2 = c + PORT2_DELAY * NES_NS; // the $4017 read of the same round
+      e.push([c2, 'clock2', 0]);
+      e.push([c2 + NES_NS - 1, 'sample2', read]);
+      e.push([c2 + NES_NS, 'clock2', 1]);
       if (bit < 7) c += 41 * NES_NS;
     }
     t = c + 99 * NES_NS;
@@ -287,7 +299,7 @@ function frameEdges() {
 const DRIVEN = 'driven' in args;
 // --driven: the caller drives time and the reads ("adv US", "read US" on stdin), as
 // hil.consoles.sim's simulated console does with hil.link.vdevice.VirtualDevice; one read each.
-const EDGES = DRIVEN ? frameEdges().slice(0, 2 + 3 * 8) : frameEdges();
+const EDGES = DRIVEN ? frameEdges().slice(0, EDGES_PER_READ) : frameEdges();
 // Driven reads are planned ahead ("plan US..." or numbers after a command): the emulation
 // serving the host's bytes between two of the caller's commands runs the firmware clock on
 // (serveUntil), and a read asked for after that had passed its time was made late, up to
@@ -310,7 +322,7 @@ let nextFrameAt = Infinity, lockstepPending = 0;
 // "gate N": NES frames after N wait (emulated time runs on, no latch) until a later gate
 // lets them start: a test's host then cannot fall behind the NES however slow its machine.
 let gate = Infinity, gated = false;
-const reads = [0, 0], bits = [0, 0];
+const reads = [0, 0], bits = [0, 0], reads2 = [0, 0]; // reads2: port 2
 let framesDone = 0;
 
 function nextEventNs() {
@@ -324,7 +336,7 @@ function nesEvent(now) {
     readingUs = plans.shift();
     frameStart = Math.max(now, clock.nanos);
     edgeIdx = 0;
-    reads[0] = 0;
+    reads[0] = reads2[0] = 0;
     return;
   }
   if (edgeIdx >= EDGES.length) {
@@ -333,24 +345,26 @@ function nesEvent(now) {
     nesFrame++;
     frameStart = now;
     edgeIdx = 0;
-    reads[0] = reads[1] = 0;
+    reads[0] = reads[1] = reads2[0] = reads2[1] = 0;
     bits[0] = bits[1] = 0;
     return;
   }
   const [, what, v] = EDGES[edgeIdx++];
   if (what === 'latch') gpio[PIN_LATCH].setInputValue(!!v);
   else if (what === 'clock') gpio[PIN_CLOCK].setInputValue(!!v);
+  else if (what === 'clock2') gpio[PIN_CLOCK2].setInputValue(!!v);
+  else if (what === 'sample2') reads2[v] = ((reads2[v] << 1) | (dataPressed(PIN_DATA2) ? 1 : 0)) & 0xff;
   else {
-    reads[v] = (reads[v] << 1) | (dataPressed() ? 1 : 0);
+    reads[v] = (reads[v] << 1) | (dataPressed(PIN_DATA) ? 1 : 0);
     bits[v]++;
   }
   if (edgeIdx >= EDGES.length && DRIVEN) {
-    results.set(readingUs, [reads[0], Math.round(frameStart / 1000)]);
+    results.set(readingUs, [reads[0], Math.round(frameStart / 1000), reads2[0]]);
     readingUs = null;
     return;
   }
   if (edgeIdx >= EDGES.length) {
-    say(`F ${nesFrame} ${hex(reads[0])} ${hex(reads[1])}`);
+    say(`F ${nesFrame} ${hex(reads[0])} ${hex(reads[1])} ${hex(reads2[0])} ${hex(reads2[1])}`);
     framesDone++;
     if (LOCKSTEP) {
       if (lockstepPending > 0) lockstepPending--;
@@ -502,9 +516,9 @@ async function runDriven() {
       if ((clock.nanos / 1000) % 1000 < 200) await new Promise((res) => setImmediate(res));
     }
     if (what === 'read') {
-      const [byte, startUs] = results.get(us);
+      const [byte, startUs, byte2] = results.get(us);
       results.delete(us);
-      say(`R ${hex(byte)} ${startUs}`);
+      say(`R ${hex(byte)} ${startUs} ${hex(byte2)}`);
     } else {
       say(`A ${Math.round(clock.nanos / 1000)}`);
     }

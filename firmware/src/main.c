@@ -55,10 +55,11 @@ int main(void) {
   boot_info(&cfg.boot_count, &cfg.reset_reason);
   nb_init(&core, &cfg);
   nb_set_identity(&core, NB_FW_VERSION_MAJOR, NB_FW_VERSION_MINOR, NB_FW_VERSION_PATCH, BOARD_NAME);
+  nb_set_ports(&core, nes_port_ports());
 
   uint32_t word;
   nb_poll(&core, time_us_64(), &word); /* frame 0: no buttons */
-  nes_port_init(word);
+  nes_port_init(word, nb_port_word(&core, 2));
 
   gpio_init(BOARD_PIN_LED);
   gpio_set_dir(BOARD_PIN_LED, GPIO_OUT);
@@ -77,9 +78,9 @@ int main(void) {
     }
     nb_latches_lost(&core, nes_port_take_dropped_latches());
     usb_io(now);
-    if (nb_poll(&core, now, &word) && !nes_port_put(word)) {
+    if (nb_poll(&core, now, &word) && !nes_port_put(word, nb_port_word(&core, 2))) {
       nb_put_failed(&core);
     }
-    gpio_put(BOARD_PIN_LED, core.streaming);
+    gpio_put(BOARD_PIN_LED, nb_streaming(&core));
   }
 }

@@ -10,6 +10,8 @@ int main(void) {
   nb_init(&core, 0);
   nb_rx(&core, buf, 0, 0);
   (void)nb_latch(&core, 1);
+  nb_set_ports(&core, NB_PORTS_ALL);
   (void)nb_poll(&core, 2, &word);
+  word += nb_port_word(&core, 2) + nb_port_read(&core, 2) + (uint32_t)nb_streaming(&core);
   return (int)(nb_tx(&core, buf, sizeof buf) + word + nb_core_size() + nb_config_size());
 }

@@ -235,12 +235,23 @@ static void start_session(nb_core_t* c) {
   open_session(c, 0);
 }
 
-static void schedule(nb_core_t* c, uint32_t first, const uint8_t* masks, uint8_t n, uint64_t now) {
+static void schedule_port(nb_core_t* c, uint8_t port, uint32_t first, const uint8_t* masks,
+                          uint8_t n, uint64_t now) {
   uint8_t b[NB_SCHEDULE_HDR_LEN + NB_MAX_MASKS];
-  nb_put32(b, first);
-  b[4] = n;
-  memcpy(b + 5, masks, n);
-  send(c, NB_SCHEDULE, (uint8_t)(c->host_seq + 1u), b, 5u + n, now); /* the next seq */
+  b[0] = port;
+  nb_put32(b + 1, first);
+  b[5] = n;
+  memcpy(b + NB_SCHEDULE_HDR_LEN, masks, n);
+  send(c, NB_SCHEDULE, (uint8_t)(c->host_seq + 1u), b, NB_SCHEDULE_HDR_LEN + n,
+       now); /* the next seq */
+}
+
+static void schedule(nb_core_t* c, uint32_t first, const uint8_t* masks, uint8_t n, uint64_t now) {
+  schedule_port(c, 1, first, masks, n, now);
+}
+
+static void clear_port(nb_core_t* c, uint8_t port, uint64_t now) {
+  send(c, NB_CLEAR, (uint8_t)(c->host_seq + 1u), &port, 1, now);
 }
 
 /* One NTSC console frame: two reads 120 us apart, as Dr. Mario's NMI does.
@@ -256,8 +267,32 @@ static uint8_t console_frame(nb_core_t* c, uint64_t t, uint32_t* pushes) {
   CHECK(a == b, "both reads of a frame get one byte (%02x vs %02x)", a, b);
   if (nb_poll(c, t + c->cfg.window_us, &word)) {
     (*pushes)++;
-    CHECK(word == nb_pio_word(c->armed_mask), "pushed word matches the armed mask");
+    CHECK(word == nb_pio_word(c->port[0].armed_mask), "pushed word matches the armed mask");
   }
+  return a;
+}
+
+/* console_frame for both ports: returns port 1's byte, *p2 gets port 2's (both reads
+ * equal on each port), and checks the words handed to the two state machines. */
+static uint8_t console_frame2(nb_core_t* c, uint64_t t, uint32_t* pushes, uint8_t* p2) {
+  uint32_t word;
+  if (nb_poll(c, t, &word)) {
+    (*pushes)++;
+  }
+  uint8_t a = nb_latch(c, t);
+  uint8_t a2 = nb_port_read(c, 2);
+  uint8_t b = nb_latch(c, t + 120);
+  uint8_t b2 = nb_port_read(c, 2);
+  CHECK(a == b && a2 == b2, "each port gets one byte per frame (%02x %02x, %02x %02x)", a, b, a2,
+        b2);
+  CHECK(a == nb_port_read(c, 1), "nb_latch returns port 1's byte");
+  if (nb_poll(c, t + c->cfg.window_us, &word)) {
+    (*pushes)++;
+    CHECK(word == nb_pio_word(c->port[0].armed_mask) && word == nb_port_word(c, 1) &&
+              nb_port_word(c, 2) == nb_pio_word(c->port[1].armed_mask),
+          "pushed words match the armed masks");
+  }
+  *p2 = a2;
   return a;
 }
 
@@ -331,6 +366,7 @@ static size_t core_encode(const item_t* it, uint8_t type, uint8_t seq, uint8_t* 
       m.body_len = 2;
       on_hello(&c, &m);
       CHECK(c.session == (num(it, "flags") & 1u), "session flag");
+      CHECK((num(it, "flags") >> NB_HELLO_PORTS_SHIFT) == NB_PORTS_ALL, "both ports driven");
       break;
     }
     case NB_ACK:
@@ -345,16 +381,21 @@ static size_t core_encode(const item_t* it, uint8_t type, uint8_t seq, uint8_t* 
       nack(&c, &m, (uint8_t)num(it, "error"));
       break;
     case NB_STATUS:
+      c.port[1].mask = (uint8_t)num(it, "mask_p2");
+      c.port[1].flags = (uint8_t)num(it, "flags_p2");
+      c.port[1].queue_depth = (uint16_t)num(it, "queue_depth_p2");
+      c.port[1].underruns = (uint32_t)num(it, "underruns_p2");
+      c.port[1].late_schedules = (uint32_t)num(it, "late_schedules_p2");
       c.frame = (uint32_t)num(it, "frame");
       c.first_latch_us = num(it, "first_latch_us");
       c.latches = (uint8_t)num(it, "latches");
-      c.mask = (uint8_t)num(it, "mask");
-      c.flags = (uint8_t)num(it, "flags");
+      c.port[0].mask = (uint8_t)num(it, "mask");
+      c.port[0].flags = (uint8_t)num(it, "flags");
       c.n.last_error = (uint8_t)num(it, "last_error");
-      c.queue_depth = (uint16_t)num(it, "queue_depth");
+      c.port[0].queue_depth = (uint16_t)num(it, "queue_depth");
       c.n.watchdog_trips = (uint16_t)num(it, "watchdog_trips");
-      c.n.underruns = (uint32_t)num(it, "underruns");
-      c.n.late_schedules = (uint32_t)num(it, "late_schedules");
+      c.port[0].underruns = (uint32_t)num(it, "underruns");
+      c.port[0].late_schedules = (uint32_t)num(it, "late_schedules");
       c.n.protocol_errors = (uint32_t)num(it, "protocol_errors");
       c.n.arm_misses = (uint16_t)num(it, "arm_misses");
       c.n.tx_drops = (uint16_t)num(it, "tx_drops");
@@ -383,6 +424,7 @@ static size_t core_encode(const item_t* it, uint8_t type, uint8_t seq, uint8_t* 
       c.n.host_losses = (uint16_t)num(it, "host_losses");
       c.n.replays = (uint16_t)num(it, "replays");
       c.n.takeovers = (uint16_t)num(it, "takeovers");
+      nb_set_ports(&c, (uint8_t)num(it, "port_bits"));
       m.type = NB_INFO;
       on_message(&c, &m, num(it, "device_us"));
       break;
@@ -419,10 +461,13 @@ static void check_host_effect(const item_t* it, uint8_t type, const uint8_t* wir
     case NB_SCHEDULE: {
       size_t n = hex(it, "masks", masks, sizeof masks);
       uint32_t first = (uint32_t)num(it, "first_frame");
+      unsigned port = (unsigned)num(it, "port");
+      const nb_port_t* p = &c.port[port - 1u];
       CHECK(r.type[0] == NB_ACK && r.body[0][2] == n, "schedule acked with %zu accepted", n);
-      CHECK(c.queue_depth == n, "queue depth %u", c.queue_depth);
+      CHECK(p->queue_depth == n && c.port[2u - port].queue_depth == 0,
+            "queue depth %u on port %u only", p->queue_depth, port);
       for (size_t i = 0; i < n; i++) {
-        nb_slot_t* s = &c.queue[(first + i) & QMASK];
+        const nb_slot_t* s = &p->queue[(first + i) & QMASK];
         CHECK(s->valid && s->frame == first + i && s->mask == masks[i], "slot %zu", i);
       }
       break;
@@ -536,7 +581,8 @@ static void test_invalid(const char* json) {
               r.body[0][1] == num(&it, "rejected_seq") &&
               r.body[0][2] == err_code(field(&it, "error")),
           "nack: %s", field(&it, "name"));
-    CHECK(c.queue_depth == 0 && !c.streaming, "nack: %s changed nothing", field(&it, "name"));
+    CHECK(c.port[0].queue_depth == 0 && c.port[1].queue_depth == 0 && !nb_streaming(&c),
+          "nack: %s changed nothing", field(&it, "name"));
     n++;
   }
   CHECK(n >= 5, "read %d nack vectors", n);
@@ -550,7 +596,7 @@ static void test_version_mismatch(void) {
   nb_put16(b, NB_PROTO_VERSION + 1);
   send(&c, NB_HELLO, 0, b, 2, 1);
   drain(&c, &r);
-  CHECK(r.n == 1 && r.type[0] == NB_HELLO_ACK && r.body[0][2] == 0 &&
+  CHECK(r.n == 1 && r.type[0] == NB_HELLO_ACK && !(r.body[0][2] & NB_HELLO_SESSION) &&
             nb_get16(r.body[0]) == NB_PROTO_VERSION,
         "mismatched HELLO answered with our version and a closed session");
   CHECK(!c.session && c.n.last_error == NB_ERR_VERSION, "version error counted");
@@ -575,7 +621,7 @@ static void test_queue_and_grouping(void) {
   schedule(&c, 1, masks, 8, 2);
   drain(&c, &r);
   CHECK(r.n == 1 && r.type[0] == NB_ACK && r.body[0][2] == 8, "8 frames accepted");
-  CHECK(c.queue_depth == 8 && c.streaming, "queue depth 8");
+  CHECK(c.port[0].queue_depth == 8 && c.port[0].streaming, "queue depth 8");
 
   uint64_t t = 100000;
   CHECK(console_frame(&c, t, &pushes) == 0, "frame 0 has no buttons");
@@ -597,24 +643,24 @@ static void test_queue_and_grouping(void) {
     CHECK(nb_get16(r.body[i] + 16) == 8 - i, "status %d: queue depth %u", i,
           nb_get16(r.body[i] + 16));
   }
-  CHECK(c.n.underruns == 1 && (c.armed_flags & NB_FLAG_UNDERRUN),
+  CHECK(c.port[0].underruns == 1 && (c.port[0].armed_flags & NB_FLAG_UNDERRUN),
         "frame 9 armed as an underrun (counted on arming)");
   t += FRAME_US;
   CHECK(console_frame(&c, t, &pushes) == 0, "underrun reads no buttons");
-  CHECK(c.n.underruns == 2, "underruns counted per frame: %u", c.n.underruns);
+  CHECK(c.port[0].underruns == 2, "underruns counted per frame: %u", c.port[0].underruns);
   CHECK(pushes == 10, "one PIO word per frame: %u", pushes);
   drain(&c, &r);
   CHECK(r.n == 1 && (r.body[0][14] & NB_FLAG_UNDERRUN) && nb_get32(r.body[0] + 20) == 1,
         "status shows the underrun");
 
   /* CLEAR ends the stream: no buttons without counting underruns. */
-  send(&c, NB_CLEAR, 9, NULL, 0, t);
+  clear_port(&c, 1, t);
   drain(&c, &r);
   t += FRAME_US;
   console_frame(&c, t, &pushes);
   t += FRAME_US;
   console_frame(&c, t, &pushes);
-  CHECK(c.n.underruns == 2 && !c.streaming, "idle frames are not underruns");
+  CHECK(c.port[0].underruns == 2 && !c.port[0].streaming, "idle frames are not underruns");
 
   /* A stream that starts later: the frames before its first mask are idle. */
   uint32_t start = c.frame + 4;
@@ -626,7 +672,8 @@ static void test_queue_and_grouping(void) {
     uint8_t got = console_frame(&c, t, &pushes);
     CHECK(got == (c.frame == start ? 0x08 : 0), "frame %u of a late-starting stream", c.frame);
   }
-  CHECK(c.n.underruns == 4, "underruns only from the stream's first frame: %u", c.n.underruns);
+  CHECK(c.port[0].underruns == 4, "underruns only from the stream's first frame: %u",
+        c.port[0].underruns);
 }
 
 static void test_window(void) {
@@ -679,7 +726,7 @@ static void test_late_and_far(void) {
   int a = r.n - 1;
   CHECK(r.type[a] == NB_ACK && r.body[a][2] == 2 && r.body[a][3] == 3 && r.body[a][4] == 0,
         "ack: 2 accepted, 3 late");
-  CHECK(c.n.late_schedules == 3, "late counted per frame");
+  CHECK(c.port[0].late_schedules == 3, "late counted per frame");
   uint8_t far[2] = {9, 9};
   schedule(&c, c.armed_frame + NB_QUEUE_CAP, far, 2, t);
   drain(&c, &r);
@@ -714,8 +761,9 @@ static void test_watchdog(void) {
       CHECK(got == 0, "frame %d: no buttons after host silence", f);
     }
   }
-  CHECK(c.n.watchdog_trips == 1 && c.queue_depth == 0 && !c.streaming, "watchdog tripped once");
-  CHECK(c.n.underruns == 0, "silence is not counted as underruns");
+  CHECK(c.n.watchdog_trips == 1 && c.port[0].queue_depth == 0 && !c.port[0].streaming,
+        "watchdog tripped once");
+  CHECK(c.port[0].underruns == 0, "silence is not counted as underruns");
   CHECK(last_flags & NB_FLAG_WATCHDOG, "status flags the watchdog");
   uint8_t tok[4] = {0};
   send(&c, NB_PING, 2, tok, 4, t);
@@ -737,8 +785,10 @@ static void test_arm_miss(void) {
   uint8_t got = nb_latch(&c, 1000 + 2 * FRAME_US);
   uint8_t again = nb_latch(&c, 1000 + 2 * FRAME_US + 120);
   CHECK(got == 0x01 && again == 0x01, "missed frame repeats the PIO's byte on both reads");
-  CHECK(c.n.arm_misses == 1 && (c.flags & NB_FLAG_ARM_MISS) && c.frame == 2, "miss counted");
-  CHECK(c.queue_depth == 1, "the missed frame's mask was spent: depth %u", c.queue_depth);
+  CHECK(c.n.arm_misses == 1 && (c.port[0].flags & NB_FLAG_ARM_MISS) && c.frame == 2,
+        "miss counted");
+  CHECK(c.port[0].queue_depth == 1, "the missed frame's mask was spent: depth %u",
+        c.port[0].queue_depth);
   nb_poll(&c, 1000 + 2 * FRAME_US + 5000, &word);
   CHECK(word == nb_pio_word(0x03) && nb_latch(&c, 1000 + 3 * FRAME_US) == 0x03,
         "back in step on frame 3");
@@ -785,7 +835,7 @@ static void test_put_failed(void) {
   nb_put_failed(&c);
   /* The latch comes before any retry: the PIO serves the previous byte (0). */
   uint8_t got = nb_latch(&c, 1000 + FRAME_US);
-  CHECK(got == 0x00 && c.n.arm_misses == 1 && (c.flags & NB_FLAG_ARM_MISS),
+  CHECK(got == 0x00 && c.n.arm_misses == 1 && (c.port[0].flags & NB_FLAG_ARM_MISS),
         "unqueued word: previous byte served, ARM_MISS counted (got %02x)", got);
   CHECK(!nb_poll(&c, 1000 + FRAME_US + 1, &word), "the missed frame's word is not put late");
   nb_poll(&c, 1000 + FRAME_US + 5000, &word);
@@ -829,13 +879,13 @@ static void test_host_lost(void) {
   }
   drain(&c, &r);
   nb_host_lost(&c); /* frame 5 is armed (0x80, in the PIO) */
-  CHECK(!c.session && !c.streaming && c.queue_depth == 0 && c.n.host_losses == 1,
+  CHECK(!c.session && !c.port[0].streaming && c.port[0].queue_depth == 0 && c.n.host_losses == 1,
         "host loss ends session and stream");
   CHECK(console_frame(&c, t, &pushes) == 0x80, "the armed frame is still served");
   t += FRAME_US;
-  CHECK(console_frame(&c, t, &pushes) == 0 && (c.flags & NB_FLAG_HOST_LOST),
+  CHECK(console_frame(&c, t, &pushes) == 0 && (c.port[0].flags & NB_FLAG_HOST_LOST),
         "released on the next frame");
-  CHECK(c.n.underruns == 0 && c.n.watchdog_trips == 0, "not an underrun, not the watchdog");
+  CHECK(c.port[0].underruns == 0 && c.n.watchdog_trips == 0, "not an underrun, not the watchdog");
   drain(&c, &r);
   CHECK(r.n == 0, "no STATUS without a session");
   open_session(&c, t);
@@ -877,15 +927,16 @@ static void test_replay(void) {
   uint32_t pushes = 0;
   start_session(&c);
   uint8_t a[4] = {0x01, 0x01, 0x01, 0x01}, b[4] = {0x02, 0x02, 0x02, 0x02};
-  uint8_t body[9];
-  nb_put32(body, 1);
-  body[4] = 4;
-  memcpy(body + 5, a, 4);
-  send(&c, NB_SCHEDULE, 5, body, 9, 0);
-  memcpy(body + 5, b, 4);
+  uint8_t body[10];
+  body[0] = 1;
+  nb_put32(body + 1, 1);
+  body[5] = 4;
+  memcpy(body + 6, a, 4);
+  send(&c, NB_SCHEDULE, 5, body, 10, 0);
+  memcpy(body + 6, b, 4);
   uint32_t err0 = c.n.protocol_errors;
-  send(&c, NB_SCHEDULE, 5, body, 9, 0); /* same seq, other masks */
-  send(&c, NB_SCHEDULE, 3, body, 9, 0); /* older seq */
+  send(&c, NB_SCHEDULE, 5, body, 10, 0); /* same seq, other masks */
+  send(&c, NB_SCHEDULE, 3, body, 10, 0); /* older seq */
   drain(&c, &r);
   CHECK(r.n == 3 && r.type[0] == NB_ACK && r.type[1] == NB_NACK && r.body[1][2] == NB_ERR_REPLAY &&
             r.type[2] == NB_NACK && r.body[2][1] == 3,
@@ -893,7 +944,7 @@ static void test_replay(void) {
   CHECK(c.n.replays == 2 && c.n.protocol_errors == err0 + 2, "replays counted");
   console_frame(&c, 1000, &pushes);
   CHECK(console_frame(&c, 1000 + FRAME_US, &pushes) == 0x01, "the first schedule wins");
-  send(&c, NB_SCHEDULE, 6, body, 9, 1000);
+  send(&c, NB_SCHEDULE, 6, body, 10, 1000);
   drain(&c, &r);
   CHECK(r.type[r.n - 2 >= 0 ? r.n - 1 : 0] == NB_ACK, "the next seq is accepted");
   CHECK(r.n >= 1 && nb_get32(r.body[0] + 28) >= err0 + 2 && r.type[0] == NB_STATUS &&
@@ -915,7 +966,8 @@ static void test_takeover(void) {
   send(&c, NB_HELLO, 0, h, 2, 10);
   drain(&c, &r);
   CHECK(r.n == 1 && r.type[0] == NB_HELLO_ACK &&
-            r.body[0][2] == (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER),
+            r.body[0][2] ==
+                (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER | NB_PORTS_ALL << NB_HELLO_PORTS_SHIFT),
         "HELLO_ACK says it took over (flags %02x)", r.body[0][2]);
   CHECK(c.n.takeovers == 1 && c.n.last_error == NB_ERR_TAKEN_OVER, "takeover counted");
   console_frame(&c, 1000, &pushes);
@@ -923,11 +975,163 @@ static void test_takeover(void) {
   CHECK(r.n == 1 && r.body[0][15] == NB_ERR_TAKEN_OVER, "STATUS.last_error TAKEN_OVER");
   send(&c, NB_HELLO, 1, h, 2, 2000);
   drain(&c, &r);
-  CHECK(r.body[0][2] == (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER), "every takeover flagged");
+  CHECK(r.body[0][2] ==
+            (NB_HELLO_SESSION | NB_HELLO_TOOK_OVER | NB_PORTS_ALL << NB_HELLO_PORTS_SHIFT),
+        "every takeover flagged");
   static nb_core_t d;
   nb_init(&d, NULL);
   open_session(&d, 0);
   CHECK(d.n.takeovers == 0 && d.n.protocol_errors == 0, "a first HELLO is no takeover");
+}
+
+/* Port 2 (issue 38): its own schedule on the same latches, its own stream and underruns,
+ * CLEAR per port, refusals for ports the board does not drive. */
+static void test_two_ports(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t pushes = 0;
+  uint8_t p2;
+  start_session(&c);
+  const uint8_t m1[4] = {0x80, 0x40, 0x20, 0x10}, m2[6] = {0x01, 0x02, 0x04, 0x08, 0x81, 0x42};
+  schedule_port(&c, 1, 1, m1, 4, 0);
+  schedule_port(&c, 2, 1, m2, 6, 0);
+  drain(&c, &r);
+  CHECK(r.n == 2 && r.type[0] == NB_ACK && r.body[0][2] == 4 && r.type[1] == NB_ACK &&
+            r.body[1][2] == 6,
+        "both schedules accepted");
+  CHECK(c.port[0].queue_depth == 4 && c.port[1].queue_depth == 6, "one queue per port");
+  uint64_t t = 1000;
+  CHECK(console_frame2(&c, t, &pushes, &p2) == 0 && p2 == 0, "frame 0: no buttons on either");
+  for (int f = 1; f <= 6; f++) {
+    t += FRAME_US;
+    uint8_t got = console_frame2(&c, t, &pushes, &p2);
+    CHECK(got == (f <= 4 ? m1[f - 1] : 0) && p2 == m2[f - 1], "frame %d: port 1 %02x, port 2 %02x",
+          f, got, p2);
+  }
+  CHECK(c.port[0].underruns == 3 && c.port[1].underruns == 1,
+        "underruns per port, frame 7 armed: port 1 from frame 5, port 2 from 7 (%u / %u)",
+        c.port[0].underruns, c.port[1].underruns);
+  drain(&c, &r);
+  CHECK(r.n == 7 && r.len[6] == NB_STATUS_LEN, "a STATUS per frame, %d bytes", r.len[6]);
+  for (int i = 1; i < r.n; i++) {
+    const uint8_t* b = r.body[i];
+    CHECK(b[13] == (i <= 4 ? m1[i - 1] : 0) && b[36] == m2[i - 1], "status %d: both masks", i);
+    CHECK((b[37] & NB_FLAG_FROM_QUEUE) && (b[37] & NB_FLAG_STREAMING), "status %d: port 2 flags",
+          i);
+    CHECK(nb_get16(b + 38) == 6 - i, "status %d: port 2 queue depth %u", i, nb_get16(b + 38));
+  }
+  CHECK((r.body[5][14] & NB_FLAG_UNDERRUN) && nb_get32(r.body[5] + 20) == 1 &&
+            nb_get32(r.body[5] + 40) == 0,
+        "status 5: port 1 underran, port 2 did not");
+  CHECK(r.body[6][12] == 2, "the ports share the latches");
+
+  /* CLEAR port 1 leaves port 2's stream; CLEAR 0 ends both. */
+  uint8_t more[3] = {0x11, 0x22, 0x33};
+  schedule_port(&c, 2, c.armed_frame + 1, more, 3, t);
+  clear_port(&c, 1, t);
+  drain(&c, &r);
+  CHECK(r.n == 2 && r.type[1] == NB_ACK && r.body[1][0] == NB_CLEAR, "clear port 1 acked");
+  CHECK(!c.port[0].streaming && c.port[1].streaming && c.port[1].queue_depth == 3,
+        "port 2 keeps its stream");
+  uint32_t u1 = c.port[0].underruns;
+  t += FRAME_US;
+  console_frame2(&c, t, &pushes, &p2); /* the frame armed before the schedule */
+  t += FRAME_US;
+  CHECK(console_frame2(&c, t, &pushes, &p2) == 0 && p2 == 0x11 && c.port[0].underruns == u1,
+        "port 1 idle (not underruns), port 2 plays (%02x)", p2);
+  clear_port(&c, 0, t);
+  drain(&c, &r);
+  CHECK(r.type[r.n - 1] == NB_ACK && !nb_streaming(&c) && c.port[1].queue_depth == 0,
+        "clear port 0 ends every stream");
+
+  /* Ports this board does not drive, and port numbers that do not exist. */
+  uint8_t one = 0x80;
+  const uint8_t bad_ports[2] = {0, 3};
+  for (int i = 0; i < 2; i++) {
+    schedule_port(&c, bad_ports[i], c.armed_frame + 1, &one, 1, t);
+    drain(&c, &r);
+    CHECK(r.n == 1 && r.type[0] == NB_NACK && r.body[0][2] == NB_ERR_RANGE,
+          "schedule for port %u refused", bad_ports[i]);
+  }
+  clear_port(&c, 3, t);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.type[0] == NB_NACK && r.body[0][2] == NB_ERR_RANGE, "clear port 3 refused");
+  nb_set_ports(&c, 0x01);
+  schedule_port(&c, 2, c.armed_frame + 1, &one, 1, t);
+  clear_port(&c, 2, t);
+  drain(&c, &r);
+  CHECK(r.n == 2 && r.type[0] == NB_NACK && r.body[0][2] == NB_ERR_RANGE && r.type[1] == NB_NACK &&
+            r.body[1][2] == NB_ERR_RANGE,
+        "a one-port board refuses port 2");
+  CHECK(c.port[1].queue_depth == 0 && !nb_streaming(&c), "refusals store nothing");
+  send(&c, NB_INFO, (uint8_t)(c.host_seq + 1u), NULL, 0, t);
+  drain(&c, &r);
+  CHECK(r.n == 1 && r.body[0][30] == 0x01 && r.body[0][31] == 0, "INFO: ports 0x01");
+  open_session(&c, t);
+  CHECK(c.session, "session reopened");
+  nb_set_ports(&c, NB_PORTS_ALL);
+  uint8_t h[2];
+  nb_put16(h, NB_PROTO_VERSION);
+  send(&c, NB_HELLO, 7, h, 2, t);
+  drain(&c, &r);
+  CHECK(r.n == 1 && (r.body[0][2] >> NB_HELLO_PORTS_SHIFT) == NB_PORTS_ALL,
+        "HELLO_ACK: both ports (flags %02x)", r.body[0][2]);
+}
+
+/* ARM_MISS, watchdog and host loss act on both ports alike. */
+static void test_two_ports_faults(void) {
+  static nb_core_t c;
+  replies_t r;
+  uint32_t word, pushes = 0;
+  uint8_t p2;
+  start_session(&c);
+  uint8_t m1[3] = {0x01, 0x02, 0x03}, m2[3] = {0x10, 0x20, 0x30};
+  schedule_port(&c, 1, 1, m1, 3, 0);
+  schedule_port(&c, 2, 1, m2, 3, 0);
+  drain(&c, &r);
+  nb_latch(&c, 1000);
+  nb_poll(&c, 6000, &word);
+  CHECK(nb_latch(&c, 1000 + FRAME_US) == 0x01 && nb_port_read(&c, 2) == 0x10, "frame 1 normal");
+  /* The loop stalls past frame 2's first latch: both ports repeat frame 1's byte. */
+  CHECK(nb_latch(&c, 1000 + 2 * FRAME_US) == 0x01 && nb_port_read(&c, 2) == 0x10 &&
+            nb_latch(&c, 1000 + 2 * FRAME_US + 120) == 0x01 && nb_port_read(&c, 2) == 0x10,
+        "missed frame repeats each port's byte");
+  CHECK(c.n.arm_misses == 1 && (c.port[0].flags & NB_FLAG_ARM_MISS) &&
+            (c.port[1].flags & NB_FLAG_ARM_MISS) && c.port[1].queue_depth == 1,
+        "one miss, flagged on both ports, both masks spent");
+  nb_poll(&c, 1000 + 2 * FRAME_US + 5000, &word);
+  CHECK(nb_latch(&c, 1000 + 3 * FRAME_US) == 0x03 && nb_port_read(&c, 2) == 0x30, "back in step");
+
+  /* Host silence: the watchdog flushes both ports. */
+  static nb_core_t d;
+  start_session(&d);
+  uint8_t a[60];
+  memset(a, 0x80, sizeof a);
+  schedule_port(&d, 2, 1, a, 60, 0);
+  uint64_t t = 1000;
+  for (int f = 0; f < 40; f++, t += FRAME_US) {
+    uint8_t got = console_frame2(&d, t, &pushes, &p2);
+    CHECK(got == 0 && p2 == ((f >= 1 && f <= 30) ? 0x80 : 0), "frame %d: port 2 %02x", f, p2);
+    drain(&d, &r);
+  }
+  CHECK(d.n.watchdog_trips == 1 && !nb_streaming(&d) && d.port[1].underruns == 0,
+        "watchdog on a port-2 stream");
+
+  /* Host gone: both released within one frame. */
+  static nb_core_t e;
+  start_session(&e);
+  schedule_port(&e, 1, 1, a, 20, 0);
+  schedule_port(&e, 2, 1, a, 20, 0);
+  t = 1000;
+  for (int f = 0; f < 3; f++, t += FRAME_US) {
+    console_frame2(&e, t, &pushes, &p2);
+  }
+  nb_host_lost(&e);
+  CHECK(console_frame2(&e, t, &pushes, &p2) == 0x80 && p2 == 0x80, "the armed frame is served");
+  t += FRAME_US;
+  CHECK(
+      console_frame2(&e, t, &pushes, &p2) == 0 && p2 == 0 && (e.port[1].flags & NB_FLAG_HOST_LOST),
+      "both released on the next frame");
 }
 
 static void test_info(void) {
@@ -946,6 +1150,7 @@ static void test_info(void) {
             nb_get32(r.body[0] + 4) == 7 && nb_get64(r.body[0] + 8) == 123456789u,
         "INFO: version, reset reason, boot count, time");
   CHECK(memcmp(r.body[0] + 32, "a-board-name-lo\0", 16) == 0, "board name cut to 15 + NUL");
+  CHECK(r.body[0][30] == NB_PORTS_ALL && r.body[0][31] == 0, "INFO: both ports by default");
 }
 
 static void test_tx_full(void) {
@@ -1039,9 +1244,10 @@ static void test_fuzz(long iterations) {
       for (size_t i = 0; i < bl; i++) {
         body[i] = (uint8_t)rnd();
       }
-      if (type == NB_SCHEDULE && bl >= 5) {
-        body[4] = (uint8_t)(bl - 5);
-        nb_put32(body, rnd() % 600);
+      if (type == NB_SCHEDULE && bl >= NB_SCHEDULE_HDR_LEN) {
+        body[0] = (uint8_t)(rnd() % 4); /* ports 1 and 2, and two that are refused */
+        nb_put32(body + 1, rnd() % 600);
+        body[5] = (uint8_t)(bl - NB_SCHEDULE_HDR_LEN);
       }
       size_t wl = nb_frame_encode(type, (uint8_t)rnd(), body, bl, wire);
       if (kind == 2) { /* mutate: flip, truncate, or drop a byte */
@@ -1089,20 +1295,25 @@ static void test_fuzz(long iterations) {
       }
     }
     rejected += c.n.protocol_errors - errors_before;
-    unsigned depth = 0;
-    for (unsigned i = 0; i < NB_QUEUE_CAP; i++) {
-      if (c.queue[i].valid) {
-        depth++;
-        int32_t ahead = (int32_t)(c.queue[i].frame - c.armed_frame);
-        if (ahead <= 0 || ahead > (int32_t)NB_QUEUE_CAP || (c.queue[i].frame & QMASK) != i) {
-          g_fail++;
-          fprintf(stderr, "fuzz: slot %u holds frame %u\n", i, c.queue[i].frame);
+    for (unsigned p = 0; p < NB_PORTS; p++) {
+      const nb_port_t* port = &c.port[p];
+      unsigned depth = 0;
+      for (unsigned i = 0; i < NB_QUEUE_CAP; i++) {
+        if (port->queue[i].valid) {
+          depth++;
+          int32_t ahead = (int32_t)(port->queue[i].frame - c.armed_frame);
+          if (ahead <= 0 || ahead > (int32_t)NB_QUEUE_CAP || (port->queue[i].frame & QMASK) != i) {
+            g_fail++;
+            fprintf(stderr, "fuzz: port %u slot %u holds frame %u\n", p + 1, i,
+                    port->queue[i].frame);
+          }
         }
       }
-    }
-    if (depth != c.queue_depth) {
-      g_fail++;
-      fprintf(stderr, "fuzz: depth %u but %u valid slots\n", c.queue_depth, depth);
+      if (depth != port->queue_depth) {
+        g_fail++;
+        fprintf(stderr, "fuzz: port %u depth %u but %u valid slots\n", p + 1, port->queue_depth,
+                depth);
+      }
     }
   }
   CHECK(acted == expected, "replies %ld == frames with a valid CRC %ld", acted, expected);
@@ -1118,7 +1329,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   char* json = slurp(argv[1]);
-  CHECK(strstr(json, "\"protocol_version\": 1") != NULL, "vectors are for version 1");
+  CHECK(strstr(json, "\"protocol_version\": 2") != NULL, "vectors are for version 2");
   test_crc_cobs(json);
   test_messages(json);
   test_invalid(json);
@@ -1137,6 +1348,8 @@ int main(int argc, char** argv) {
   test_replay();
   test_takeover();
   test_info();
+  test_two_ports();
+  test_two_ports_faults();
   test_fuzz(argc > 2 ? atol(argv[2]) : 3000);
   free(json);
   printf("test_core: %d passed, %d failed\n", g_pass, g_fail);

@@ -22,7 +22,8 @@ class Controller:
     callable returning the current path (the simulated console's pty changes on replug).
     ``now_ns``: the clock the backoff and the give-up time are measured on, the runtime's
     (the console's sim time in lockstep, so a reconnection lands on the same console frame on
-    any host, however busy)."""
+    any host, however busy). ``nes_port``: the NES controller port (1 or 2) the link plays
+    (:class:`hil.link.link.Link`)."""
 
     def __init__(
         self,
@@ -31,8 +32,10 @@ class Controller:
         say: Callable[[str], None],
         timeout_s: float = 0.5,
         now_ns: Callable[[], int] = time.monotonic_ns,
+        nes_port: int = 1,
     ):
         self.port = port
+        self.nes_port = nes_port
         self.now_ns = now_ns
         self.timeout_s = timeout_s
         self.log = log
@@ -56,7 +59,7 @@ class Controller:
     def connect(self) -> bool:
         path = self._path()
         try:
-            self.link = Link(path, timeout_s=self.timeout_s)
+            self.link = Link(path, timeout_s=self.timeout_s, nes_port=self.nes_port)
         except LinkError as exc:
             self.link = None
             self.last_error = str(exc)
@@ -79,6 +82,7 @@ class Controller:
             "link_up",
             port=path,
             version=ack.version,
+            nes_port=self.nes_port,
             boot_count=ack.boot_count,
             window_us=ack.window_us,
             watchdog_ms=ack.watchdog_ms,

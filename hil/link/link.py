@@ -2,9 +2,9 @@
 
 ``Link`` opens the RP2040's USB CDC port (``/dev/ttyACM0``, ``COM3``) or the virtual device's
 pseudo-terminal (:class:`hil.link.vdevice.VirtualDevice`) with pyserial, performs the version
-handshake, schedules button masks for absolute console frames, and collects the
-firmware's per-frame STATUS messages. Single-threaded: replies and statuses are read when
-a request waits or when :meth:`Link.poll` is called.
+handshake, schedules button masks for absolute console frames on NES controller port 1 or 2,
+and collects the firmware's per-frame STATUS messages. Single-threaded: replies and statuses
+are read when a request waits or when :meth:`Link.poll` is called.
 
 Errors a user meets are plain: a corrupt or truncated frame from the device is counted in
 ``Link.rx_errors`` and the link resynchronises on the next delimiter; a missing device or a
@@ -152,6 +152,13 @@ class Link:
     ``port`` is a device path or pyserial URL, or an already open ``serial.Serial``-like
     object. ``timeout_s`` bounds each wait for a reply; a request is sent ``1 + retries``
     times at most. Use as a context manager, or call :meth:`close`.
+
+    ``nes_port``: the NES controller port (1 or 2) this link plays by default: what
+    :meth:`schedule` and :meth:`clear` act on unless told another, and the port whose view
+    every STATUS is kept in (:meth:`hil.link.protocol.Status.for_port`: its ``mask``,
+    ``flags``, ``queue_depth``, ``underruns`` and ``late_schedules``), so a runtime written
+    for port 1 plays port 2 unchanged. Both ports' fields stay in each STATUS (``*_p2``
+    in port 1's view). The handshake raises LinkFatal if the firmware does not drive it.
     """
 
     def __init__(
@@ -161,7 +168,11 @@ class Link:
         timeout_s: float = 0.5,
         retries: int = 2,
         handshake: bool = True,
+        nes_port: int = 1,
     ) -> None:
+        if nes_port not in p.PORTS:
+            raise ValueError(f"nes_port is a controller port, 1 or 2, not {nes_port!r}")
+        self.nes_port = nes_port
         self.name = port if isinstance(port, str) else str(getattr(port, "port", port))
         self.timeout_s = timeout_s
         self.retries = retries
@@ -224,6 +235,12 @@ class Link:
                 f"{self.name}: firmware speaks protocol version {ack.version}, "
                 f"host speaks {p.PROTOCOL_VERSION}; flash the matching firmware"
             )
+        if self.nes_port not in ack.ports:
+            raise LinkFatal(
+                f"{self.name}: the firmware drives controller port(s) "
+                f"{', '.join(map(str, ack.ports)) or 'none'}, not port {self.nes_port} "
+                "(board pins: firmware/README.md, Wiring)"
+            )
         bad = [
             f"{what} {value}"
             for what, value in (("queue", ack.queue_capacity), ("window_us", ack.window_us))
@@ -241,11 +258,15 @@ class Link:
         self.hello = ack
         return ack
 
-    def schedule(self, first_frame: int, masks: bytes | Iterable[int]) -> p.Ack:
+    def schedule(
+        self, first_frame: int, masks: bytes | Iterable[int], *, nes_port: int | None = None
+    ) -> p.Ack:
         """Schedules ``masks[i]`` (A = 0x80 ... Right = 0x01) for console frame
-        ``first_frame + i``, in SCHEDULE messages of up to 64 masks. Returns the summed
+        ``first_frame + i`` on controller port ``nes_port`` (1 or 2; None: this link's
+        :attr:`nes_port`), in SCHEDULE messages of up to 64 masks. Returns the summed
         Ack (accepted / late / too_far). A frame is late unless scheduled before the
         previous frame's latch window closes (about 11 ms ahead of its first latch)."""
+        port = self._port_arg(nes_port)
         data = bytes(masks)
         total = p.Ack(acked_type=p.Schedule.TYPE)
         for off in range(0, len(data), p.MAX_MASKS):
@@ -263,7 +284,7 @@ class Link:
                     total.too_far + len(chunk),
                 )
                 continue
-            ack = self._request(p.Schedule(first, chunk), p.Ack)
+            ack = self._request(p.Schedule(first, chunk, port), p.Ack)
             assert isinstance(ack, p.Ack)
             if ack.accepted + ack.late + ack.too_far > len(chunk):
                 self._anomaly(
@@ -293,9 +314,19 @@ class Link:
             return False
         return first > self.last_status_frame + self.hello.queue_capacity + HORIZON_SLACK
 
-    def clear(self) -> None:
-        """Ends the stream: the device flushes its queue and serves no buttons."""
-        self._request(p.Clear(), p.Ack)
+    def clear(self, nes_port: int | None = None) -> None:
+        """Ends the stream on controller port ``nes_port`` (None: this link's
+        :attr:`nes_port`; ``hil.link.protocol.ALL_PORTS``, 0: every port): the device flushes
+        that port's queue and serves it no buttons, without underruns."""
+        port = p.ALL_PORTS if nes_port == p.ALL_PORTS else self._port_arg(nes_port)
+        self._request(p.Clear(port), p.Ack)
+
+    def _port_arg(self, nes_port: int | None) -> int:
+        if nes_port is None:
+            return self.nes_port
+        if nes_port not in p.PORTS:
+            raise ValueError(f"nes_port is a controller port, 1 or 2, not {nes_port!r}")
+        return nes_port
 
     def configure(self, window_us: int, watchdog_ms: int) -> None:
         """Sets the latch grouping window (us) and the host watchdog (ms)."""
@@ -416,6 +447,7 @@ class Link:
                     self._anomaly(kind, f"STATUS frame {msg.frame} after frame {last}")
                     continue
                 self.last_status_frame = msg.frame
+                msg = msg.for_port(self.nes_port)
                 self.statuses.append(msg)
                 self._unpolled.append(msg)
             else:

@@ -8,7 +8,8 @@ vectors in ``firmware/protocol_vectors.json`` are checked against this module by
 A decoded frame is ``type (u8) | seq (u8) | body | CRC-16 (u16, little-endian)``; on the
 wire it is COBS-encoded and followed by one ``0x00`` delimiter. Every integer is
 little-endian. Times are microseconds (us) on the firmware's clock; frames are console
-frames counted by the firmware from 0.
+frames counted by the firmware from 0. Controller ports are numbered 1 and 2, as on the
+console; a SCHEDULE and a CLEAR name theirs, a STATUS carries both.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ from __future__ import annotations
 import binascii
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
 from typing import ClassVar
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 MAX_FRAME = 128  # bytes, decoded: type, seq, body, CRC
 FRAME_OVERHEAD = 4
 MAX_BODY = MAX_FRAME - FRAME_OVERHEAD
 MAX_WIRE = MAX_FRAME + (MAX_FRAME + 253) // 254 + 1  # COBS overhead + delimiter
 MAX_MASKS = 64  # masks in one SCHEDULE
+PORTS = (1, 2)  # NES controller ports: $4016 reads port 1, $4017 port 2
+ALL_PORTS = 0  # CLEAR's port for every port
 DELIMITER = b"\x00"
 
 
@@ -137,30 +140,36 @@ class Hello(Message):
 
 @dataclass(frozen=True)
 class Schedule(Message):
-    """Host -> device: ``masks[i]`` (button mask, A = 0x80 ... Right = 0x01) is the byte for
-    console frame ``first_frame + i``. 1..64 masks."""
+    """Host -> device: ``masks[i]`` (button mask, A = 0x80 ... Right = 0x01) is the byte
+    controller ``port`` (1 or 2) reads on console frame ``first_frame + i``. 1..64 masks.
+    Body: ``port u8, first_frame u32, count u8, mask u8 x count``."""
 
     TYPE: ClassVar[int] = 0x02
     first_frame: int = 0
     masks: bytes = b""
+    port: int = 1
 
     def body(self) -> bytes:
         if not 1 <= len(self.masks) <= MAX_MASKS:
             raise ValueError(f"a SCHEDULE carries 1..{MAX_MASKS} masks, not {len(self.masks)}")
-        return struct.pack("<IB", self.first_frame, len(self.masks)) + bytes(self.masks)
+        return struct.pack("<BIB", self.port, self.first_frame, len(self.masks)) + bytes(self.masks)
 
     @classmethod
     def from_body(cls, body: bytes) -> Schedule:
-        if len(body) < 5 or not 1 <= body[4] <= MAX_MASKS or len(body) != 5 + body[4]:
+        if len(body) < 6 or not 1 <= body[5] <= MAX_MASKS or len(body) != 6 + body[5]:
             raise ProtocolError(Err.LENGTH, "SCHEDULE count disagrees with its length")
-        return cls(struct.unpack_from("<I", body)[0], bytes(body[5:]))
+        port, first = struct.unpack_from("<BI", body)
+        return cls(first, bytes(body[6:]), port)
 
 
 @dataclass(frozen=True)
 class Clear(Message):
-    """Host -> device: end the stream; flush the queue; no buttons without underruns."""
+    """Host -> device: end controller ``port``'s stream (0: every port's) and flush its queue;
+    it reads no buttons without underruns."""
 
     TYPE: ClassVar[int] = 0x03
+    FORMAT: ClassVar[str] = "<B"
+    port: int = ALL_PORTS
 
 
 @dataclass(frozen=True)
@@ -193,7 +202,8 @@ class Info(Message):
 
 @dataclass(frozen=True)
 class HelloAck(Message):
-    """Device -> host, answers HELLO. ``flags`` bit 0: session open (versions match)."""
+    """Device -> host, answers HELLO. ``flags`` bit 0: session open (versions match); bit 1:
+    took over another session; bits 2..3: the controller ports the firmware drives."""
 
     TYPE: ClassVar[int] = 0x81
     FORMAT: ClassVar[str] = "<HBBHHIII"
@@ -214,6 +224,11 @@ class HelloAck(Message):
     def took_over(self) -> bool:
         """This HELLO ended another host's open session (PROTOCOL.md)."""
         return bool(self.flags & 2)
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        """The controller ports the firmware drives, e.g. ``(1, 2)``."""
+        return ports_of(self.flags >> 2)
 
 
 @dataclass(frozen=True)
@@ -253,16 +268,28 @@ class StatusFlags(IntEnum):
     HOST_LOST = 0x40
 
 
+def ports_of(bits: int) -> tuple[int, ...]:
+    """Port numbers from a port bit mask (bit 0 port 1, bit 1 port 2)."""
+    return tuple(port for port in PORTS if bits >> (port - 1) & 1)
+
+
+# STATUS fields that belong to one controller port: port 1's under these names, port 2's
+# with the suffix _p2.
+PORT_FIELDS = ("mask", "flags", "queue_depth", "underruns", "late_schedules")
+
+
 @dataclass(frozen=True)
 class Status(Message):
     """Device -> host, once per console frame when its latch window closes.
 
     ``frame``: console frame number; ``first_latch_us``: firmware time of its first latch;
-    ``latches``: latches grouped into it; ``mask``: the byte the console read; counters are
-    cumulative since the firmware's reset."""
+    ``latches``: latches grouped into it (both ports share the latch line); ``mask``: the
+    byte the console read on port 1, ``flags``/``queue_depth``/``underruns``/
+    ``late_schedules`` port 1's; the same fields with ``_p2`` are port 2's. Counters are
+    cumulative since the firmware's reset. :meth:`for_port` gives one port's view."""
 
     TYPE: ClassVar[int] = 0x84
-    FORMAT: ClassVar[str] = "<IQBBBBHHIIIHH"
+    FORMAT: ClassVar[str] = "<IQBBBBHHIIIHHBBHII"
     frame: int = 0
     first_latch_us: int = 0
     latches: int = 0
@@ -276,6 +303,21 @@ class Status(Message):
     protocol_errors: int = 0
     arm_misses: int = 0
     tx_drops: int = 0
+    mask_p2: int = 0
+    flags_p2: int = 0
+    queue_depth_p2: int = 0
+    underruns_p2: int = 0
+    late_schedules_p2: int = 0
+
+    def for_port(self, port: int) -> Status:
+        """This STATUS as controller ``port`` (1 or 2) sees it: that port's mask, flags,
+        queue depth, underruns and late schedules under the port-1 names (``mask``, ...),
+        the shared fields as they are. Port 1 returns ``self``."""
+        if port == 1:
+            return self
+        if port != 2:
+            raise ValueError(f"controller port is 1 or 2, not {port}")
+        return replace(self, **{name: getattr(self, name + "_p2") for name in PORT_FIELDS})
 
 
 @dataclass(frozen=True)
@@ -293,10 +335,10 @@ class InfoAck(Message):
     """Device -> host, answers INFO: firmware version, reset cause (0 power-on, 1 hardware
     watchdog, 2 other), boots since power-on, device clock (us), latch events seen and
     lost, host losses (port close, USB unmount/suspend), replayed host messages, session
-    takeovers, board name."""
+    takeovers, the controller ports it drives (bit 0 port 1, bit 1 port 2), board name."""
 
     TYPE: ClassVar[int] = 0x86
-    FORMAT: ClassVar[str] = "<BBBBIQIIHHHH16s"
+    FORMAT: ClassVar[str] = "<BBBBIQIIHHHBB16s"
     version_major: int = 0
     version_minor: int = 0
     version_patch: int = 0
@@ -308,8 +350,14 @@ class InfoAck(Message):
     host_losses: int = 0
     replays: int = 0
     takeovers: int = 0
+    port_bits: int = 0
     reserved: int = 0
     board_raw: bytes = b""
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        """The controller ports the firmware drives, e.g. ``(1, 2)``."""
+        return ports_of(self.port_bits)
 
     @property
     def firmware_version(self) -> str:

@@ -6,7 +6,8 @@ pseudo-terminal, and runs the core on its far end in a thread, so
 ``hil.link.Link(vdev.port)`` talks to it with pyserial exactly as it talks to
 ``/dev/ttyACM0``. A simulated or emulated console drives the other side: ``latch(t_us)``
 plays one console frame (Dr. Mario's two controller reads, then the end of the latch
-window) and returns the button mask the console read.
+window) and returns the button mask the console read on port 1; ``latch_ports`` returns
+both ports' (the console latches both at once and reads each on its own line).
 
 Time is the simulated console's clock in microseconds; the core sees host bytes at the
 latest console time, so a simulation may run faster or slower than real time. POSIX only
@@ -74,7 +75,9 @@ def load_core(path: Path | None = None) -> ctypes.CDLL:
         "nb_config_default": ([ctypes.POINTER(_Config)], None),
         "nb_init": ([vp, ctypes.POINTER(_Config)], None),
         "nb_latch": ([vp, u64], u8),
+        "nb_port_read": ([vp, u8], u8),
         "nb_poll": ([vp, u64, ctypes.POINTER(u32)], ctypes.c_bool),
+        "nb_port_word": ([vp, u8], u32),
         "nb_rx": ([vp, ctypes.c_char_p, u32, u64], None),
         "nb_tx": ([vp, ctypes.c_char_p, u32], u32),
         "nb_host_lost": ([vp], None),
@@ -112,6 +115,7 @@ class VirtualDevice:
         # The newest words the firmware would put in the PIO FIFO (a long run keeps only the
         # last PIO_WORDS_KEPT: memory stays flat), and how many there were in all.
         self.pio_words: deque[int] = deque(maxlen=PIO_WORDS_KEPT)
+        self.pio_words_p2: deque[int] = deque(maxlen=PIO_WORDS_KEPT)  # port 2's, same times
         self.pio_words_total = 0
         self._poll(0)
 
@@ -138,17 +142,24 @@ class VirtualDevice:
     ) -> int:
         """Plays one console frame starting at ``frame_time_us`` (us): ``reads`` controller
         reads ``read_gap_us`` apart, then the end of the latch window, when the firmware
-        sends that frame's STATUS and arms the next frame. Returns the mask read (A = 0x80
-        ... Right = 0x01); every read of a frame gets the same byte."""
+        sends that frame's STATUS and arms the next frame. Returns the mask read on port 1
+        (A = 0x80 ... Right = 0x01); every read of a frame gets the same byte."""
+        return self.latch_ports(frame_time_us, reads, read_gap_us)[0]
+
+    def latch_ports(
+        self, frame_time_us: int, reads: int = 2, read_gap_us: int = DEFAULT_READ_GAP_US
+    ) -> tuple[int, int]:
+        """:meth:`latch` for both controller ports: returns ``(port 1 mask, port 2 mask)``.
+        Raises AssertionError if a port's reads of the frame differ."""
         with self._lock:
             self._poll(frame_time_us)
-            masks = {self._latch(frame_time_us + i * read_gap_us) for i in range(reads)}
+            masks = [self._latch_ports(frame_time_us + i * read_gap_us) for i in range(reads)]
             window = self.window_us()
             self._poll(frame_time_us + window)
             self._flush(console=True)
-        if len(masks) != 1:
-            raise AssertionError(f"reads of one frame differ: {sorted(masks)}")
-        return masks.pop()
+        if len(set(masks)) != 1:
+            raise AssertionError(f"reads of one frame differ: {masks}")
+        return masks[0]
 
     def read(self, t_us: int) -> int:
         """One controller read (a single latch) at ``t_us``, without advancing past it."""
@@ -212,11 +223,16 @@ class VirtualDevice:
         self._now_us = max(self._now_us, t_us)
         return int(self._lib.nb_latch(self._core, t_us))
 
+    def _latch_ports(self, t_us: int) -> tuple[int, int]:
+        first = self._latch(t_us)
+        return first, int(self._lib.nb_port_read(self._core, 2))
+
     def _poll(self, t_us: int) -> None:
         self._now_us = max(self._now_us, t_us)
         word = ctypes.c_uint32()
         if self._lib.nb_poll(self._core, self._now_us, ctypes.byref(word)):
             self.pio_words.append(word.value)
+            self.pio_words_p2.append(int(self._lib.nb_port_word(self._core, 2)))
             self.pio_words_total += 1
 
     def _flush(self, console: bool = False) -> None:
@@ -323,9 +339,11 @@ class EmulatedFirmware:
     a host can CONFIG the latch window before the first frame: frames closer together than
     the window (the default 5 ms) are one frame to the firmware.
 
-    ``reads[f]`` is ``(read1, read2)`` of NES frame f (1 = pressed, A = 0x80); ``events``
-    lists ``(name, nes_frame, t_us)``. Raises EmulatorError if Node.js or the harness's
-    ``npm ci`` is missing, or the firmware does not enumerate.
+    ``reads[f]`` is ``(read1, read2)`` of NES frame f on port 1 (1 = pressed, A = 0x80),
+    ``reads_p2[f]`` the same frame's on port 2 (the harness reads both ports with Dr.
+    Mario's interleaved $4016/$4017 timing); ``events`` lists ``(name, nes_frame, t_us)``.
+    Raises EmulatorError if Node.js or the harness's ``npm ci`` is missing, or the firmware
+    does not enumerate.
     """
 
     def __init__(
@@ -367,12 +385,14 @@ class EmulatedFirmware:
             )
         self.port: str = ""  # pyserial URL of the TCP bridge, set once USB is enumerated
         self.reads: dict[int, tuple[int, int]] = {}
+        self.reads_p2: dict[int, tuple[int, int]] = {}
         self._last_frame = -1
         self.events: list[tuple[str, int, int]] = []
         self.done: dict[str, object] | None = None
         self._cv = threading.Condition()
         self._answers: list[list[str]] = []  # "R"/"A" replies of the driven mode
         self.last_read_us: int | None = None  # firmware time the last driven read began
+        self.last_read_p2: int | None = None  # port 2's byte on the last driven read
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
@@ -399,6 +419,8 @@ class EmulatedFirmware:
                 if w[0] == "F":
                     f = int(w[1])
                     self.reads[f] = (int(w[2], 16), int(w[3], 16))
+                    if len(w) >= 6:
+                        self.reads_p2[f] = (int(w[4], 16), int(w[5], 16))
                     self._last_frame = max(self._last_frame, f)
                 elif w[0] == "E":
                     self.events.append((w[1], int(w[2]), int(w[3])))
@@ -475,6 +497,7 @@ class EmulatedFirmware:
         the byte read (1 = pressed, A = 0x80); ``last_read_us`` is when the read began."""
         answer = self._ask(f"read {int(t_us)}")
         self.last_read_us = int(answer[2])
+        self.last_read_p2 = int(answer[3], 16) if len(answer) > 3 else None
         return int(answer[1], 16)
 
     def advance(self, t_us: int) -> None:
