@@ -3,7 +3,8 @@ two-player versus (engine.Versus, docs/VERSUS.md).
 
 The game is reproduced from the public disassembly (Nostaljipi/dr-mario-disassembly); see
 docs/ENGINE.md for what is modelled, the frame convention and the demo-trace alignment, and
-docs/RENDER.md for the NES picture of a state (render_frame, TileSet, screen_facts).
+docs/RENDER.md for the NES picture of a state (render_frame, TileSet, screen_facts; two players:
+render_versus, versus_screen_facts).
 """
 
 from engine._core import (
@@ -38,11 +39,15 @@ from engine.render import (
     NES_PALETTE,
     FallingPill,
     NextPill,
+    PlayerFacts,
     ScreenFacts,
     ScreenKind,
     TileSet,
+    VersusFacts,
     render_frame,
+    render_versus,
     screen_facts,
+    versus_screen_facts,
 )
 
 __all__ = [
@@ -64,18 +69,22 @@ __all__ = [
     "NextPill",
     "Phase",
     "Plan",
+    "PlayerFacts",
     "RomError",
     "ScreenFacts",
     "ScreenKind",
     "Speed",
     "TileSet",
     "Versus",
+    "VersusFacts",
     "VersusPlayer",
     "cutscene_before",
     "generate_level",
     "pill_colors",
     "plan",
     "render_frame",
+    "render_versus",
     "rng_step",
     "screen_facts",
+    "versus_screen_facts",
 ]

@@ -17,16 +17,19 @@ What is read (docs/RENDER.md):
 
 - CHR: the 4 KiB banks the game selects during a level (CHR_levelTiles_frame0 = 0 and
   CHR_levelTiles_frame1 = 1 for the background at $1000, CHR_levelSprites = 2 for sprites);
-- PRG: the level background bkgLevel_1P, in copyBkgOrPalToPPU's format (PPU address, count,
-  bytes; $FF ends), found by decoding the PRG and keeping the one stream that fills the whole
-  nametable with an empty 1P bottle; the metasprite table jumpTable_sprites (one word per
-  metasprite, the data right after it; each metasprite groups of (dy, tile, attribute, dx),
-  $80 ends), found as the word table whose first entry points just past its end.
+- PRG: the level backgrounds bkgLevel_1P and bkgLevel_2P, in copyBkgOrPalToPPU's format (PPU
+  address, count, bytes; $FF ends), found by decoding the PRG and keeping the one stream that
+  fills the whole nametable with an empty 1P bottle (columns 12-19), and the one with two empty
+  2P bottles (columns 4-11 and 20-27, fieldRow_PPUADDR_2P_P1/_P2); the metasprite table
+  jumpTable_sprites (one word per metasprite, the data right after it; each metasprite groups
+  of (dy, tile, attribute, dx), $80 ends), found as the word table whose first entry points
+  just past its end.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -176,21 +179,44 @@ def _is_level_1p(vram: U8) -> bool:
     )
 
 
-def find_level_background(prg: bytes) -> U8:
-    """bkgLevel_1P decoded: uint8 [1024]. Raises RomError unless exactly one stream in the PRG
-    decodes to a full nametable with the 1P bottle."""
+def _is_level_2p(vram: U8) -> bool:
+    """The 2P level screen: both bottle interiors (columns 4-11 and 20-27, rows 10-25; the
+    rows of fieldRow_PPUADDR_2P_P1/_P2) empty ($FF) and walled on both sides."""
+    nt = vram[:960].reshape(30, 32)
+    for left in (4, 20):
+        if not (nt[10:26, left : left + 8] == 0xFF).all():
+            return False
+        if (nt[10:26, left - 1] == 0xFF).any() or (nt[10:26, left + 8] == 0xFF).any():
+            return False
+    return True
+
+
+def _find_background(prg: bytes, test: Callable[[U8], bool], what: str) -> U8:
     found = []
     for offset in range(len(prg) - 3):
         if prg[offset] != 0x20 or prg[offset + 1] != 0x00:  # starts at $2000
             continue
         vram = decode_background(prg, offset)
-        if vram is not None and _is_level_1p(vram):
+        if vram is not None and test(vram):
             found.append((offset, vram))
     if len(found) != 1:
         raise RomError(
-            f"cannot find the one-player level background in the PRG ({len(found)} candidates)"
+            f"cannot find the {what} level background in the PRG ({len(found)} candidates)"
         )
     return found[0][1]
+
+
+def find_level_background(prg: bytes) -> U8:
+    """bkgLevel_1P decoded: uint8 [1024]. Raises RomError unless exactly one stream in the PRG
+    decodes to a full nametable with the 1P bottle."""
+    return _find_background(prg, _is_level_1p, "one-player")
+
+
+def find_level_background_2p(prg: bytes) -> U8:
+    """bkgLevel_2P decoded (toLevel [$817E] copies it for a two-player match): uint8 [1024].
+    Raises RomError unless exactly one stream in the PRG decodes to a full nametable with both
+    2P bottles."""
+    return _find_background(prg, _is_level_2p, "two-player")
 
 
 def _metasprite(prg: bytes, offset: int) -> U8 | None:
@@ -240,11 +266,12 @@ def find_metasprites(prg: bytes) -> dict[int, U8]:
 
 def tileset_arrays(path: str | Path, verify_crc: bool = True) -> dict:
     """The arrays of an engine.TileSet read from a Dr. Mario iNES file (see engine.TileSet.
-    from_ines): patterns, nametable, metasprites, name. Raises RomError."""
+    from_ines): patterns, nametable, nametable_2p, metasprites, name. Raises RomError."""
     prg, chr_rom, name = read_rom(path, verify_crc=verify_crc)
     return {
         "patterns": chr_patterns(chr_rom),
         "nametable": find_level_background(prg),
+        "nametable_2p": find_level_background_2p(prg),
         "metasprites": find_metasprites(prg),
         "name": f"{name} ({Path(path).name})",
     }

@@ -101,6 +101,9 @@ class TileSet:
         $23-$2B big virus dance) -> uint8 [k, 4] sprites (dy, tile, attribute, dx).
     rgb: uint8 [64, 3] the RGB of each NES colour (default NES_PALETTE).
     name: where the tiles come from.
+    nametable_2p: uint8 [1024] the two-player level screen (bkgLevel_2P), like nametable; the
+        bottles, speed texts and crowns are drawn over it (render_versus). None: a blank
+        screen (tile $FF, palette 0).
 
     Raises ValueError (TypeError for a wrong dtype) when an array has the wrong shape or values.
     """
@@ -112,11 +115,16 @@ class TileSet:
     metasprites: dict[int, U8]
     rgb: U8 = dataclasses.field(default_factory=lambda: NES_PALETTE.copy())
     name: str = "custom"
+    nametable_2p: U8 | None = None
     _data: Any = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.nametable_2p is None:
+            blank = np.zeros(1024, np.uint8)
+            blank[:960] = 0xFF
+            object.__setattr__(self, "nametable_2p", blank)
         arrays = {}
-        for field in ("patterns", "palettes", "speed_colors", "nametable", "rgb"):
+        for field in ("patterns", "palettes", "speed_colors", "nametable", "rgb", "nametable_2p"):
             value = getattr(self, field)
             if not isinstance(value, np.ndarray):
                 raise TypeError(f"TileSet.{field} must be a numpy.ndarray of dtype uint8")
@@ -139,6 +147,7 @@ class TileSet:
             arrays["nametable"],
             arrays["rgb"],
             metas,
+            arrays["nametable_2p"],
         )
         object.__setattr__(self, "_data", data)
 
@@ -151,9 +160,9 @@ class TileSet:
     @classmethod
     def from_ines(cls, path: str | Path, verify_crc: bool = True) -> TileSet:
         """The tiles of the user's own Dr. Mario ROM (iNES file), read at run time and never
-        stored: CHR banks 0/1 (background, two virus frames) and 2 (sprites), the level
-        nametable and the metasprites from its PRG. Raises engine.RomError (a ValueError) when
-        the file is not an iNES image of this game (engine/ines.py)."""
+        stored: CHR banks 0/1 (background, two virus frames) and 2 (sprites), the one- and
+        two-player level nametables and the metasprites from its PRG. Raises engine.RomError
+        (a ValueError) when the file is not an iNES image of this game (engine/ines.py)."""
         from engine.ines import tileset_arrays
 
         arrays = tileset_arrays(path, verify_crc=verify_crc)
@@ -174,6 +183,7 @@ def _clean_room() -> TileSet:
         palettes=_game_palettes(),
         speed_colors=_speed_colors(),
         nametable=art.nametable,
+        nametable_2p=art.nametable_2p,
         metasprites=art.metasprites,
         name="clean-room",
     )
@@ -311,5 +321,118 @@ def screen_facts(game: _core.Game) -> ScreenFacts:
             box=nxt["box"],
             throw_frame=nxt["throw_frame"],
         ),
+        virus_frame=d["bg_bank"],
+    )
+
+
+# --- Two players (docs/RENDER.md "Two players") ---
+
+
+def _versus(v: _core.Versus) -> _core.Versus:
+    if not isinstance(v, _core.Versus):
+        raise TypeError(f"v must be an engine.Versus, got {type(v).__name__}")
+    return v
+
+
+def render_versus(v: _core.Versus, tiles: TileSet | None = None, out: U8 | None = None) -> U8:
+    """The RGB picture of a two-player round after the console's next NMI: uint8 [240, 256, 3].
+
+    v: an engine.Versus (any state; if it is the state after ``step`` of frame F, the picture
+    of frame F+1, as for render_frame). tiles: None for the clean-room tiles. out: optional
+    C-contiguous uint8 [240, 256, 3] to draw into (returned). Drawn from: ``tiles.nametable_2p``
+    (bkgLevel_2P, copied by toLevel [$817E]); each bottle as ``shown`` plus the row the NMI
+    redraws (render_fieldRow_bothPlayers [$8307]: one row of each player per NMI, at
+    fieldRow_PPUADDR_2P_P1 columns 4-11 / _P2 columns 20-27, rows 10-25); the speed texts
+    (speedText_P1/P2_VRAMaddr $20EC / $20F1); the crowns (``Versus.crowns``, @renderVictories
+    of render_palChange_or_bkgOverlays [$83A3]); the falling pills' sprites as the previous
+    main loop placed them (fallingPill_spriteUpdate [$872F], X = $20 / $A0 + 8 x column); the
+    next pills at ($38, $33) / ($B8, $33), the level and virus digits as sprites and the
+    loser's sign (updateSprites_lvl [$87B2], updateSprites_2p_endGame [$887C]); palLevel_2P
+    with player 2's speed colour. Raises TypeError for a wrong argument type, ValueError for a
+    wrong out shape.
+    """
+    return _core.render_versus(_versus(v), _tiles(tiles)._data, out)
+
+
+def render_versus_indices(v: _core.Versus, tiles: TileSet | None = None) -> U8:
+    """render_versus as palette RAM indices: uint8 [240, 256] (0 = backdrop)."""
+    return _core.render_versus_indices(_versus(v), _tiles(tiles)._data)
+
+
+def versus_palette_ram(v: _core.Versus, tiles: TileSet | None = None) -> U8:
+    """PPU palette RAM during a two-player round: uint8 [32] NES colour numbers (palLevel_2P,
+    colour 3 of background palettes 0, 1, 3 = player 2's speed colour)."""
+    return _core.versus_palette_ram(_versus(v), _tiles(tiles)._data)
+
+
+def versus_frame_layout(v: _core.Versus, tiles: TileSet | None = None) -> dict[str, Any]:
+    """The two-player picture before rasterising: vram uint8 [1024], oam uint8 [n, 4] (Y,
+    tile, attribute, X in OAM order), bg_bank, bg_visible, kind (ScreenKind)."""
+    d = _core.versus_frame_layout(_versus(v), _tiles(tiles)._data)
+    d["kind"] = ScreenKind(d["kind"])
+    return d
+
+
+@dataclasses.dataclass(frozen=True)
+class PlayerFacts:
+    """One player's part of a two-player picture. bottle: uint8 [16, 8] nametable tiles shown
+    (row 0 at the top; lags the field while rows are redrawn). falling: the falling pill's
+    sprites (box in NES pixels; x column 0..7, y row from the bottom as drawn) or None. next:
+    the next pill at rest (throw_frame 0: 2P has no throw) or None once a round is lost."""
+
+    bottle: U8
+    falling: FallingPill | None
+    next: NextPill | None
+
+
+@dataclasses.dataclass(frozen=True)
+class VersusFacts:
+    """What render_versus(v) shows: kind (ScreenKind: LEVEL, PAUSED, STAGE_CLEAR for a round
+    won by a clear, TOP_OUT from the frame a player topped out), players (p1, p2)
+    PlayerFacts, crowns (p1, p2) drawn, virus_frame 0/1 (the small viruses' animation)."""
+
+    kind: ScreenKind
+    players: tuple[PlayerFacts, PlayerFacts]
+    crowns: tuple[int, int]
+    virus_frame: int
+
+
+def _pill_facts(d: dict[str, Any]) -> tuple[FallingPill | None, NextPill | None]:
+    falling, nxt = d["falling"], d["next"]
+    f = (
+        None
+        if falling is None
+        else FallingPill(
+            colors=falling["colors"],
+            rotation=falling["rotation"],
+            box=falling["box"],
+            x=falling["x"],
+            y=falling["y"],
+        )
+    )
+    n = (
+        None
+        if nxt is None
+        else NextPill(
+            colors=nxt["colors"],
+            rotation=nxt["rotation"],
+            box=nxt["box"],
+            throw_frame=nxt["throw_frame"],
+        )
+    )
+    return f, n
+
+
+def versus_screen_facts(v: _core.Versus) -> VersusFacts:
+    """Ground truth of render_versus(v) (independent of the tile set)."""
+    d = _core.versus_screen_facts(_versus(v))
+    players = []
+    for p in d["players"]:
+        falling, nxt = _pill_facts(p)
+        players.append(PlayerFacts(bottle=p["bottle"], falling=falling, next=nxt))
+    return VersusFacts(
+        kind=ScreenKind(d["kind"]),
+        players=(players[0], players[1]),
+        crowns=d["crowns"],
         virus_frame=d["bg_bank"],
     )

@@ -71,6 +71,13 @@ def build_rom(
     prg[0x3000 : 0x3000 + len(stream)] = stream
     stream = background_stream(tiles.nametable)
     prg[0x3936 : 0x3936 + len(stream)] = stream
+    # The 2P background (bkgLevel_2P), after a decoy with player 2's bottle full.
+    decoy = tiles.nametable_2p.copy()
+    decoy[10 * 32 + 20 : 10 * 32 + 28] = 0x40
+    stream = background_stream(decoy)
+    prg[0x4000 : 0x4000 + len(stream)] = stream
+    stream = background_stream(tiles.nametable_2p)
+    prg[0x4613 : 0x4613 + len(stream)] = stream
     table = metasprite_table(tiles.metasprites, 0x8000 + 0x28DC)
     prg[0x28DC : 0x28DC + len(table)] = table
     flags6 = (mapper & 0x0F) << 4 | (0x04 if trainer else 0)
@@ -158,6 +165,23 @@ def test_renders_from_the_roms_chr_and_prg(rom, clean):
         if frame % 37 == 0:
             assert np.array_equal(engine.render_frame(g, tiles), engine.render_frame(g, clean))
         g.step(Button.DOWN if frame % 5 else Button.A)
+
+
+def test_renders_versus_from_the_roms_prg(rom, clean):
+    tiles = engine.TileSet.from_ines(rom, verify_crc=False)
+    assert np.array_equal(tiles.nametable_2p, clean.nametable_2p)
+    v = engine.Versus(5, 0, 9, 2, 0x4321)
+    for frame in range(700):
+        if frame % 41 == 0:
+            assert np.array_equal(engine.render_versus(v, tiles), engine.render_versus(v, clean))
+        v.step(Button.DOWN if frame % 4 else Button.A, Button.LEFT if frame % 6 else Button.DOWN)
+
+
+def test_missing_2p_background_is_a_clear_error(tmp_path, clean):
+    data = bytearray(build_rom(clean))
+    data[16 + 0x4613] = 0x00
+    with pytest.raises(RomError, match="cannot find the two-player level background"):
+        engine.TileSet.from_ines(write(tmp_path, bytes(data)), verify_crc=False)
 
 
 def test_trainer_is_skipped(tmp_path, clean):

@@ -2,11 +2,14 @@
 
 Run: python tools/cleanroom_preview.py [--out docs/render_cleanroom.png] [--sheet FILE]
      [--scale 2] [--level 10] [--speed 1] [--seed 0x8988] [--frames 420]
+     [--versus docs/render_versus_cleanroom.png]
 
 The frame is engine.render_frame of a game played with a fixed input pattern for --frames
-frames. Only the project's own drawings are used (never a ROM's CHR), so the pictures may be
-committed. --sheet also writes the three pattern tables (background frame 0, frame 1,
-sprites) as a 3 x 16 x 16 grid of tiles in greys.
+frames. --versus also writes engine.render_versus of a two-player match (levels 4 and 7, MED
+and HI) in its second round, player 1 with one crown, both pads pressing fixed patterns. Only
+the project's own drawings are used (never a ROM's CHR), so the pictures may be committed.
+--sheet also writes the three pattern tables (background frame 0, frame 1, sprites) as a
+3 x 16 x 16 grid of tiles in greys.
 """
 
 from __future__ import annotations
@@ -31,6 +34,19 @@ def frame(level: int, speed: int, seed: int, frames: int) -> np.ndarray:
     return engine.render_frame(g)
 
 
+def versus_frame(seed: int) -> np.ndarray:
+    v = engine.Versus(4, 1, 7, 2, seed)
+    down, left, a = int(engine.Button.DOWN), int(engine.Button.LEFT), int(engine.Button.A)
+    for i in range(20000):  # round 1: player 2 drops every pill in the middle and tops out
+        if v.phase == engine.Phase.ROUND_OVER:
+            break
+        v.step(left if i % 24 == 0 else 0, down)
+    v.next_round(0)
+    for i in range(420):
+        v.step([0, left, 0, a][i % 4] if i > 200 else 0, [0, 0, a, 0, 0, 0][i % 6])
+    return engine.render_versus(v)
+
+
 def sheet(tiles: engine.TileSet) -> np.ndarray:
     grey = np.array([0, 90, 170, 255], np.uint8)
     banks = []
@@ -49,11 +65,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed", type=int, default=1)
     parser.add_argument("--seed", type=lambda s: int(s, 0), default=0x8988)
     parser.add_argument("--frames", type=int, default=420)
+    parser.add_argument("--versus", type=Path, default=None)
     args = parser.parse_args(argv)
     img = frame(args.level, args.speed, args.seed, args.frames)
     big = cv2.resize(img, None, fx=args.scale, fy=args.scale, interpolation=cv2.INTER_NEAREST)
     cv2.imwrite(str(args.out), cv2.cvtColor(big, cv2.COLOR_RGB2BGR))
     print(f"wrote {args.out}")
+    if args.versus is not None:
+        img = versus_frame(args.seed)
+        big = cv2.resize(img, None, fx=args.scale, fy=args.scale, interpolation=cv2.INTER_NEAREST)
+        cv2.imwrite(str(args.versus), cv2.cvtColor(big, cv2.COLOR_RGB2BGR))
+        print(f"wrote {args.versus}")
     if args.sheet is not None:
         s = sheet(engine.TileSet.clean_room())
         s = cv2.resize(s, None, fx=args.scale, fy=args.scale, interpolation=cv2.INTER_NEAREST)

@@ -36,6 +36,16 @@ TABLES = [
     ("bigVirus_YPos", "kBigVirusYPos", 128, "circling path"),
     ("bigVirus_spriteIndex", "kBigVirusSpriteIndex", 12, "dance metasprites: red, blue, yellow"),
     ("fieldRow_PPUADDR_1P", "kFieldRowPpuAddr1P", 32, "VRAM address of field row r (hi, lo)"),
+    ("fieldRow_PPUADDR_2P_P1", "kFieldRowPpuAddr2PP1", 32, "2P, player 1: row r (hi, lo)"),
+    ("fieldRow_PPUADDR_2P_P2", "kFieldRowPpuAddr2PP2", 32, "2P, player 2: row r (hi, lo)"),
+    ("redLoseVirus_XPos_basedOnLoser", "kRedLoseVirusXPos", 3, "by whoFailed: -, p1, p2"),
+    ("redLoseVirus_spriteIndex_basedOnFrame", "kRedLoseVirusSprite", 2, "hold-sign metasprites"),
+]
+
+# (label, C name, expected length, comment). Word tables of data/drmario_data_game.asm.
+WORD_TABLES = [
+    ("crownsP1_PPUADDR", "kCrownsP1Vram", 3, "VRAM of player 1's crown for victory 1, 2, 3"),
+    ("crownsP2_PPUADDR", "kCrownsP2Vram", 3, "VRAM of player 2's crown for victory 1, 2, 3"),
 ]
 
 # Constants of defines/drmario_constants.asm.
@@ -56,6 +66,27 @@ CONSTS = [
     ("CHR_levelTiles_frame0", "kChrLevelTilesFrame0"),
     ("CHR_levelTiles_frame1", "kChrLevelTilesFrame1"),
     ("CHR_levelSprites", "kChrLevelSprites"),
+    ("speedText_P1_VRAMaddr", "kSpeedTextP1Vram"),
+    ("speedText_P2_VRAMaddr", "kSpeedTextP2Vram"),
+    ("spr_nextPill_2p_p1_x", "kNextPill2PP1X"),
+    ("spr_nextPill_2p_p1_y", "kNextPill2PP1Y"),
+    ("spr_nextPill_2p_p2_x", "kNextPill2PP2X"),
+    ("spr_nextPill_2p_p2_y", "kNextPill2PP2Y"),
+    ("spr_lvlNb_2p_p1_x", "kLvlNb2PP1X"),
+    ("spr_lvlNb_2p_p2_x", "kLvlNb2PP2X"),
+    ("spr_lvlNb_2p_y", "kLvlNb2PY"),
+    ("spr_virusLeft_2p_p1_x", "kVirusLeft2PP1X"),
+    ("spr_virusLeft_2p_p2_x", "kVirusLeft2PP2X"),
+    ("spr_virusLeft_2p_y", "kVirusLeft2PY"),
+    ("spr_txt_2p_attr", "kTxt2PAttr"),
+    ("spr_txt_width", "kSprTxtWidth"),
+    ("spr_bigVirus_red_holdSign_y", "kRedLoseVirusY"),
+    ("spr_bigVirus_red_holdSign_speed", "kRedLoseVirusSpeed"),
+    ("spr_loseXsign", "kMetaspriteLoseXSign"),
+    ("tileNb_crown_topLeft", "kCrownTopLeft"),
+    ("tileNb_crown_topRight", "kCrownTopRight"),
+    ("tileNb_crown_bottomLeft", "kCrownBottomLeft"),
+    ("tileNb_crown_bottomRight", "kCrownBottomRight"),
 ]
 
 
@@ -98,6 +129,18 @@ def generate(reference: Path) -> str:
         lines.append(f"// {label} ({addr}): {comment}")
         body = ", ".join(str(v) for v in values)
         lines.append(f"inline constexpr uint8_t {cname}[{length}] = {{{body}}};")
+    if game["palLevel_2P"]["bytes"] != pal:
+        raise SystemExit("palLevel_2P differs from palLevel_1P: the renderer assumes one palette")
+    lines.append("// palLevel_2P equals palLevel_1P (checked by this generator)")
+    for label, cname, length, comment in WORD_TABLES:
+        entry = game[label]
+        words = [resolve(v, constants) for v in entry["words"]]
+        if len(words) != length:
+            raise SystemExit(f"{label}: {len(words)} words, expected {length}")
+        addr = entry.get("addr") or "address not given"
+        lines.append(f"// {label} ({addr}): {comment}")
+        body = ", ".join(f"0x{v:04X}" for v in words)
+        lines.append(f"inline constexpr uint16_t {cname}[{length}] = {{{body}}};")
     lines.append("")
     for name, cname in CONSTS:
         value = constants[name]

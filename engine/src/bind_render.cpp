@@ -50,12 +50,14 @@ std::unique_ptr<drm::TileData> make_tile_data(const py::handle& patterns,
                                               const py::handle& palettes,
                                               const py::handle& speed_colors,
                                               const py::handle& nametable, const py::handle& rgb,
-                                              const py::dict& metasprites) {
+                                              const py::dict& metasprites,
+                                              const py::handle& nametable_2p) {
   auto t = std::make_unique<drm::TileData>();
   auto pat = uint8_shaped(patterns, "patterns", {drm::kNumBanks, 256, 8, 8});
   auto pal = uint8_shaped(palettes, "palettes", {32});
   auto spd = uint8_shaped(speed_colors, "speed_colors", {3});
   auto nt = uint8_shaped(nametable, "nametable", {1024});
+  auto nt2 = uint8_shaped(nametable_2p, "nametable_2p", {1024});
   auto col = uint8_shaped(rgb, "rgb", {64, 3});
   const uint8_t* p = pat.data();
   for (py::ssize_t i = 0; i < pat.size(); ++i) {
@@ -71,6 +73,7 @@ std::unique_ptr<drm::TileData> make_tile_data(const py::handle& patterns,
   std::memcpy(t->palette, pal.data(), 32);
   std::memcpy(t->speed_color, spd.data(), 3);
   std::memcpy(t->nametable, nt.data(), 1024);
+  std::memcpy(t->nametable_2p, nt2.data(), 1024);
   std::memcpy(t->rgb, col.data(), sizeof(t->rgb));
   for (auto item : metasprites) {
     const auto index = pa::in_range(item.first, "metasprite index", 0, drm::kNumMetasprites - 1,
@@ -118,6 +121,52 @@ py::dict pill_dict(const drm::PillOnScreen& p) {
   return d;
 }
 
+py::dict facts_dict(const drm::Facts& f) {
+  py::array_t<uint8_t> bottle({16, 8});
+  std::memcpy(bottle.mutable_data(), f.bottle, drm::kFieldSize);
+  py::dict d;
+  d["kind"] = static_cast<int>(f.kind);
+  d["bottle"] = bottle;
+  d["bg_bank"] = f.bg_bank;
+  py::object none = py::none();
+  if (f.falling.drawn) {
+    py::dict p = pill_dict(f.falling);
+    p["x"] = f.falling_x;
+    p["y"] = f.falling_y;
+    d["falling"] = p;
+  } else {
+    d["falling"] = none;
+  }
+  if (f.next.drawn) {
+    py::dict p = pill_dict(f.next);
+    p["throw_frame"] = f.throw_frame;
+    d["next"] = p;
+  } else {
+    d["next"] = none;
+  }
+  return d;
+}
+
+py::dict layout_dict(const drm::Frame& f) {
+  py::array_t<uint8_t> vram(1024);
+  std::memcpy(vram.mutable_data(), f.vram, 1024);
+  py::array_t<uint8_t> oam({static_cast<py::ssize_t>(f.oam_count), py::ssize_t{4}});
+  for (int i = 0; i < f.oam_count; ++i) {
+    uint8_t* q = oam.mutable_data() + 4 * i;
+    q[0] = f.oam[i].dy;
+    q[1] = f.oam[i].tile;
+    q[2] = f.oam[i].attr;
+    q[3] = f.oam[i].dx;
+  }
+  py::dict d;
+  d["vram"] = vram;
+  d["oam"] = oam;
+  d["bg_bank"] = f.bg_bank;
+  d["bg_visible"] = f.bg_visible;
+  d["kind"] = static_cast<int>(f.kind);
+  return d;
+}
+
 }  // namespace
 
 void register_render(py::module_& m) {
@@ -135,7 +184,8 @@ void register_render(py::module_& m) {
   py::class_<drm::TileData>(m, "TileData",
                             "Tile data prepared for the renderer (build it with engine.TileSet).")
       .def(py::init(&make_tile_data), py::arg("patterns"), py::arg("palettes"),
-           py::arg("speed_colors"), py::arg("nametable"), py::arg("rgb"), py::arg("metasprites"));
+           py::arg("speed_colors"), py::arg("nametable"), py::arg("rgb"), py::arg("metasprites"),
+           py::arg("nametable_2p"));
 
   m.def(
       "render_frame",
@@ -181,23 +231,7 @@ void register_render(py::module_& m) {
       [](const drm::PyGame& g, const drm::TileData* t, const py::handle& top_score) {
         drm::Frame f;
         drm::build_frame(g.s, t, options(top_score), f);
-        py::array_t<uint8_t> vram(1024);
-        std::memcpy(vram.mutable_data(), f.vram, 1024);
-        py::array_t<uint8_t> oam({static_cast<py::ssize_t>(f.oam_count), py::ssize_t{4}});
-        for (int i = 0; i < f.oam_count; ++i) {
-          uint8_t* q = oam.mutable_data() + 4 * i;
-          q[0] = f.oam[i].dy;
-          q[1] = f.oam[i].tile;
-          q[2] = f.oam[i].attr;
-          q[3] = f.oam[i].dx;
-        }
-        py::dict d;
-        d["vram"] = vram;
-        d["oam"] = oam;
-        d["bg_bank"] = f.bg_bank;
-        d["bg_visible"] = f.bg_visible;
-        d["kind"] = static_cast<int>(f.kind);
-        return d;
+        return layout_dict(f);
       },
       py::arg("game"), py::arg("tiles") = py::none(), py::arg("top_score") = 10000,
       "The picture before rasterising: vram uint8 [1024] ($2000-$23FF), oam uint8 [n, 4] "
@@ -208,29 +242,69 @@ void register_render(py::module_& m) {
       [](const drm::PyGame& g) {
         drm::Facts f;
         drm::screen_facts(g.s, f);
-        py::array_t<uint8_t> bottle({16, 8});
-        std::memcpy(bottle.mutable_data(), f.bottle, drm::kFieldSize);
-        py::dict d;
-        d["kind"] = static_cast<int>(f.kind);
-        d["bottle"] = bottle;
-        d["bg_bank"] = f.bg_bank;
-        py::object none = py::none();
-        if (f.falling.drawn) {
-          py::dict p = pill_dict(f.falling);
-          p["x"] = f.falling_x;
-          p["y"] = f.falling_y;
-          d["falling"] = p;
-        } else {
-          d["falling"] = none;
-        }
-        if (f.next.drawn) {
-          py::dict p = pill_dict(f.next);
-          p["throw_frame"] = f.throw_frame;
-          d["next"] = p;
-        } else {
-          d["next"] = none;
-        }
-        return d;
+        return facts_dict(f);
       },
       py::arg("game"), "What the next picture shows (see engine.screen_facts).");
+
+  m.def(
+      "render_versus",
+      [](const drm::PyVersus& g, const drm::TileData& t, const py::handle& out) {
+        auto arr = checked_out(out, {drm::kScreenHeight, drm::kScreenWidth, 3});
+        uint8_t* dst = arr.mutable_data();
+        {
+          py::gil_scoped_release release;
+          drm::render_versus(g.v, t, dst);
+        }
+        return arr;
+      },
+      py::arg("versus"), py::arg("tiles"), py::arg("out") = py::none(),
+      "RGB picture uint8 [240, 256, 3] of a two-player round (see engine.render_versus).");
+
+  m.def(
+      "render_versus_indices",
+      [](const drm::PyVersus& g, const drm::TileData& t) {
+        drm::Frame f;
+        drm::build_versus_frame(g.v, &t, f);
+        py::array_t<uint8_t> arr({drm::kScreenHeight, drm::kScreenWidth});
+        drm::rasterize_indices(f, t, arr.mutable_data());
+        return arr;
+      },
+      py::arg("versus"), py::arg("tiles"),
+      "Palette RAM index (0..31, 0 = backdrop) per pixel of the two-player picture, uint8 "
+      "[240, 256].");
+
+  m.def(
+      "versus_palette_ram",
+      [](const drm::PyVersus& g, const drm::TileData& t) {
+        py::array_t<uint8_t> arr(32);
+        drm::versus_palette_ram(t, g.v, arr.mutable_data());
+        return arr;
+      },
+      py::arg("versus"), py::arg("tiles"),
+      "PPU palette RAM during a two-player round: uint8 [32] NES colour numbers.");
+
+  m.def(
+      "versus_frame_layout",
+      [](const drm::PyVersus& g, const drm::TileData* t) {
+        drm::Frame f;
+        drm::build_versus_frame(g.v, t, f);
+        return layout_dict(f);
+      },
+      py::arg("versus"), py::arg("tiles") = py::none(),
+      "The two-player picture before rasterising: vram, oam, bg_bank, bg_visible, kind.");
+
+  m.def(
+      "versus_screen_facts",
+      [](const drm::PyVersus& g) {
+        drm::VersusFacts f;
+        drm::versus_screen_facts(g.v, f);
+        py::dict d;
+        d["kind"] = static_cast<int>(f.kind);
+        d["bg_bank"] = f.bg_bank;
+        d["crowns"] = py::make_tuple(f.crowns[0], f.crowns[1]);
+        d["players"] = py::make_tuple(facts_dict(f.player[0]), facts_dict(f.player[1]));
+        return d;
+      },
+      py::arg("versus"),
+      "What the next two-player picture shows (see engine.versus_screen_facts).");
 }

@@ -15,14 +15,11 @@
 
 namespace py = pybind11;
 namespace pa = drm::py_args;
+using drm::PyVersus;
 using drm::State;
 using drm::Versus;
 
 namespace {
-
-struct PyVersus {
-  Versus v;
-};
 
 // One player of a PyVersus, kept alive by the Python object it came from.
 struct PyVersusPlayer {
@@ -223,9 +220,12 @@ identical boards. See docs/VERSUS.md.)doc");
       .def_property_readonly("rounds", [](const PyVersus& g) { return g.v.rounds; })
       .def_property_readonly("intro_frames", [](const PyVersus& g) { return g.v.intro_frames; })
       .def_property_readonly("frame", [](const PyVersus& g) { return g.v.frame; })
-      .def_property_readonly("victories", [](const PyVersus& g) {
-        return py::make_tuple(g.v.p[0].victories, g.v.p[1].victories);
-      });
+      .def_property_readonly(
+          "victories",
+          [](const PyVersus& g) { return py::make_tuple(g.v.p[0].victories, g.v.p[1].victories); })
+      .def_property_readonly(
+          "crowns", [](const PyVersus& g) { return py::make_tuple(g.v.crowns[0], g.v.crowns[1]); },
+          "Crowns the picture shows (p1, p2): the victories at the round's start.");
   uint8_t out[0x30];
   uint8_t known[0x30];
   Versus probe{};

@@ -869,6 +869,7 @@ bool init_versus_round(Versus& v, const int level[2], const int speed[2],
     std::memcpy(s.field, setup.field[i].data(), kFieldSize);
     std::memcpy(s.shown, setup.field[i].data(), kFieldSize);
     s.virus_left = setup.virus_count_bcd[i];
+    v.crowns[i] = victories[i];
   }
   v.who_won = 0;
   v.who_failed = 0;
@@ -980,6 +981,8 @@ void versus_from_ram(Versus& v, const uint8_t ram[0x800], uint8_t phase) {
   }
   v.who_won = ram[0x55];
   v.who_failed = ram[0x61];
+  v.crowns[0] = v.p[0].victories;  // as drawn during a round (versus.h)
+  v.crowns[1] = v.p[1].victories;
   v.rounds = 1;
 }
 

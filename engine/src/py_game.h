@@ -3,11 +3,16 @@
 #pragma once
 
 #include "game.h"
+#include "versus.h"
 
 namespace drm {
 
 struct PyGame {
   State s;
+};
+
+struct PyVersus {
+  Versus v;
 };
 
 }  // namespace drm

@@ -257,13 +257,10 @@ void rasterize_indices(const Frame& f, const TileData& t, uint8_t* idx) {
   }
 }
 
-void render(const State& s, const TileData& t, const RenderOptions& o, uint8_t* rgb) {
-  Frame f;
-  build_frame(s, &t, o, f);
-  static thread_local uint8_t idx[kScreenWidth * kScreenHeight];
-  rasterize_indices(f, t, idx);
-  uint8_t pal[32];
-  level_palette_ram(t, s.speed_setting, pal);
+namespace {
+
+// Palette RAM indices to RGB through palette RAM `pal`.
+void indices_to_rgb(const uint8_t* idx, const TileData& t, const uint8_t pal[32], uint8_t* rgb) {
   uint8_t lut[32][3];
   for (int i = 0; i < 32; ++i) std::memcpy(lut[i], t.rgb[pal[i]], 3);
   // Palette index 0, 4, 8, ... of any palette shows the backdrop ($3F00).
@@ -274,6 +271,18 @@ void render(const State& s, const TileData& t, const RenderOptions& o, uint8_t* 
     rgb[3 * i + 1] = c[1];
     rgb[3 * i + 2] = c[2];
   }
+}
+
+}  // namespace
+
+void render(const State& s, const TileData& t, const RenderOptions& o, uint8_t* rgb) {
+  Frame f;
+  build_frame(s, &t, o, f);
+  static thread_local uint8_t idx[kScreenWidth * kScreenHeight];
+  rasterize_indices(f, t, idx);
+  uint8_t pal[32];
+  level_palette_ram(t, s.speed_setting, pal);
+  indices_to_rgb(idx, t, pal, rgb);
 }
 
 void screen_facts(const State& s, Facts& out) {
@@ -305,6 +314,178 @@ void screen_facts(const State& s, Facts& out) {
     p.color[0] = s.next_color[0];
     p.color[1] = s.next_color[1];
     fill_pill_box(p, s.next_rotation, x, y);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Two players.
+
+namespace {
+
+ScreenKind versus_kind(const Versus& v) {
+  const State& a = v.p[0];
+  switch (a.phase) {
+    case kPhasePaused:
+      return (a.spr_pill || v.p[1].spr_pill) ? kScreenLevel : kScreenPaused;
+    case kPhaseRoundLost:
+      return kScreenTopOut;
+    case kPhaseRoundOver:
+    case kPhaseMatchOver:
+      return (v.who_failed != 0 || a.level_fail || v.p[1].level_fail) ? kScreenTopOut
+                                                                      : kScreenStageClear;
+    case kPhaseDemoEnd:
+    case kPhaseSoftReset:
+      return kScreenOther;
+    default:
+      return kScreenLevel;
+  }
+}
+
+// fallingPill_spriteUpdate [$872F]: fallingPill_startXPos[2 + player] ($20 p1, $A0 p2).
+uint8_t falling_pill_oam_x_2p(int player, uint8_t col) {
+  return static_cast<uint8_t>(col * 8 + kFallingPillStartXPos[2 + (player & 1)]);
+}
+
+const uint8_t* field_rows_2p(int player) {
+  return player == 0 ? kFieldRowPpuAddr2PP1 : kFieldRowPpuAddr2PP2;
+}
+
+// updateSprites_lvl [$87B2] @updateSprites_2p_nextPill: both next pills are drawn with
+// currentP_nextPillRotation, the zero page as p2's pass of the main loop left it.
+void next_pill_position_2p(int player, uint8_t& x, uint8_t& y) {
+  x = static_cast<uint8_t>(player == 0 ? kNextPill2PP1X : kNextPill2PP2X);
+  y = static_cast<uint8_t>(player == 0 ? kNextPill2PP1Y : kNextPill2PP2Y);
+}
+
+// spriteUpdate_2p_nb: two digit sprites (tiles $00-$09) of a BCD byte, 8 pixels apart.
+void add_digits_2p(Frame& f, uint8_t y, uint8_t bcd, uint8_t x) {
+  add_sprite(f, y, static_cast<uint8_t>(bcd >> 4), kTxt2PAttr, x);
+  add_sprite(f, y, static_cast<uint8_t>(bcd & 0x0F), kTxt2PAttr,
+             static_cast<uint8_t>(x + kSprTxtWidth));
+}
+
+// The next pills are hidden once whoFailed or whoWon is set. The game's whoWon ($55) is still
+// 0 in every state the engine holds (checkVirusLeft sets it after its waits), so only
+// whoFailed (set by anyPlayerLoses) counts.
+bool next_pills_shown_2p(const Versus& v) { return v.who_failed == 0; }
+
+}  // namespace
+
+void versus_palette_ram(const TileData& t, const Versus& v, uint8_t out[32]) {
+  // palChange loads palLevel_2P (the same bytes as palLevel_1P) and setBkgColor_basedOnSpeed
+  // with currentP_speedSetting: player 2's speed (docs/RENDER.md "Two players").
+  level_palette_ram(t, v.p[1].speed_setting, out);
+}
+
+void build_versus_frame(const Versus& v, const TileData* t, Frame& f) {
+  const State& a = v.p[0];
+  f.kind = versus_kind(v);
+  f.oam_count = 0;
+  f.bg_visible = f.kind != kScreenPaused;
+  f.bg_bank = static_cast<uint8_t>(((a.frame_counter + 1) & 0xFF) / kSmallVirusAnimSpeed & 1);
+  if (t != nullptr) {
+    std::memcpy(f.vram, t->nametable_2p, sizeof(f.vram));
+  } else {
+    std::memset(f.vram, 0xFF, sizeof(f.vram));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const State& s = v.p[i];
+    uint8_t bottle[kFieldSize];
+    bottle_tiles(s, bottle);
+    const uint8_t* rows = field_rows_2p(i);
+    for (int r = 0; r < 16; ++r) {
+      const int addr = rows[2 * r] << 8 | rows[2 * r + 1];
+      std::memcpy(f.vram + vram_offset(addr), bottle + r * 8, 8);
+    }
+    const int speed_addr = i == 0 ? kSpeedTextP1Vram : kSpeedTextP2Vram;
+    for (int k = 0; k < 3; ++k)
+      f.vram[vram_offset(speed_addr) + k] = kTextLevelSpeed[(s.speed_setting % 3) * 4 + k];
+    const uint16_t* crowns = i == 0 ? kCrownsP1Vram : kCrownsP2Vram;
+    for (int k = 0; k < v.crowns[i] && k < 3; ++k) {
+      const int o = vram_offset(crowns[k]);
+      f.vram[o] = kCrownTopLeft;
+      f.vram[o + 1] = kCrownTopRight;
+      f.vram[o + kVramRow] = kCrownBottomLeft;
+      f.vram[o + kVramRow + 1] = kCrownBottomRight;
+    }
+  }
+  if (f.kind == kScreenPaused) {
+    add_metasprite(f, t, kMetaspritePause, kPauseX, kPauseY);
+    return;
+  }
+  // Sprite buffer order: p1's then p2's falling pill (mainLoop_level), then updateSprites_lvl.
+  for (int i = 0; i < 2; ++i) {
+    const State& s = v.p[i];
+    if (s.spr_pill) {
+      add_pill(f, s.spr_pill_rotation, s.spr_pill_color, falling_pill_oam_x_2p(i, s.spr_pill_x),
+               kFallingPillYPos[s.spr_pill_y & 0x0F]);
+    }
+  }
+  if (a.phase == kPhasePaused) return;  // the frame Start paused: updateSprites_lvl skipped
+  if (next_pills_shown_2p(v)) {
+    for (int i = 0; i < 2; ++i) {
+      uint8_t x, y;
+      next_pill_position_2p(i, x, y);
+      add_pill(f, v.p[1].next_rotation, v.p[i].next_color, x, y);
+    }
+  }
+  add_digits_2p(f, kLvlNb2PY, kLevelForDisplay[v.p[0].level < 30 ? v.p[0].level : 29], kLvlNb2PP1X);
+  add_digits_2p(f, kLvlNb2PY, kLevelForDisplay[v.p[1].level < 30 ? v.p[1].level : 29], kLvlNb2PP2X);
+  add_digits_2p(f, kVirusLeft2PY, v.p[0].virus_left, kVirusLeft2PP1X);
+  add_digits_2p(f, kVirusLeft2PY, v.p[1].virus_left, kVirusLeft2PP2X);
+  // updateSprites_2p_endGame [$887C]: the loser's X sign and the red virus holding it.
+  if (v.who_failed == 1 || v.who_failed == 2) {
+    const uint8_t x = kRedLoseVirusXPos[v.who_failed];
+    add_metasprite(f, t, kMetaspriteLoseXSign, x, kRedLoseVirusY);
+    const int frame = (a.frame_counter & kRedLoseVirusSpeed) ? 1 : 0;
+    add_metasprite(f, t, kRedLoseVirusSprite[frame], x, kRedLoseVirusY);
+  }
+}
+
+void render_versus(const Versus& v, const TileData& t, uint8_t* rgb) {
+  Frame f;
+  build_versus_frame(v, &t, f);
+  static thread_local uint8_t idx[kScreenWidth * kScreenHeight];
+  rasterize_indices(f, t, idx);
+  uint8_t pal[32];
+  versus_palette_ram(t, v, pal);
+  indices_to_rgb(idx, t, pal, rgb);
+}
+
+void versus_screen_facts(const Versus& v, VersusFacts& out) {
+  Frame f;
+  build_versus_frame(v, nullptr, f);
+  out.kind = f.kind;
+  out.bg_bank = f.bg_bank;
+  out.crowns[0] = v.crowns[0] < 3 ? v.crowns[0] : 3;
+  out.crowns[1] = v.crowns[1] < 3 ? v.crowns[1] : 3;
+  for (int i = 0; i < 2; ++i) {
+    const State& s = v.p[i];
+    Facts& p = out.player[i];
+    p.kind = f.kind;
+    p.bg_bank = f.bg_bank;
+    bottle_tiles(s, p.bottle);
+    p.falling = PillOnScreen{};
+    p.next = PillOnScreen{};
+    p.falling_x = s.spr_pill_x;
+    p.falling_y = s.spr_pill_y;
+    p.throw_frame = 0;
+    if (f.kind == kScreenPaused) continue;
+    if (s.spr_pill) {
+      p.falling.drawn = true;
+      p.falling.color[0] = s.spr_pill_color[0];
+      p.falling.color[1] = s.spr_pill_color[1];
+      fill_pill_box(p.falling, s.spr_pill_rotation, falling_pill_oam_x_2p(i, s.spr_pill_x),
+                    kFallingPillYPos[s.spr_pill_y & 0x0F]);
+    }
+    if (v.p[0].phase != kPhasePaused && next_pills_shown_2p(v)) {
+      uint8_t x, y;
+      next_pill_position_2p(i, x, y);
+      p.next.drawn = true;
+      p.next.color[0] = s.next_color[0];
+      p.next.color[1] = s.next_color[1];
+      fill_pill_box(p.next, v.p[1].next_rotation, x, y);
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "game.h"
+#include "versus.h"
 
 namespace drm {
 
@@ -37,6 +38,7 @@ struct TileData {
   uint8_t palette[32];                  // PPU palette RAM $3F00-$3F1F as written (NES colours)
   uint8_t speed_color[3];               // bkgColor_basedOnSpeed: colour 3 of bkg 0, 1, 3
   uint8_t nametable[1024];              // VRAM $2000-$23FF: 960 tiles + 64 attribute bytes
+  uint8_t nametable_2p[1024];           // the same for the two-player level (bkgLevel_2P)
   uint8_t rgb[64][3];                   // NES colour number -> RGB
   std::vector<SpritePart> metasprite[kNumMetasprites];
   // Derived by prepare(): each background tile already coloured with each palette
@@ -103,5 +105,33 @@ struct Facts {
 };
 
 void screen_facts(const State& s, Facts& out);
+
+// --- Two players (docs/RENDER.md "Two players") ---
+// The picture of a two-player round (engine.Versus) after the console's next NMI, with the
+// same frame convention as render(): nmi $8005 (render_fieldRow_bothPlayers [$8307]: one row of
+// each player per NMI, fieldRow_PPUADDR_2P_P1/_P2; @renderVictories of
+// render_palChange_or_bkgOverlays [$83A3]: the crowns at crownsP1/P2_PPUADDR), toLevel [$817E]
+// (bkgLevel_2P and the speed texts at speedText_P1/P2_VRAMaddr), palChange (palLevel_2P and
+// setBkgColor_basedOnSpeed [$8627]), fallingPill_spriteUpdate [$872F] (X from
+// fallingPill_startXPos $20 / $A0), updateSprites_lvl [$87B2] (next pills, level and virus
+// digits as sprites) and updateSprites_2p_endGame [$887C].
+
+// Builds the two-player picture's VRAM, OAM and switches (`t` may be null: no metasprites).
+void build_versus_frame(const Versus& v, const TileData* t, Frame& f);
+
+// The RGB picture, [240][256][3] uint8.
+void render_versus(const Versus& v, const TileData& t, uint8_t* rgb);
+
+// Palette RAM during a two-player round: palLevel_2P with the speed colour of `speed`.
+void versus_palette_ram(const TileData& t, const Versus& v, uint8_t out[32]);
+
+struct VersusFacts {
+  ScreenKind kind;
+  uint8_t bg_bank;
+  uint8_t crowns[2];
+  Facts player[2];  // kind, bottle, falling, next (throw_frame 0: no throw in 2P) per player
+};
+
+void versus_screen_facts(const Versus& v, VersusFacts& out);
 
 }  // namespace drm

@@ -49,6 +49,23 @@ inline constexpr uint8_t kBigVirusSpriteIndex[12] = {35, 36, 35, 37, 38, 39,
 inline constexpr uint8_t kFieldRowPpuAddr1P[32] = {
     33, 76, 33, 108, 33, 140, 33, 172, 33, 204, 33, 236, 34, 12, 34, 44,
     34, 76, 34, 108, 34, 140, 34, 172, 34, 204, 34, 236, 35, 12, 35, 44};
+// fieldRow_PPUADDR_2P_P1 (address not given): 2P, player 1: row r (hi, lo)
+inline constexpr uint8_t kFieldRowPpuAddr2PP1[32] = {
+    33, 68, 33, 100, 33, 132, 33, 164, 33, 196, 33, 228, 34, 4, 34, 36,
+    34, 68, 34, 100, 34, 132, 34, 164, 34, 196, 34, 228, 35, 4, 35, 36};
+// fieldRow_PPUADDR_2P_P2 (address not given): 2P, player 2: row r (hi, lo)
+inline constexpr uint8_t kFieldRowPpuAddr2PP2[32] = {
+    33, 84, 33, 116, 33, 148, 33, 180, 33, 212, 33, 244, 34, 20, 34, 52,
+    34, 84, 34, 116, 34, 148, 34, 180, 34, 212, 34, 244, 35, 20, 35, 52};
+// redLoseVirus_XPos_basedOnLoser (address not given): by whoFailed: -, p1, p2
+inline constexpr uint8_t kRedLoseVirusXPos[3] = {0, 52, 180};
+// redLoseVirus_spriteIndex_basedOnFrame (address not given): hold-sign metasprites
+inline constexpr uint8_t kRedLoseVirusSprite[2] = {6, 17};
+// palLevel_2P equals palLevel_1P (checked by this generator)
+// crownsP1_PPUADDR (address not given): VRAM of player 1's crown for victory 1, 2, 3
+inline constexpr uint16_t kCrownsP1Vram[3] = {0x220E, 0x21CE, 0x218E};
+// crownsP2_PPUADDR (address not given): VRAM of player 2's crown for victory 1, 2, 3
+inline constexpr uint16_t kCrownsP2Vram[3] = {0x2210, 0x21D0, 0x2190};
 
 inline constexpr int kHighScoreVram = 0x2102;       // highScore_VRAMaddr
 inline constexpr int kScoreVram = 0x2162;           // score_VRAMaddr
@@ -66,5 +83,26 @@ inline constexpr int kSmallVirusAnimSpeed = 0x8;    // smallVirusLvlAnim_speed
 inline constexpr int kChrLevelTilesFrame0 = 0x0;    // CHR_levelTiles_frame0
 inline constexpr int kChrLevelTilesFrame1 = 0x1;    // CHR_levelTiles_frame1
 inline constexpr int kChrLevelSprites = 0x2;        // CHR_levelSprites
+inline constexpr int kSpeedTextP1Vram = 0x20EC;     // speedText_P1_VRAMaddr
+inline constexpr int kSpeedTextP2Vram = 0x20F1;     // speedText_P2_VRAMaddr
+inline constexpr int kNextPill2PP1X = 0x38;         // spr_nextPill_2p_p1_x
+inline constexpr int kNextPill2PP1Y = 0x33;         // spr_nextPill_2p_p1_y
+inline constexpr int kNextPill2PP2X = 0xB8;         // spr_nextPill_2p_p2_x
+inline constexpr int kNextPill2PP2Y = 0x33;         // spr_nextPill_2p_p2_y
+inline constexpr int kLvlNb2PP1X = 0x6D;            // spr_lvlNb_2p_p1_x
+inline constexpr int kLvlNb2PP2X = 0x84;            // spr_lvlNb_2p_p2_x
+inline constexpr int kLvlNb2PY = 0x2B;              // spr_lvlNb_2p_y
+inline constexpr int kVirusLeft2PP1X = 0x6E;        // spr_virusLeft_2p_p1_x
+inline constexpr int kVirusLeft2PP2X = 0x83;        // spr_virusLeft_2p_p2_x
+inline constexpr int kVirusLeft2PY = 0xBF;          // spr_virusLeft_2p_y
+inline constexpr int kTxt2PAttr = 0x1;              // spr_txt_2p_attr
+inline constexpr int kSprTxtWidth = 0x8;            // spr_txt_width
+inline constexpr int kRedLoseVirusY = 0xB7;         // spr_bigVirus_red_holdSign_y
+inline constexpr int kRedLoseVirusSpeed = 0x4;      // spr_bigVirus_red_holdSign_speed
+inline constexpr int kMetaspriteLoseXSign = 0x7;    // spr_loseXsign
+inline constexpr int kCrownTopLeft = 0x5C;          // tileNb_crown_topLeft
+inline constexpr int kCrownTopRight = 0x5D;         // tileNb_crown_topRight
+inline constexpr int kCrownBottomLeft = 0x6C;       // tileNb_crown_bottomLeft
+inline constexpr int kCrownBottomRight = 0x6D;      // tileNb_crown_bottomRight
 
 }  // namespace drm

@@ -26,6 +26,11 @@ struct Versus {
   uint8_t rounds;        // rounds started in this match (1 after the constructor)
   uint8_t intro_frames;  // the last round start's levelIntro loop frames (one virus each)
   uint32_t frame;        // frames stepped since the match state was made
+  // The crowns the nametable shows (victories drawn by render_palChange_or_bkgOverlays
+  // @renderVictories [$83A3]): the victories at the round's start (initData_level's vu_all has
+  // them drawn at its first NMI); the end screens draw the newest one after their waits, which
+  // the engine does not model, so this stays put during a round.
+  uint8_t crowns[2];
 };
 
 // The state as levelIntro_delay begins in a round: initData_level [$8216] (one reserve, two

@@ -1,5 +1,5 @@
-"""The project's clean-room tile set: drawings in cleanroom.txt and font.txt, and our own layout
-of the one-player level screen.
+"""The project's clean-room tile set: drawings in cleanroom.txt and font.txt, and our own layouts
+of the one-player and two-player level screens.
 
 Nothing here comes from the game's CHR or nametable data. The facts kept are positions and
 numbers the game's code writes (docs/RENDER.md): the bottle interior at tile columns 12-19, rows
@@ -45,6 +45,7 @@ class ArtError(ValueError):
 class CleanRoom:
     patterns: np.ndarray  # uint8 [3, 256, 8, 8]: background frame 0, frame 1, sprites
     nametable: np.ndarray  # uint8 [1024]: VRAM $2000-$23FF, tiles + attribute table
+    nametable_2p: np.ndarray  # uint8 [1024]: the same for the two-player level
     metasprites: dict[int, np.ndarray]  # slot -> uint8 [k, 4] (dy, tile, attr, dx)
     names: dict[str, int]  # background tile name -> number
 
@@ -190,22 +191,67 @@ def _box(nt: np.ndarray, n: dict[str, int], c0: int, r0: int, c1: int, r1: int) 
     nt[r1, c0], nt[r1, c1] = n["box-bottom-left"], n["box-bottom-right"]
 
 
+def _bottle(nt: np.ndarray, n: dict[str, int], left: int) -> None:
+    """A bottle whose interior is columns left..left+7, rows 10-25, its neck above columns
+    left+3 and left+4 (rows 6-9)."""
+    right = left + 7
+    nt[10:26, left : right + 1] = EMPTY
+    nt[10:26, left - 1], nt[10:26, right + 1] = n["wall-left"], n["wall-right"]
+    nt[26, left : right + 1] = n["floor"]
+    nt[26, left - 1], nt[26, right + 1] = n["corner-bottom-left"], n["corner-bottom-right"]
+    nt[9, left : right + 1] = n["shoulder"]
+    nt[9, left - 1], nt[9, right + 1] = n["corner-top-left"], n["corner-top-right"]
+    nt[6:10, left + 3 : left + 5] = BLANK
+    nt[9, left + 2], nt[9, left + 5] = n["neck-join-left"], n["neck-join-right"]
+    nt[7:9, left + 2], nt[7:9, left + 5] = n["wall-left"], n["wall-right"]
+    nt[6, left + 2], nt[6, left + 5] = n["neck-rim-left"], n["neck-rim-right"]
+
+
+def _attributes(pal: np.ndarray) -> np.ndarray:
+    """The 64-byte attribute table of a palette number per 16x16 pixels (uint8 [15, 16])."""
+    attr = np.zeros((8, 8), np.uint8)
+    padded = np.zeros((16, 16), np.uint8)
+    padded[:15] = pal
+    for ay in range(8):
+        for ax in range(8):
+            q = padded[ay * 2 : ay * 2 + 2, ax * 2 : ax * 2 + 2]
+            attr[ay, ax] = q[0, 0] | q[0, 1] << 2 | q[1, 0] << 4 | q[1, 1] << 6
+    return attr.ravel()
+
+
+def _layout_2p(n: dict[str, int]) -> np.ndarray:
+    """Our two-player level screen: 32x30 tiles and the attribute table.
+
+    Facts kept (docs/RENDER.md "Two players"): the bottle interiors at columns 4-11 and 20-27,
+    rows 10-25 (fieldRow_PPUADDR_2P_P1/_P2); the speed texts at $20EC and $20F1 (row 7,
+    columns 12-14 and 17-19); the crowns' 2x2 tiles at crownsP1_PPUADDR (columns 14-15) and
+    crownsP2_PPUADDR (columns 16-17), rows 12-17; room for the sprite digits (level y 44-51,
+    viruses y 192-199, x 109-147) and the next pills (x 56-71 and 184-199, y 52-59).
+    """
+    nt = np.empty((30, 32), np.uint8)
+    yy, xx = np.mgrid[0:30, 0:32]
+    nt[:] = np.where((xx + yy) % 2 == 0, n["pattern-a"], n["pattern-b"])
+    _bottle(nt, n, 4)
+    _bottle(nt, n, 20)
+    # The middle: level digits (sprites) under LEVEL, the speed texts, the crowns, the viruses.
+    _box(nt, n, 11, 2, 20, 8)
+    _text(nt, 13, 3, "LEVEL")
+    nt[9:27, 13:19] = BLANK
+    _text(nt, 13, 10, "WINS")
+    _text(nt, 13, 22, "VIRUS")
+    pal = np.zeros((15, 16), np.uint8)
+    pal[5:13, 2:6] = 2
+    pal[5:13, 10:14] = 2
+    return np.concatenate([nt.ravel(), _attributes(pal)])
+
+
 def _layout(n: dict[str, int]) -> np.ndarray:
     """Our level screen: 32x30 tiles and the attribute table (docs/RENDER.md has a picture)."""
     nt = np.empty((30, 32), np.uint8)
     yy, xx = np.mgrid[0:30, 0:32]
     nt[:] = np.where((xx + yy) % 2 == 0, n["pattern-a"], n["pattern-b"])
     # The bottle: interior columns 12-19, rows 10-25 (fieldRow_PPUADDR_1P), a neck at 15-16.
-    nt[10:26, 12:20] = EMPTY
-    nt[10:26, 11], nt[10:26, 20] = n["wall-left"], n["wall-right"]
-    nt[26, 12:20] = n["floor"]
-    nt[26, 11], nt[26, 20] = n["corner-bottom-left"], n["corner-bottom-right"]
-    nt[9, 12:20] = n["shoulder"]
-    nt[9, 11], nt[9, 20] = n["corner-top-left"], n["corner-top-right"]
-    nt[6:10, 15:17] = BLANK
-    nt[9, 14], nt[9, 17] = n["neck-join-left"], n["neck-join-right"]
-    nt[7:9, 14], nt[7:9, 17] = n["wall-left"], n["wall-right"]
-    nt[6, 14], nt[6, 17] = n["neck-rim-left"], n["neck-rim-right"]
+    _bottle(nt, n, 12)
     # Score box: TOP at $2102 and SCORE at $2162 (row 8 / row 11, columns 2-7, then a fixed 0).
     _box(nt, n, 1, 6, 9, 13)
     _text(nt, 2, 7, "TOP")
@@ -228,14 +274,7 @@ def _layout(n: dict[str, int]) -> np.ndarray:
     # Attributes: palette 2 (the pill colours) in the bottle, palette 0 elsewhere.
     pal = np.zeros((15, 16), np.uint8)
     pal[5:13, 6:10] = 2
-    attr = np.zeros((8, 8), np.uint8)
-    padded = np.zeros((16, 16), np.uint8)
-    padded[:15] = pal
-    for ay in range(8):
-        for ax in range(8):
-            q = padded[ay * 2 : ay * 2 + 2, ax * 2 : ax * 2 + 2]
-            attr[ay, ax] = q[0, 0] | q[0, 1] << 2 | q[1, 0] << 4 | q[1, 1] << 6
-    return np.concatenate([nt.ravel(), attr.ravel()])
+    return np.concatenate([nt.ravel(), _attributes(pal)])
 
 
 def load_cleanroom() -> CleanRoom:
@@ -246,4 +285,4 @@ def load_cleanroom() -> CleanRoom:
     # PAUSE (metasprite slot 0) in our letters, 8 pixels apart, sprite palette 0.
     pause = [FIRST_LETTER_TILE + ord(ch) - ord("A") for ch in "PAUSE"]
     metasprites[0] = np.array([(0, t, 0, 8 * i) for i, t in enumerate(pause)], np.uint8)
-    return CleanRoom(patterns, _layout(names), metasprites, names)
+    return CleanRoom(patterns, _layout(names), _layout_2p(names), metasprites, names)
