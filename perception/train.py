@@ -363,7 +363,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 progress.update(task, status=status)
                 if step % 500 == 0 and not args.quiet:  # a line that survives in a log file
-                    progress.console.print(f"step {step} ({time.time() - start:.0f} s): {status}")
+                    spent = time.time() - start
+                    eta = spent / max(step, 1) * (args.steps - step) / 60
+                    left = f", about {eta:.1f} min left" if step else ""
+                    progress.console.print(f"step {step} ({spent:.0f} s{left}): {status}")
             progress.update(task, advance=1)
             step += 1
     if running and history[-1]["step"] != step - 1:
