@@ -10,7 +10,7 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
    tiles, through random capture chains (perception.data), for ``--steps`` optimizer steps
    (6000) however long they take: the model is the same on a fast, slow or busy machine, only
    the time differs, shown as the progress bar's ETA (no time cap: a cap made a weaker model
-   on a busy machine, docs/notes/2026-11-perception-history.md);
+   on a busy machine: docs/notes/2026-11-29-prepare.md);
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
    every shipped profile, ``--random-chains`` random chains and the rig's own profile
    (perception.evaluate), and prints the numbers against the goals;
