@@ -299,28 +299,12 @@ class ScreenFacts:
 def screen_facts(game: _core.Game) -> ScreenFacts:
     """Ground truth of render_frame(game) (independent of the tile set)."""
     d = _core.screen_facts(_game(game))
-    falling = d["falling"]
-    nxt = d["next"]
+    falling, nxt = _pill_facts(d)
     return ScreenFacts(
         kind=ScreenKind(d["kind"]),
         bottle=d["bottle"],
-        falling=None
-        if falling is None
-        else FallingPill(
-            colors=falling["colors"],
-            rotation=falling["rotation"],
-            box=falling["box"],
-            x=falling["x"],
-            y=falling["y"],
-        ),
-        next=None
-        if nxt is None
-        else NextPill(
-            colors=nxt["colors"],
-            rotation=nxt["rotation"],
-            box=nxt["box"],
-            throw_frame=nxt["throw_frame"],
-        ),
+        falling=falling,
+        next=nxt,
         virus_frame=d["bg_bank"],
     )
 
