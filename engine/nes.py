@@ -79,7 +79,8 @@ class Nes:
 
     def step(self, mask: int | None = None, *, picture: bool = True) -> U8 | None:
         """One video frame (the module docstring) with ``mask`` on player 1's pad (the game's
-        bit order, A $80 ... Right $01) for every controller read in it; None keeps the byte
+        bit order, A $80 ... Right $01; bits 8-15: player 2's pad, cynes' controller word) for
+        every controller read in it; None keeps the byte
         the previous step used (0 before the first). Returns the picture rendered after the
         frame's NMI, RGB uint8 [240, 256, 3], a copy (cynes reuses its buffer), or None when
         ``picture`` is False. Raises nothing when the CPU crashes: see :attr:`crashed`."""

@@ -74,6 +74,44 @@ def menu_press(ram: Callable[[int], int], level: int, speed: int, music: int | N
     return int(Button.START)
 
 
+P2_LEVEL, P2_SPEED = 0x0396, 0x038B  # p2_level, p2_speedSetting
+
+
+def versus_menu_press(
+    ram: Callable[[int], int], levels: tuple[int, int], speeds: tuple[int, int]
+) -> tuple[int, int]:
+    """The buttons to press now on pad 1 and pad 2 (engine.Button bits; (0, 0): none needed)
+    toward a two-player match with player 1 and 2 at ``levels`` (0..20) and ``speeds``.
+
+    Title: Down to 2 players (nbPlayers $0727), then Start. Options (toDemo_orOptions [$9961]):
+    each player moves its own level and speed with its own pad while the section is
+    highlighted (pad 1's Up/Down moves the highlight), pad 1's Start when both match. Press on
+    alternate frames: the game acts on press edges."""
+    r = DrMarioRam
+    if ram(r.DEMO):
+        return int(Button.START), 0
+    mode = ram(r.MODE)
+    if mode == MODE_TITLE:
+        return int(Button.DOWN if ram(r.PLAYERS) != 2 else Button.START), 0
+    if mode != MODE_OPTIONS:
+        return 0, 0
+    section = ram(r.OPTION_SECTION)
+    for sec, now, want in (
+        (0, (ram(r.LEVEL), ram(P2_LEVEL)), levels),
+        (1, (ram(r.SPEED), ram(P2_SPEED)), speeds),
+    ):
+        if tuple(now) == tuple(want):
+            continue
+        if section != sec:
+            return int(Button.DOWN if section < sec else Button.UP), 0
+        m = [0, 0]
+        for i in range(2):
+            if now[i] != want[i]:
+                m[i] = int(Button.RIGHT if now[i] < want[i] else Button.LEFT)
+        return m[0], m[1]
+    return int(Button.START), 0
+
+
 POWER_ON_BYTE = 24  # cynes 0.1.2's saved state: the byte open_nes clears
 
 

@@ -1,5 +1,6 @@
 """Training and evaluation samples: engine games rendered, degraded through capture chains,
-read back into the model's crop, and labelled with what the picture shows.
+read back into the model's crop, and labelled with what the picture shows. The two-player
+screen's samples (:class:`VersusStream`) are at the end.
 
 A sample is ``(image, labels)``: ``image`` uint8 RGB [208, 144, 3], the crop exactly as the
 reader builds it (perception.preprocess), ``labels`` a :class:`Labels` from
@@ -49,6 +50,8 @@ from perception.layout import (
     FIELD_COLS,
     FIELD_ROWS,
     SPRITE_ROWS,
+    VERSUS_VIEW_X,
+    VIEW_X,
     KindLabel,
     cell_classes,
 )
@@ -111,18 +114,34 @@ def labels_from_facts(facts: engine.ScreenFacts, phase: int, pill_sent: bool = T
     while the first pill is thrown: those pictures show the intro's board with the next pill
     on its arc and no falling pill, which a single frame cannot tell from the intro's wait
     (docs/PERCEPTION.md, "Screen kinds")."""
-    kind = label_of_kind(facts.kind, intro=phase == Phase.INTRO or not pill_sent)
+    return player_labels(
+        facts.kind, facts.bottle, facts.falling, facts.next, phase == Phase.INTRO or not pill_sent
+    )
+
+
+def player_labels(
+    kind: engine.ScreenKind,
+    bottle: np.ndarray,
+    falling: engine.FallingPill | None,
+    nxt: engine.NextPill | None,
+    intro: bool,
+) -> Labels:
+    """Labels of one bottle's picture: the screen's ``kind``, the ``bottle`` tiles shown (uint8
+    [16, 8]), its falling pill's sprites and its next pill as the facts give them (one player:
+    engine.screen_facts; a player of two: engine.versus_screen_facts), ``intro``: the level's
+    opening (no falling pill drawn yet)."""
+    label = label_of_kind(kind, intro=intro)
     sprite = np.zeros((SPRITE_ROWS, FIELD_COLS), np.int64)
-    if facts.falling is not None:
-        for r, c, color in falling_cells(facts.falling):
+    if falling is not None:
+        for r, c, color in falling_cells(falling):
             sprite[r, c] = 1 + color
     next_colors = np.full(2, -1, np.int64)
     throw = 0
-    if facts.next is not None:
-        next_colors[:] = facts.next.colors
-        throw = int(facts.next.throw_frame)
-    visible = facts.kind != engine.ScreenKind.PAUSED
-    return Labels(cell_classes(facts.bottle), sprite, next_colors, int(kind), visible, throw)
+    if nxt is not None:
+        next_colors[:] = nxt.colors
+        throw = int(nxt.throw_frame)
+    visible = kind != engine.ScreenKind.PAUSED
+    return Labels(cell_classes(bottle), sprite, next_colors, int(label), visible, throw)
 
 
 # every code a field cell can show, in class order (clearing cells as the tile $Fx that
@@ -207,9 +226,9 @@ def random_board(rng: np.random.Generator, top: int) -> np.ndarray:
     return field.ravel()
 
 
-def inject_board(game: engine.Game, field: np.ndarray) -> None:
-    """Write ``field`` into the game's field and into the nametable it shows (clearing cells
-    are drawn as $Fx, as render_fieldRow writes them)."""
+def inject_board(game: engine.Game | engine.VersusPlayer, field: np.ndarray) -> None:
+    """Write ``field`` into the game's (or a two-player round's player's) field and into the
+    nametable it shows (clearing cells are drawn as $Fx, as render_fieldRow writes them)."""
     game.field[:] = field
     shown = np.where((field & 0xF0) == 0xB0, (field & 0x0F) | 0xF0, field)
     game.shown[:] = shown.astype(np.uint8)
@@ -278,11 +297,13 @@ class Player:
 
 @dataclass
 class Shown:
-    """One sampled console picture: the NES frame, the frame before it (for combing), labels."""
+    """One sampled console picture: the NES frame, the frame before it (for combing), the
+    labels of the crop at ``view_x`` (one player's bottle of a two-player picture)."""
 
     picture: np.ndarray
     previous: np.ndarray
     labels: Labels
+    view_x: int = VIEW_X  # the crop's left edge, NES pixels (perception.layout)
 
 
 class GameStream:
@@ -482,13 +503,16 @@ def fitted_color(c: Color, rng: np.random.Generator) -> Color | None:
     )
 
 
-def jittered(place: Placement, rng: np.random.Generator, pixels: float = 0.3) -> Placement:
+def jittered(
+    place: Placement, rng: np.random.Generator, pixels: float = 0.3, view_x: int = VIEW_X
+) -> Placement:
     """``place`` with its offset moved up to ``pixels`` capture pixels and its scale by up to
-    ``pixels`` over the crop's width (what a 0.25-pixel calibration fit may be off by)."""
+    ``pixels`` over the crop's width (what a 0.25-pixel calibration fit may be off by);
+    ``view_x``: the crop's left edge (NES pixels), whose centre the scale is about."""
     sx = 1.0 + rng.uniform(-1, 1) * pixels / (CROP_W * place.scale_x)
     sy = 1.0 + rng.uniform(-1, 1) * pixels / (CROP_H * place.scale_y)
     # scale about the crop's centre, then shift
-    cx = float(place.capture_x(np.array([CROP_X + CROP_W / 2]))[0])
+    cx = float(place.capture_x(np.array([view_x + CROP_W / 2]))[0])
     cy = float(place.capture_y(np.array([CROP_Y + CROP_H / 2]))[0])
     return dataclasses.replace(
         place,
@@ -505,19 +529,20 @@ def capture_crop(
     noise: NoiseSource,
     rng: np.random.Generator | None = None,
 ) -> np.ndarray:
-    """The model's crop (uint8 RGB [208, 144, 3]) of ``shown`` captured through ``profile``.
+    """The model's crop (uint8 RGB [208, 144, 3]) of ``shown`` (at its ``view_x``) captured
+    through ``profile``.
 
     With ``rng`` (training) the sampling is jittered and the colour undo perturbed
     (:func:`jittered`, :func:`fitted_color`); without, it is what the reader does.
     """
     place = Placement.of(profile.geometry)
-    window = aligned_window(profile, *place.crop_bounds(WINDOW_MARGIN))
+    window = aligned_window(profile, *place.crop_bounds(WINDOW_MARGIN, shown.view_x))
     captured = forward_window(profile, shown.picture, window, shown.previous, noise)
     color: Color | None | str = "profile"
     if rng is not None:
-        place = jittered(place, rng)
+        place = jittered(place, rng, view_x=shown.view_x)
         color = fitted_color(profile.color, rng)
-    sampler = CropSampler(profile, place=place, color=color, origin=window[:2])
+    sampler = CropSampler(profile, place=place, color=color, origin=window[:2], view_x=shown.view_x)
     return sampler(captured)
 
 
@@ -536,6 +561,8 @@ class TrainingSamples:
     ``targets``: capture chains a model is being fitted for (the shipped profiles, a rig's
     own); a share ``target_rate`` of the samples goes through one of them (still with the
     jitter and colour error of a calibration), the rest through random chains.
+    ``versus_rate``: the share of samples that are one player's crop of a two-player picture
+    (:class:`VersusStream`; 0: none, and no draw for it).
     """
 
     def __init__(
@@ -548,9 +575,12 @@ class TrainingSamples:
         shapes: bool = True,
         targets: Sequence[Profile] = (),
         target_rate: float = 0.0,
+        versus_rate: float = 0.0,
     ) -> None:
         if targets and not 0.0 <= target_rate <= 1.0:
             raise ValueError(f"target_rate must be within 0..1, got {target_rate}")
+        if not 0.0 <= versus_rate <= 1.0:
+            raise ValueError(f"versus_rate must be within 0..1, got {versus_rate}")
         self.targets = list(targets)
         self.target_rate = target_rate if targets else 0.0
         self.rng = np.random.default_rng(seed)
@@ -566,6 +596,22 @@ class TrainingSamples:
             )
             for _ in range(streams)
         ]
+        self.versus_rate = versus_rate
+        self.versus: list[Iterator[Shown]] = []
+        if versus_rate > 0.0:
+            self.versus = [
+                iter(
+                    VersusStream(
+                        self.rng,
+                        "train",
+                        self.tiles,
+                        randomize_tiles,
+                        board_rate=0.5,
+                        shapes=shapes,
+                    )
+                )
+                for _ in range(max(1, streams // 2))
+            ]
 
     def __iter__(self) -> Iterator[tuple[np.ndarray, Labels]]:
         return self
@@ -580,6 +626,8 @@ class TrainingSamples:
         if rng.random() < self.other_rate:
             pic = other_picture(rng, randomize(self.tiles, rng))
             shown = Shown(pic, pic, other_labels())
+        elif self.versus and rng.random() < self.versus_rate:
+            shown = next(self.versus[int(rng.integers(len(self.versus)))])
         else:
             shown = next(self.streams[int(rng.integers(len(self.streams)))])
         return capture_crop(profile, shown, self.noise, rng), shown.labels
@@ -600,3 +648,171 @@ def held_out_profiles(random_profiles: int) -> list[Profile]:
         p = Profile.random(np.random.default_rng([EVAL_SEED, k]))
         out.append(p.replace(name=f"random_{k}"))
     return out
+
+
+# ---- the two-player screen ---------------------------------------------------------------------
+
+ROUND_ENDS = (Phase.ROUND_OVER, Phase.MATCH_OVER)
+
+
+def _keep_few_viruses(p: engine.VersusPlayer, rng: np.random.Generator) -> None:
+    viruses = np.flatnonzero((p.field & 0xF0) == 0xD0)
+    keep = rng.choice(viruses, size=min(len(viruses), int(rng.integers(1, 4))), replace=False)
+    for i in viruses:
+        if i not in keep:
+            p.field[i] = p.shown[i] = 0xFF
+    p.virus_left_bcd[...] = len(keep)
+
+
+def _over_pill(facts: engine.PlayerFacts) -> bool:
+    assert facts.falling is not None
+    for r, c, _ in falling_cells(facts.falling):
+        if 1 <= r <= FIELD_ROWS and facts.bottle[r - 1, c] != 0xFF:
+            return True
+    return False
+
+
+class VersusStream:
+    """Two-player rounds, endlessly: yields sampled pictures (:class:`Shown` with the player's
+    ``view_x``). Arguments as :class:`GameStream`'s.
+
+    The samples: engine.Versus rounds rendered (engine.render_versus) and labelled from
+    engine.versus_screen_facts, one player's crop at a time (perception.layout.VERSUS_VIEW_X:
+    each bottle where the one-player crop has its bottle).
+
+    A round: random levels 0..20 and speeds for both players (equal levels, the same board, in
+    30 %), a 16-bit seed (even for training, odd for evaluation, as GameStream) and
+    ``frame_counter``; both pads played by :class:`Player` (random or greedy scripts; pad 1
+    pauses now and then: only pad 1's Start pauses, checkPauseReset [$979E]). Some rounds keep
+    only 1-3 viruses of each bottle so that rounds end by a clear; a decided round goes on to
+    the match's next round half of the time, so the crowns of 0-2 victories are drawn. Frames
+    are sampled as in GameStream (the lock frame, clearing tiles and pauses more often when
+    ``hard``), and each sampled picture is labelled for one player drawn at random: that
+    player's bottle as shown, its falling pill's sprites, its next pill at rest, and the
+    screen's kind (LEVEL_INTRO until that player's first falling pill is drawn).
+    """
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        split: str,
+        tiles: engine.TileSet,
+        randomize_tiles: bool,
+        emit: float = 0.08,
+        hard: bool = True,
+        board_rate: float = 0.0,
+        shapes: bool = True,
+    ) -> None:
+        if split not in ("train", "eval"):
+            raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+        self.rng = rng
+        self.split = split
+        self.base_tiles = tiles
+        self.randomize_tiles = randomize_tiles
+        self.emit = emit
+        self.hard = hard
+        self.board_rate = board_rate
+        self.shapes = shapes
+
+    def _new_match(self) -> engine.Versus:
+        rng = self.rng
+        seed = 0
+        while seed < 2:
+            seed = int(rng.integers(0, 1 << 15)) * 2 + (0 if self.split == "train" else 1)
+        levels = rng.integers(0, 21, size=2)
+        if rng.random() < 0.3:  # equal levels: the same board in both bottles
+            levels[1] = levels[0]
+        speeds = rng.integers(0, 3, size=2)
+        return engine.Versus(
+            int(levels[0]),
+            int(speeds[0]),
+            int(levels[1]),
+            int(speeds[1]),
+            seed,
+            int(rng.integers(0, 256)),
+        )
+
+    def _round(self, v: engine.Versus, tiles: engine.TileSet) -> Iterator[Shown]:
+        rng = self.rng
+        if rng.random() < 0.15:  # leave 1-3 viruses so that the round can end by a clear
+            _keep_few_viruses(v.p1, rng)
+            _keep_few_viruses(v.p2, rng)
+        greedy = float(rng.choice([0.0, 0.3, 0.8]))
+        players = [
+            Player(rng, greedy=greedy, pause_rate=1 / 1500),
+            Player(rng, greedy=float(rng.choice([0.0, 0.3, 0.8])), pause_rate=0.0),
+        ]
+        boards = rng.random() < self.board_rate
+        prev = v.clone()
+        sent = [False, False]
+        for _ in range(MAX_GAME_FRAMES):
+            masks = []
+            for i, player in enumerate(players):
+                p = v.player(i)
+                masks.append(player.mask(p.game()))
+                if boards and player.fresh and rng.random() < 0.35:
+                    top = 0 if rng.random() < 0.2 else int(rng.integers(1, 14))
+                    inject_board(p, random_board(rng, top))
+            before = prev
+            prev = v.clone()
+            v.step(masks[0], masks[1])
+            facts = engine.versus_screen_facts(v)
+            for i in range(2):
+                sent[i] = sent[i] or facts.players[i].falling is not None
+            ended = Phase(int(v.phase)) in ROUND_ENDS
+            if ended and facts.kind == engine.ScreenKind.OTHER:
+                return
+            who = int(rng.integers(0, 2))
+            mine = facts.players[who]
+            p_emit = self.emit
+            lock = False
+            if not self.hard:
+                pass
+            elif facts.kind == engine.ScreenKind.PAUSED:
+                p_emit = 0.2
+            elif mine.falling is not None and _over_pill(mine):
+                p_emit, lock = 0.3, True
+            elif ((mine.bottle >= 0xF0) & (mine.bottle < 0xFF)).any():
+                p_emit = 0.3
+            if (ended and self.hard) or rng.random() < p_emit:
+                intro = int(v.phase) == Phase.INTRO or not sent[who]
+                labels = player_labels(facts.kind, mine.bottle, mine.falling, mine.next, intro)
+                labels.level = int(v.player(who).level)
+                picture = engine.render_versus(v, tiles)
+                shown = Shown(
+                    picture, engine.render_versus(prev, tiles), labels, VERSUS_VIEW_X[who]
+                )
+                for _ in range(TERMINAL_COPIES if ended and self.hard else 1):
+                    yield shown
+                if lock:
+                    # the frame before the lock: the same sprite over cells not drawn yet
+                    old = engine.versus_screen_facts(prev).players[who]
+                    earlier = engine.render_versus(prev, tiles)
+                    if old.falling is not None and (earlier != picture).any():
+                        intro_old = int(prev.phase) == Phase.INTRO
+                        yield Shown(
+                            earlier,
+                            engine.render_versus(before, tiles),
+                            player_labels(
+                                engine.versus_screen_facts(prev).kind,
+                                old.bottle,
+                                old.falling,
+                                old.next,
+                                intro_old,
+                            ),
+                            VERSUS_VIEW_X[who],
+                        )
+            if ended:
+                return
+
+    def __iter__(self) -> Iterator[Shown]:
+        rng = self.rng
+        while True:
+            v = self._new_match()
+            vary = self.randomize_tiles and rng.random() < 0.65
+            tiles = randomize(self.base_tiles, rng, self.shapes) if vary else self.base_tiles
+            while True:
+                yield from self._round(v, tiles)
+                if Phase(int(v.phase)) != Phase.ROUND_OVER or rng.random() < 0.5:
+                    break
+                v.next_round(int(v.frame_counter))

@@ -30,6 +30,7 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from perception.data import (  # noqa: F401 - EVAL_SEED, held_out_profiles: name
     EVAL_SEED,
     GameStream,
     Shown,
+    VersusStream,
     capture_full,
     held_out_profiles,
 )
@@ -204,15 +206,28 @@ def _break_down(
 
 
 def evaluate_profile(
-    reader: BoardReader, frames: int, seed: int, tiles: Any, emit: float = 0.03
+    reader: BoardReader,
+    frames: int,
+    seed: int,
+    tiles: Any,
+    emit: float = 0.03,
+    versus: bool = False,
 ) -> dict[str, Any]:
-    """Score ``reader`` on ``frames`` held-out pictures captured through its profile."""
+    """Score ``reader`` on ``frames`` held-out pictures captured through its profile;
+    ``versus``: pictures of the two-player screen (perception.data.VersusStream), each read through
+    the crop of the player it is labelled for."""
     rng = np.random.default_rng([EVAL_SEED, seed])
-    stream = iter(
-        GameStream(
-            rng, "eval", tiles, randomize_tiles=False, emit=emit, hard=False, mark_alike=True
+    stream: Iterator[Shown]
+    if versus:
+        stream = iter(
+            VersusStream(rng, "eval", tiles, randomize_tiles=False, emit=emit, hard=False)
         )
-    )
+    else:
+        stream = iter(
+            GameStream(
+                rng, "eval", tiles, randomize_tiles=False, emit=emit, hard=False, mark_alike=True
+            )
+        )
     noise = NoiseSource(seed)
     shown: list[Shown] = []
     observations: list[Observation] = []
@@ -220,7 +235,7 @@ def evaluate_profile(
     while len(shown) < frames:
         batch = [next(stream) for _ in range(min(BATCH, frames - len(shown)))]
         captured = [capture_full(reader.profile, s, noise) for s in batch]
-        observations += reader.read_batch(captured)
+        observations += reader.read_views(captured, [s.view_x for s in batch])
         shown += batch
     result = score(shown, observations)
     result["seconds"] = time.perf_counter() - start
@@ -269,6 +284,7 @@ def evaluate(
     random_frames: int | None = None,
     extra_profiles: list[Profile] | None = None,
     verify_crc: bool = True,
+    versus_frames: int = 0,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on every held-out profile; returns per-profile results and a summary
     (the worst value of each metric over profiles, the pooled cell accuracy, and the goals:
@@ -276,6 +292,8 @@ def evaluate(
 
     ``frames`` per shipped / extra profile, ``random_frames`` (default ``frames``) per random
     chain. ``rom``: draw with this ROM's tiles (``verify_crc``: its CRC must be a known dump).
+    ``versus_frames``: as many pictures of the two-player screen per shipped (and extra) profile,
+    scored as one more goal group, the profiles pooled (``versus`` in the result).
     """
     import engine
 
@@ -307,6 +325,13 @@ def evaluate(
     groups = {n: r for n, r in results.items() if n not in randoms}
     if randoms:
         groups[f"{len(randoms)} random chains (pooled)"] = pooled([results[n] for n in randoms])
+    versus: dict[str, Any] = {}
+    if versus_frames:
+        fixed = [(k, p) for k, p in items if not p.name.startswith("random_")]
+        for k, p in track(fixed, description="validating two players", disable=not progress):
+            reader = BoardReader(p, model)
+            versus[p.name] = evaluate_profile(reader, versus_frames, 2000 + k, tiles, versus=True)
+        groups[f"two players ({len(versus)} profiles pooled)"] = pooled(list(versus.values()))
     summary["goal_groups"] = {name: {k: r[k] for k in GOALS} for name, r in groups.items()}
     misses = [
         f"{name}: {k} {100 * r[k]:.4g} % < {100 * goal:.4g} %"
@@ -316,7 +341,10 @@ def evaluate(
     ]
     summary["goals_met"] = not misses
     summary["goal_misses"] = misses
-    return {"profiles": results, "summary": summary}
+    out: dict[str, Any] = {"profiles": results, "summary": summary}
+    if versus:
+        out["versus"] = versus
+    return out
 
 
 def markdown(evaluation: dict[str, Any], meta: dict[str, Any]) -> str:

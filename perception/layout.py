@@ -36,6 +36,15 @@ FIELD_COL0 = (BOTTLE_X - CROP_X) // CELL  # 1: crop cell column of field column 
 SPRITE_ROWS = FIELD_ROWS + 1  # the neck row above the field, then the 16 field rows
 SPRITE_ROW0 = FIELD_ROW0 - 1  # 7: crop cell row of the neck row
 
+# The two-player screen is read through the same crop, one per player, each placed so that
+# the player's bottle sits where the one-player bottle does (field cell (0, 0) at crop pixel
+# (8, 64)): p1's bottle at x 32-95, p2's at x 160-223, y 80-207 (fieldRow_PPUADDR_2P_P1 $2144,
+# _P2 $2154; docs/RENDER.md "Two players"). The next pill at rest, OAM ($38, $33) / ($B8, $33),
+# is then at crop (32, 35), inside the next head's area. p2's crop runs 40 pixels past the
+# picture's right edge; they read 0 (perception.preprocess).
+VIEW_X = 88  # NES x of the one-player crop's left edge (CROP_X)
+VERSUS_VIEW_X = (24, 152)  # NES x of player 1's and player 2's crops
+
 EMPTY_CODE = 0xFF
 CELL_TYPES = (
     0x40,

@@ -8,11 +8,14 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
    time, never copied or stored);
 2. fine-tunes the shipped network (perception.model.from_onnx) on renders drawn with the ROM's
    tiles, through random capture chains (perception.data), for ``--steps`` optimizer steps
-   (6000) however long they take: the model is the same on a fast, slow or busy machine, only
-   the time differs, shown as the progress bar's ETA (no time cap: a cap made a weaker model
-   on a busy machine: docs/notes/2026-11-29-prepare.md);
+   (6000) however long they take; ``--versus-rate`` (0.2) of the samples are a bottle of the
+   two-player screen (perception.data.VersusStream), so the same model reads both screens. The
+   model is the same on a fast, slow or busy machine, only the time differs, shown as the
+   progress bar's ETA (no time cap: a cap made a weaker model on a busy machine:
+   docs/notes/2026-11-29-prepare.md);
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
-   every shipped profile, ``--random-chains`` random chains and the rig's own profile
+   every shipped profile, ``--random-chains`` random chains and the rig's own profile, and
+   ``--versus-frames`` two-player pictures per shipped profile (pooled: one more goal group)
    (perception.evaluate), and prints the numbers against the goals;
 4. runs the ROM in cynes through its title, options screen, demo, stage clear and game over
    and keeps pictures of them with the truth from RAM as the screen reader's prototypes
@@ -140,6 +143,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "docs/PERCEPTION.md)",
     )
     p.add_argument(
+        "--versus-rate",
+        type=float,
+        default=0.2,
+        help="share of the training samples that are a bottle of the two-player screen (0.2; "
+        "0: one player only)",
+    )
+    p.add_argument(
+        "--versus-frames",
+        type=int,
+        default=200,
+        help="held-out two-player frames per shipped profile, validated as one goal group "
+        "(200; 0: none)",
+    )
+    p.add_argument(
         "--install-anyway",
         action="store_true",
         help="install the model even when it misses a goal (default: it goes to candidate/ "
@@ -173,6 +190,7 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
         ("hard_cells", 0.0, 1.0),
         ("hard_samples", 0.0, 1.0),
         ("target_rate", 0.0, 1.0),
+        ("versus_rate", 0.0, 1.0),
     ):
         v = getattr(args, name)
         if not (math.isfinite(v) and lo <= v <= hi):  # NaN and infinity are refused
@@ -185,6 +203,7 @@ def _check(args: argparse.Namespace) -> tuple[str, Any]:
         ("eval_frames", 1),
         ("random_chains", 0),
         ("random_frames", 1),
+        ("versus_frames", 0),
     ):
         v = getattr(args, name)
         if not lo <= v <= 10**7:
@@ -419,6 +438,8 @@ def _fit(
             "--keep-shapes",
             "--target-rate",
             str(args.target_rate),
+            "--versus-rate",
+            str(args.versus_rate),
             "--target-profiles",
             *builtin_profiles(),
             *([str(args.profile)] if args.profile else []),
@@ -448,6 +469,7 @@ def _fit(
         random_frames=args.random_frames,
         extra_profiles=[profile.replace(name=f"rig:{profile.name}")] if profile else None,
         verify_crc=verify,
+        versus_frames=args.versus_frames,
     )
     meta = {
         "command": "hil prepare " + " ".join(getattr(args, "argv", []) or []),
@@ -461,6 +483,7 @@ def _fit(
         "threads": args.threads,
         "batch": args.batch,
         "target_rate": args.target_rate,
+        "versus_rate": args.versus_rate,
         "onnx_bytes": model_path.stat().st_size,
         "onnx_vs_torch_max_diff": diff,
         "load_average_start": load_start,

@@ -67,22 +67,30 @@ class Placement:
     def capture_y(self, nes_y: np.ndarray) -> np.ndarray:
         return self.offset_y + (nes_y - self.crop_top) * self.scale_y
 
-    def crop_bounds(self, margin: float = 0.0) -> tuple[float, float, float, float]:
-        """(x0, y0, x1, y1) capture pixels spanned by the model's crop, widened by ``margin``."""
-        x0, x1 = self.capture_x(np.array([CROP_X, CROP_X + CROP_W], np.float64))
+    def crop_bounds(
+        self, margin: float = 0.0, view_x: int = CROP_X
+    ) -> tuple[float, float, float, float]:
+        """(x0, y0, x1, y1) capture pixels spanned by the model's crop, widened by ``margin``;
+        ``view_x``: the crop's left edge in NES pixels (perception.layout.VIEW_X)."""
+        x0, x1 = self.capture_x(np.array([view_x, view_x + CROP_W], np.float64))
         y0, y1 = self.capture_y(np.array([CROP_Y, CROP_Y + CROP_H], np.float64))
         return float(x0) - margin, float(y0) - margin, float(x1) + margin, float(y1) + margin
 
 
 def sample_maps(
-    place: Placement, combing: bool = False, origin: tuple[int, int] = (0, 0)
+    place: Placement,
+    combing: bool = False,
+    origin: tuple[int, int] = (0, 0),
+    view_x: int = CROP_X,
 ) -> tuple[np.ndarray, np.ndarray]:
     """float32 remap maps [208, 144]: the capture x and y of each crop pixel's centre.
 
     ``origin``: capture pixel (x, y) of the array the maps will read (a window of the frame);
-    it must be even in y when ``combing`` (ValueError otherwise).
+    it must be even in y when ``combing`` (ValueError otherwise). ``view_x``: the crop's left
+    edge in NES pixels (perception.layout.VIEW_X: 88 for one player, 24 / 152 for the two
+    players' bottles); NES pixels right of 256 read 0 like the overscan's.
     """
-    nes_x = CROP_X + np.arange(CROP_W) + 0.5
+    nes_x = view_x + np.arange(CROP_W) + 0.5
     nes_y = CROP_Y + np.arange(CROP_H) + 0.5
     # remap coordinates: capture pixel u has its centre at continuous u + 0.5
     mx = place.capture_x(nes_x) - 0.5 - origin[0]
@@ -116,7 +124,8 @@ class CropSampler:
     ``sampler(frame) -> uint8 RGB [208, 144, 3]`` for a captured BGR uint8 frame of the
     profile's size (or a window of it whose top-left capture pixel is ``origin``).
     ``color``: the colour section to undo (default the profile's; None keeps the captured
-    colours, only swapping BGR to RGB).
+    colours, only swapping BGR to RGB). ``view_x``: the crop's left edge, NES pixels
+    (perception.layout.VIEW_X; default the one-player crop).
     """
 
     def __init__(
@@ -125,6 +134,7 @@ class CropSampler:
         place: Placement | None = None,
         color: Color | None | str = "profile",
         origin: tuple[int, int] = (0, 0),
+        view_x: int = CROP_X,
     ) -> None:
         self.profile = profile
         self.place = place or Placement.of(profile.geometry)
@@ -133,7 +143,8 @@ class CropSampler:
                 raise ValueError(f"color must be a Color, None or 'profile', got {color!r}")
             color = profile.color
         self.color = color
-        mx, my = sample_maps(self.place, profile.artifacts.combing, origin)
+        self.view_x = view_x
+        mx, my = sample_maps(self.place, profile.artifacts.combing, origin, view_x)
         self.map1, self.map2 = cv2.convertMaps(mx, my, cv2.CV_16SC2)
 
     def __call__(self, frame: np.ndarray) -> np.ndarray:

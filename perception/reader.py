@@ -3,6 +3,7 @@
     reader = BoardReader(Profile.load("mjpeg_720p_q70"))     # the shipped model
     obs = reader.read(frame)                                  # frame: BGR uint8 [720, 1280, 3]
     obs.field, obs.confidence, obs.falling, obs.next, obs.kind
+    p1, p2 = reader.read_versus(frame)                        # the two-player screen's bottles
 
 Three steps, each its own method (opencv_zoo's pattern): :meth:`preprocess` samples the
 model's crop straight from the frame (perception.preprocess: one remap with maps built once,
@@ -21,7 +22,7 @@ import numpy as np
 from calibration import Profile
 from calibration.forward import check_captured
 from perception.decode import decode
-from perception.layout import CROP_H, CROP_W
+from perception.layout import CROP_H, CROP_W, VERSUS_VIEW_X, VIEW_X
 from perception.observation import Observation
 from perception.panel import PANEL_FILE, PanelReader, glyphs, load_glyphs
 from perception.preprocess import CropSampler
@@ -85,6 +86,7 @@ class BoardReader:
         self.profile = profile
         self.model_path = path
         self.sampler = CropSampler(profile)
+        self._samplers = {VIEW_X: self.sampler}
         self.panel = panel_reader(path)
 
     def preprocess(self, frame: np.ndarray) -> np.ndarray:
@@ -122,6 +124,40 @@ class BoardReader:
         crops = np.stack([self.preprocess(f) for f in frames])
         outputs = self.infer(crops)
         return [self.postprocess(outputs, i, crops[i]) for i in range(len(frames))]
+
+    def read_versus(self, frame: np.ndarray) -> tuple[Observation, Observation]:
+        """A captured frame of the two-player screen (BGR uint8 [height, width, 3]) -> the
+        Observations of player 1's and player 2's bottle (perception.layout.VERSUS_VIEW_X),
+        read in one inference call. Their ``kind`` is the screen's; the one-player panel
+        (LEVEL box, the next pill's flight) is not read. Raises ValueError as :meth:`preprocess`.
+        """
+        p1, p2 = self.read_views([frame, frame], list(VERSUS_VIEW_X))
+        return p1, p2
+
+    def read_views(self, frames: Sequence[np.ndarray], view_xs: Sequence[int]) -> list[Observation]:
+        """Frames read through the crop at ``view_xs`` (NES x of each crop's left edge,
+        perception.layout.VIEW_X or VERSUS_VIEW_X), one inference call; the panel is read only
+        for the one-player crop."""
+        if len(frames) != len(view_xs):
+            raise ValueError(f"{len(frames)} frames but {len(view_xs)} view_xs")
+        if len(frames) == 0:
+            return []
+        crops = np.stack(
+            [
+                self._sampler(x)(check_captured(self.profile, f))
+                for f, x in zip(frames, view_xs, strict=True)
+            ]
+        )
+        outputs = self.infer(crops)
+        return [
+            self.postprocess(outputs, i, crops[i] if view_xs[i] == VIEW_X else None)
+            for i in range(len(frames))
+        ]
+
+    def _sampler(self, view_x: int) -> CropSampler:
+        if view_x not in self._samplers:
+            self._samplers[view_x] = CropSampler(self.profile, view_x=view_x)
+        return self._samplers[view_x]
 
 
 @cache

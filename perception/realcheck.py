@@ -55,13 +55,18 @@ class Truth:
     kind: KindLabel
 
 
-def falling_from_oam(oam: np.ndarray) -> tuple | None:
-    """The falling pill of an OAM buffer (uint8 [256]) as (x, y, rotation, colours), or None."""
+def falling_from_oam(oam: np.ndarray, bottle_x: int = 96, entries: int = 2) -> tuple | None:
+    """The falling pill of an OAM buffer (uint8 [256]) as (x, y, rotation, colours), or None.
+
+    ``bottle_x``: NES x of the bottle's column 0 (96; two players: 32 and 160). ``entries``:
+    how many OAM entries from the first may hold it (one player: the first two; two players:
+    p1's then p2's falling pill come first, mainLoop_level [$9B8D], so the first four)."""
     halves = []
-    for k in range(2):  # the falling pill's sprites come first in OAM (updateSprites_lvl)
+    for k in range(entries):
         y, tile, _, x = (int(v) for v in oam[4 * k : 4 * k + 4])
-        if 0x40 <= tile < 0x80 and 96 <= x < 160 and 72 <= y < 208 and (tile & 0x0F) < 3:
-            halves.append(((y - 80) // 8, (x - 96) // 8, tile >> 4, tile & 0x0F))
+        inside = bottle_x <= x < bottle_x + 64 and 72 <= y < 208
+        if 0x40 <= tile < 0x80 and inside and (tile & 0x0F) < 3:
+            halves.append(((y - 80) // 8, (x - bottle_x) // 8, tile >> 4, tile & 0x0F))
     if len(halves) != 2:
         return None
     halves.sort()
@@ -87,6 +92,23 @@ def next_from_oam(oam: np.ndarray) -> tuple[int, int] | None | str:
     if len(rest) == 2:
         return (rest[190], rest[198])
     return "flight" if other else None
+
+
+VERSUS_BOTTLE_X = (32, 160)  # NES x of each player's bottle column 0 (fieldRow_PPUADDR_2P_*)
+VERSUS_NEXT_X = (0x38, 0xB8)  # spr_nextPill_2p_p1/p2_x; y $33 (updateSprites_lvl [$87B2])
+VERSUS_NEXT_Y = 0x33
+
+
+def versus_next_from_oam(oam: np.ndarray, player: int) -> tuple[int, int] | None:
+    """Player ``player``'s (0, 1) next pill in a two-player OAM buffer: (colours left, right)
+    at rest, or None when it is not drawn (hidden once a round is lost)."""
+    x0 = VERSUS_NEXT_X[player]
+    rest: dict[int, int] = {}
+    for k in range(64):
+        y, tile, _, x = (int(v) for v in oam[4 * k : 4 * k + 4])
+        if 0x40 <= tile < 0x80 and (tile & 0x0F) < 3 and y == VERSUS_NEXT_Y and x in (x0, x0 + 8):
+            rest[x] = tile & 0x0F
+    return (rest[x0], rest[x0 + 8]) if len(rest) == 2 else None
 
 
 def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[tuple]:
@@ -141,6 +163,73 @@ def play(rom: str, level: int, speed: int, frames: int, seed: int) -> Iterator[t
             return  # the spawn area is filling: stop before the top-out
 
 
+P2_FIELD, WHO_WON, WHO_FAILED = 0x0500, 0x55, 0x61  # p2_field, whoWon, whoFailed
+
+
+def play_versus(
+    rom: str, levels: tuple[int, int], speeds: tuple[int, int], frames: int, seed: int
+) -> Iterator[tuple]:
+    """(picture RGB [240, 256, 3], previous picture, (Truth of p1, Truth of p2)) of the frames
+    of a two-player round (engine.ram.versus_menu_press to the options screen's Start; both
+    pads random, pad 1 without Start and Select). The truth is read as for one player, from
+    each player's field (``p1_field`` $0400, ``p2_field`` $0500: render_fieldRow_bothPlayers
+    [$8307] redraws one row of each per NMI), its falling pill's sprites and its next pill at
+    rest. The round is recorded until a player's spawn area fills or the round is decided
+    (whoWon $55 / whoFailed $61)."""
+    from engine.nes import Nes
+    from engine.ram import MODE_PLAY, versus_menu_press
+    from engine.ram import DrMarioRam as R
+
+    nes = Nes.open(rom)
+    ram = nes.ram
+    seen = False
+    while (f := nes.frames) < 6000:
+        m1, m2 = versus_menu_press(ram, levels, speeds) if f % 2 == 0 and f > 30 else (0, 0)
+        nes.step(m1 | m2 << 8, picture=False)
+        mode, demo = ram(R.MODE), ram(R.DEMO)
+        seen |= mode == 1 and not demo
+        if seen and mode == MODE_PLAY:
+            break
+    else:
+        raise RuntimeError(f"two-player levels {levels} speeds {speeds} not reached")
+    rng = np.random.default_rng([seed, *levels, *speeds])
+    history: list[list[bytes]] = [[], []]
+    prev = nes.step(0)
+    sent = [False, False]
+    hold, press = [0, 0], [0, 0]
+    for _ in range(frames):
+        fields = [nes.ram_block(a, 128).tobytes() for a in (R.FIELD, P2_FIELD)]
+        oam = nes.ram_block(R.SPRITES, 256)
+        for i in range(2):
+            history[i].append(fields[i])
+            if hold[i] == 0:
+                press[i] = int(rng.choice([0, 0, 0x01, 0x02, 0x80, 0x40, 0x04, 0x04]))
+                hold[i] = int(rng.integers(1, 6))
+            hold[i] -= 1
+        picture = nes.step(press[0] | press[1] << 8)
+        if ram(R.MODE) != MODE_PLAY or ram(WHO_WON) or ram(WHO_FAILED):
+            return
+        truths = []
+        for i in range(2):
+            falling = falling_from_oam(oam, VERSUS_BOTTLE_X[i], entries=4)
+            sent[i] = sent[i] or falling is not None
+            settled = len(history[i]) > SETTLE and all(h == fields[i] for h in history[i][-SETTLE:])
+            grid = np.frombuffer(fields[i], np.uint8).reshape(16, 8)
+            truths.append(
+                Truth(
+                    field=grid.copy() if settled else None,
+                    falling=falling,
+                    next_colors=versus_next_from_oam(oam, i),
+                    kind=KindLabel.GAMEPLAY if sent[i] else KindLabel.LEVEL_INTRO,
+                )
+            )
+        yield picture, prev, tuple(truths)
+        prev = picture
+        for i in range(2):
+            if (np.frombuffer(fields[i], np.uint8).reshape(16, 8)[:2, 3:5] != 0xFF).any():
+                return
+
+
 def score(truths: list[Truth], obs: list[Observation]) -> dict[str, Any]:
     cells = cells_ok = boards = boards_ok = falling = falling_ok = nxt = nxt_ok = 0
     kinds_ok = 0
@@ -191,18 +280,45 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profiles", default=",".join(builtin_profiles()), help="profiles")
     p.add_argument("--seed", type=int, default=3, help="player seed (3)")
     p.add_argument("--out", type=Path, help="write the JSON here too")
+    p.add_argument(
+        "--versus",
+        action="store_true",
+        help="the two-player screen: rounds at --versus-levels, each bottle read through its "
+        "own crop (BoardReader.read_versus), both players' frames scored together",
+    )
+    p.add_argument(
+        "--versus-levels",
+        default="0:4,8:12,16:20,10:10",
+        help='two-player levels "P1:P2,..." (0:4,8:12,16:20,10:10), each at every speed of '
+        "--speeds for p1 and the next one for p2",
+    )
     args = p.parse_args(argv)
+    from perception.layout import VERSUS_VIEW_X
     from perception.reader import BoardReader
     from perception.store import choose_model, rom_crc32
 
     crc = rom_crc32(args.rom, verify_crc=False)
-    frames = []
-    for lv in (int(v) for v in args.levels.split(",")):
-        for sp in (int(v) for v in args.speeds.split(",")):
-            for k, item in enumerate(play(args.rom, lv, sp, args.frames, args.seed)):
-                if k % args.every == 0:
-                    frames.append(item)
-    print(f"{len(frames)} real frames", file=sys.stderr)
+    frames: list[tuple] = []
+    speeds = [int(v) for v in args.speeds.split(",")]
+    if args.versus:
+        for pair in args.versus_levels.split(","):
+            l1, l2 = (int(v) for v in pair.split(":"))
+            for sp in speeds:
+                rounds = play_versus(args.rom, (l1, l2), (sp, (sp + 1) % 3), args.frames, args.seed)
+                for k, (pic, prev, truths) in enumerate(rounds):
+                    if k % args.every == 0:
+                        for i in range(2):
+                            frames.append((pic, prev, truths[i], VERSUS_VIEW_X[i]))
+        print(f"{len(frames)} bottles of {len(frames) // 2} real frames", file=sys.stderr)
+    else:
+        for lv in (int(v) for v in args.levels.split(",")):
+            for sp in speeds:
+                for k, (pic, prev, truth) in enumerate(
+                    play(args.rom, lv, sp, args.frames, args.seed)
+                ):
+                    if k % args.every == 0:
+                        frames.append((pic, prev, truth, None))
+        print(f"{len(frames)} real frames", file=sys.stderr)
     results: dict[str, Any] = {}
     for name in args.profiles.split(","):
         profile = Profile.load(name).replace(rom_crc32=crc)
@@ -212,8 +328,12 @@ def main(argv: list[str] | None = None) -> int:
         obs: list[Observation] = []
         for i in range(0, len(frames), 16):
             chunk = frames[i : i + 16]
-            obs += reader.read_batch([forward(profile, pic, prev, noise) for pic, prev, _ in chunk])
-        results[name] = score([t for _, _, t in frames], obs)
+            captured = [forward(profile, pic, prev, noise) for pic, prev, _, _ in chunk]
+            if args.versus:
+                obs += reader.read_views(captured, [x for _, _, _, x in chunk])
+            else:
+                obs += reader.read_batch(captured)
+        results[name] = score([t for _, _, t, _ in frames], obs)
         results[name]["model"] = str(choice.path)
         print(name, json.dumps(results[name]), file=sys.stderr)
     text = json.dumps(results, indent=1)

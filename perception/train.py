@@ -64,8 +64,10 @@ class SampleStream(IterableDataset):
         shapes: bool = True,
         targets: Sequence[Profile] = (),
         target_rate: float = 0.0,
+        versus_rate: float = 0.0,
     ) -> None:
         self.verify_crc = verify_crc
+        self.versus_rate = versus_rate
         self.shapes = shapes
         self.targets = list(targets)
         self.target_rate = target_rate
@@ -89,6 +91,7 @@ class SampleStream(IterableDataset):
             shapes=self.shapes,
             targets=self.targets,
             target_rate=self.target_rate,
+            versus_rate=self.versus_rate,
         )
         pool: list[tuple[np.ndarray, Labels]] = []
         uses: list[int] = []
@@ -294,6 +297,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         shapes,
         targets,
         getattr(args, "target_rate", 0.0),
+        getattr(args, "versus_rate", 0.0),
     )
     loader = DataLoader(
         stream,
@@ -446,6 +450,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="share of the samples through --target-profiles (0: random chains only)",
     )
     p.add_argument(
+        "--versus-rate",
+        type=float,
+        default=0.0,
+        help="share of the samples that are a bottle of the two-player screen (0; "
+        "perception.data.VersusStream)",
+    )
+    p.add_argument(
+        "--versus-frames",
+        type=int,
+        default=0,
+        help="held-out two-player frames per shipped profile, one more goal group (0: none)",
+    )
+    p.add_argument(
         "--init",
         type=Path,
         help="fine-tune this exported board model (ONNX) instead of starting from scratch "
@@ -464,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps < 1 or args.batch < 1:
         raise SystemExit("--steps and --batch must be at least 1")
+    if not 0.0 <= args.versus_rate <= 1.0 or args.versus_frames < 0:
+        raise SystemExit("--versus-rate must be within 0..1 and --versus-frames at least 0")
     if args.rom and not os.path.exists(args.rom):
         raise SystemExit(f"--rom: no such file {args.rom}")
     result = train(args)
@@ -485,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         random_profiles=args.eval_random,
         rom=args.rom,
         verify_crc=not args.no_crc,
+        versus_frames=args.versus_frames,
     )
     meta = {
         "command": "python -m perception.train " + " ".join(sys.argv[1:] if argv is None else argv),

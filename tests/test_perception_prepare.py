@@ -72,7 +72,7 @@ def test_prepare_builds_validates_stores_and_hil_run_uses_it(
     argv = [
         "--rom", rom, "--no-crc", "--profile", rig, "--steps", "6",
         "--batch", "4", "--workers", "0", "--eval-frames", "6", "--random-chains", "2",
-        "--random-frames", "4", "--quiet",
+        "--random-frames", "4", "--versus-frames", "4", "--quiet",
     ]  # fmt: skip
     code = prep.main([str(a) for a in [*argv, "--install-anyway"]])
     assert code in (0, 1)  # 1: a 6-step model misses the goals, and says so
@@ -97,6 +97,8 @@ def test_prepare_builds_validates_stores_and_hil_run_uses_it(
     groups = report["summary"]["goal_groups"]
     assert "hdmi_1080p_bilinear" in groups and "rig:rig" in groups
     assert "2 random chains (pooled)" in groups
+    assert "two players (6 profiles pooled)" in groups  # the shipped ones and the rig's
+    assert report["meta"]["versus_rate"] == 0.2
     assert report["summary"]["goals_met"] == (code == 0)
     assert "## Goals" in (data / "models" / crc / "board.report.md").read_text()
     assert Profile.load(rig).rom_crc32 == crc  # hil run finds the model from the profile
@@ -182,6 +184,8 @@ def test_prepare_refuses_in_one_line(made_up_rom, tmp_path, monkeypatch, capsys)
     assert "no such file" in capsys.readouterr().err
     assert prep.main(["--rom", str(tmp_path)]) == 2
     assert "is a directory, not a ROM file" in capsys.readouterr().err
+    assert prep.main(["--rom", str(rom), "--no-crc", "--versus-rate", "1.5"]) == 2
+    assert "--versus-rate must be within 0..1" in capsys.readouterr().err
     real = prep.importlib.util.find_spec
     monkeypatch.setattr(
         prep.importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a)
