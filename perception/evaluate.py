@@ -46,7 +46,7 @@ from perception.data import (  # noqa: F401 - EVAL_SEED, held_out_profiles: name
     capture_full,
     held_out_profiles,
 )
-from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, KindLabel
+from perception.layout import CLASS_TO_CODE, CODE_TO_CLASS, VERSUS_VIEW_X, KindLabel
 from perception.observation import Observation, canonical_pill
 from perception.reader import DEFAULT_MODEL, BoardReader
 
@@ -235,7 +235,13 @@ def evaluate_profile(
     while len(shown) < frames:
         batch = [next(stream) for _ in range(min(BATCH, frames - len(shown)))]
         captured = [capture_full(reader.profile, s, noise) for s in batch]
-        observations += reader.read_views(captured, [s.view_x for s in batch])
+        if versus:  # as hil run reads it: both bottles, the pause from player 1's crop
+            observations += [
+                reader.read_versus(c)[VERSUS_VIEW_X.index(s.view_x)]
+                for c, s in zip(captured, batch, strict=True)
+            ]
+        else:
+            observations += reader.read_batch(captured)
         shown += batch
     result = score(shown, observations)
     result["seconds"] = time.perf_counter() - start
@@ -459,6 +465,12 @@ def main(argv: list[str] | None = None) -> int:
         "--random-frames", type=int, help="frames per random profile (default: --frames)"
     )
     p.add_argument("--rom", help="draw the frames with this ROM's tiles")
+    p.add_argument(
+        "--versus-frames",
+        type=int,
+        default=0,
+        help="two-player frames per shipped profile, one more goal group (0: none)",
+    )
     p.add_argument("--report", type=Path, help="write the report here (.json and .md)")
     p.add_argument(
         "--keep-meta",
@@ -475,7 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m perception.evaluate " + " ".join(sys.argv[1:] if argv is None else argv)
     meta["evaluation_command"] = command
     evaluation = evaluate(
-        args.model, args.frames, args.random_profiles, args.rom, random_frames=args.random_frames
+        args.model,
+        args.frames,
+        args.random_profiles,
+        args.rom,
+        random_frames=args.random_frames,
+        versus_frames=args.versus_frames,
     )
     print(markdown(evaluation, meta))
     if args.report:

@@ -13,6 +13,7 @@ out), :meth:`postprocess` decodes them (perception.decode). No torch at run time
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from functools import cache, partial
 from pathlib import Path
@@ -21,6 +22,7 @@ import numpy as np
 
 from calibration import Profile
 from calibration.forward import check_captured
+from engine import ScreenKind
 from perception.decode import decode
 from perception.layout import CROP_H, CROP_W, VERSUS_VIEW_X, VIEW_X
 from perception.observation import Observation
@@ -129,9 +131,13 @@ class BoardReader:
         """A captured frame of the two-player screen (BGR uint8 [height, width, 3]) -> the
         Observations of player 1's and player 2's bottle (perception.layout.VERSUS_VIEW_X),
         read in one inference call. Their ``kind`` is the screen's; the one-player panel
-        (LEVEL box, the next pill's flight) is not read. Raises ValueError as :meth:`preprocess`.
-        """
+        (LEVEL box, the next pill's flight) is not read. The pause is read from player 1's
+        crop for both: its PAUSE text at ($70, $77) (checkPauseReset [$979E]) is in that crop
+        only, and player 2's shows a black screen, which cannot be told from other black
+        screens. Raises ValueError as :meth:`preprocess`."""
         p1, p2 = self.read_views([frame, frame], list(VERSUS_VIEW_X))
+        if p1.kind == ScreenKind.PAUSED:
+            p2 = dataclasses.replace(p2, kind=ScreenKind.PAUSED, kind_confidence=p1.kind_confidence)
         return p1, p2
 
     def read_views(self, frames: Sequence[np.ndarray], view_xs: Sequence[int]) -> list[Observation]:
