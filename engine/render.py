@@ -380,6 +380,13 @@ class VersusFacts:
     crowns: tuple[int, int]
     virus_frame: int
 
+    def player(self, index: int) -> ScreenFacts:
+        """Player ``index``'s (0, 1) bottle as one-player facts: the screen's kind, its bottle,
+        falling and next pill, the virus frame. During play they equal ``screen_facts`` of
+        ``Versus.player(index).game()`` (its nbPlayers-2 Game; a test checks it)."""
+        p = self.players[index]
+        return ScreenFacts(self.kind, p.bottle, p.falling, p.next, self.virus_frame)
+
 
 def _pill_facts(d: dict[str, Any]) -> tuple[FallingPill | None, NextPill | None]:
     falling, nxt = d["falling"], d["next"]

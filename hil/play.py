@@ -61,6 +61,21 @@ class RunError(ValueError):
     """The run cannot start (the message says why, in the command line's words)."""
 
 
+VERSUS_OPPONENTS = ("idle", "random", "greedy", "onnx")
+
+
+@dataclass
+class VersusRequest:
+    """A two-player run: player 1's level 0..20, speed and player (``p1``: one of
+    VERSUS_OPPONENTS, a placement policy of policy.versus played by the simulated console),
+    and the matches to play (first to 3 rounds won)."""
+
+    level1: int
+    speed1: int
+    p1: str = "greedy"
+    matches: int = 1
+
+
 @dataclass
 class RunRequest:
     """What ``hil run`` plays and how (docs/RUN.md; hil.cli builds it from checked options).
@@ -97,6 +112,9 @@ class RunRequest:
     port: str | None = None
     capture: str | None = None
     latency_frames: float | None = None
+    # Two players (``hil run --versus``): the bot is player 2 at ``levels[0]``; the opponent
+    # (player 1) plays ``versus.p1`` at ``versus.level1`` / ``versus.speed1``.
+    versus: VersusRequest | None = None
     # RunSettings fields the command line does not set (tests, benchmarks)
     tuning: dict[str, Any] = field(default_factory=dict)
 
@@ -117,6 +135,8 @@ class RunRequest:
             raise RunError("--firmware runs in lockstep only: add --fast")
         if self.reader == "oracle" and self.console == "rig":
             raise RunError("--reader oracle reads a console's ground truth: sim and --emu only")
+        if self.versus is not None:
+            self._check_versus(self.versus)
         for f in self.faults:
             if f.kind not in CONSOLE_FAULTS[self.console]:
                 takes = ", ".join(sorted(CONSOLE_FAULTS[self.console])) or "none"
@@ -126,6 +146,26 @@ class RunRequest:
                 )
             if f.kind in REALTIME_FAULTS and self.lockstep:
                 raise RunError(f"--fault {f.kind} needs real time: leave out --fast")
+
+    def _check_versus(self, vs: VersusRequest) -> None:
+        if self.console != "sim":
+            raise RunError(
+                "--versus plays the simulated console for now; the emulator and the rig "
+                "are not built yet (docs/VERSUS.md)"
+            )
+        if self.firmware is not None:
+            raise RunError("--versus runs the firmware's C core (both ports); leave out --firmware")
+        if self.faults:
+            raise RunError("--fault is for one-player runs")
+        lp = self.levels[0]
+        if any((p.level, p.speed) != (lp.level, lp.speed) for p in self.levels):
+            raise RunError("--versus plays one level and speed (player 2's): give --level, --speed")
+        if not 0 <= lp.level <= 20 or not 0 <= vs.level1 <= 20:
+            raise RunError("two-player levels are 0..20 (the options screen)")
+        if vs.p1 not in VERSUS_OPPONENTS:
+            raise RunError(f"--p1 must be one of {', '.join(VERSUS_OPPONENTS)}")
+        if not 1 <= vs.matches <= 1000:
+            raise RunError(f"--matches must be 1..1000, got {vs.matches}")
 
     @property
     def oracle_note(self) -> str | None:
@@ -165,8 +205,37 @@ def _firmware(req: RunRequest) -> Any:
         raise RunError(str(e)) from None
 
 
+def _open_sim_versus(req: RunRequest) -> Opened:
+    from hil.consoles.sim_versus import Opponent, SimVersusConsole, VersusSetup
+    from policy.versus import Config, Match, make_player
+
+    vs = req.versus
+    assert vs is not None
+    lp = req.levels[0]
+    setup = VersusSetup(vs.level1, vs.speed1, lp.level, lp.speed, tuple(req.seeds))
+    policy = None
+    if vs.p1 != "idle":
+        match = Match(vs.level1, vs.speed1, lp.level, lp.speed, req.seeds[0], 0)
+        policy = make_player(vs.p1, 5, Config(vs.p1, "onnx"), match, 0)
+    build = functools.partial(
+        SimVersusConsole,
+        setup,
+        req.profile,
+        opponent=Opponent(policy),
+        realtime=not req.lockstep,
+        capture_seed=req.capture_seed,
+        console_seed=req.console_seed,
+        max_frames=req.max_frames + 600,
+    )
+    console = _console_here(build, req) if req.lockstep else _console_process(build, req, "sim")
+    return Opened(console, None, req.profile)
+
+
 def _open_sim(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
     from hil.consoles.sim import Fault, SimConsole, SimLevel
+
+    if req.versus is not None:
+        return _open_sim_versus(req)
 
     levels = [
         SimLevel(lp.level, lp.speed, req.seeds[i % len(req.seeds)])
@@ -418,7 +487,9 @@ def run(
             policy = make_policy(policy_kind)
         except ValueError as e:
             raise RunError(str(e)) from None
-        reader = make_reader(reader_kind, opened.profile, req.model)
+        reader = make_reader(
+            reader_kind, opened.profile, req.model, player=2 if req.versus is not None else 1
+        )
         model_line = getattr(reader, "model_line", None)  # the ONNX reader names its model
         if model_line:
             say(f"hil run: {model_line}")
@@ -429,6 +500,8 @@ def run(
             max_frames=req.max_frames,
             ponder=req.ponder,
             stop_on_top_out=req.console == "rig",  # a rig's console cannot be reset
+            opponent=None if req.versus is None else (req.versus.level1, req.versus.speed1),
+            matches=1 if req.versus is None else req.versus.matches,
             **req.tuning,
         )
         summary = play(

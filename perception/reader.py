@@ -150,7 +150,7 @@ class BoardReader:
             return []
         crops = np.stack(
             [
-                self._sampler(x)(check_captured(self.profile, f))
+                self.sampler_at(x)(check_captured(self.profile, f))
                 for f, x in zip(frames, view_xs, strict=True)
             ]
         )
@@ -160,7 +160,8 @@ class BoardReader:
             for i in range(len(frames))
         ]
 
-    def _sampler(self, view_x: int) -> CropSampler:
+    def sampler_at(self, view_x: int) -> CropSampler:
+        """The crop sampler at ``view_x`` (NES x of the crop's left edge), built once."""
         if view_x not in self._samplers:
             self._samplers[view_x] = CropSampler(self.profile, view_x=view_x)
         return self._samplers[view_x]

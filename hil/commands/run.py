@@ -11,7 +11,7 @@ from hil.commands import common
 
 if TYPE_CHECKING:
     from hil.loop.levels import LevelPlan
-    from hil.play import RunRequest
+    from hil.play import RunRequest, VersusRequest
 
 
 def add_parser(sub: Any) -> None:
@@ -163,7 +163,40 @@ def _add_play_args(run: argparse.ArgumentParser) -> None:
         help="rig: capture latency in console frames (calibrated; default the profile's)",
     )
     run.add_argument("--model", type=parse.in_file, help=common.MODEL_HELP)
+    _add_versus_args(run)
     run.set_defaults(func=_cmd_run)
+
+
+def _add_versus_args(run: argparse.ArgumentParser) -> None:
+    from hil import args as parse
+    from hil.play import VERSUS_OPPONENTS
+
+    run.add_argument(
+        "--versus",
+        action="store_true",
+        help="two players: the bot is player 2 (controller port 2) at --level/--speed; "
+        "simulated console only for now (docs/VERSUS.md)",
+    )
+    run.add_argument(
+        "--p1",
+        choices=list(VERSUS_OPPONENTS),
+        default="greedy",
+        help="--versus: player 1, played by the simulated console (greedy)",
+    )
+    run.add_argument(
+        "--p1-level",
+        type=parse.integer(0, 20),
+        help="--versus: player 1's level 0..20 (default --level)",
+    )
+    run.add_argument(
+        "--p1-speed", type=int, choices=[0, 1, 2], help="--versus: player 1's speed (--speed)"
+    )
+    run.add_argument(
+        "--matches",
+        type=parse.integer(1, 1000),
+        default=1,
+        help="--versus: matches to play, first to 3 rounds won (1)",
+    )
 
 
 def _levels(args: argparse.Namespace) -> list[LevelPlan]:
@@ -206,6 +239,32 @@ def _console_kind(args: argparse.Namespace) -> str:
     return console
 
 
+def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest | None:
+    """--versus and its options (SystemExit: one line, for one given without it)."""
+    from hil.play import VersusRequest
+
+    given = [
+        f
+        for f, v in (("--p1-level", args.p1_level), ("--p1-speed", args.p1_speed))
+        if v is not None
+    ]
+    if args.matches != 1:
+        given.append("--matches")
+    if not args.versus:
+        if given:
+            raise SystemExit(f"hil run: {given[0]} is for --versus")
+        return None
+    if args.levels or args.max_levels is not None:
+        raise SystemExit("hil run: --versus plays one level: give --level and --speed")
+    lp = levels[0]
+    return VersusRequest(
+        level1=lp.level if args.p1_level is None else args.p1_level,
+        speed1=lp.speed if args.p1_speed is None else args.p1_speed,
+        p1=args.p1,
+        matches=args.matches,
+    )
+
+
 def _check_outputs_and_port(args: argparse.Namespace) -> None:
     """--log and --record writable, --port a serial device; SystemExit (one line) if not."""
     if args.log:
@@ -236,6 +295,14 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
 
     console = _console_kind(args)
     levels = _levels(args)
+    versus = _versus(args, levels)
+    if versus is not None:
+        if console != "sim":
+            raise SystemExit(
+                "hil run: --versus plays the simulated console for now; the emulator and "
+                "the rig are not built yet (docs/VERSUS.md)"
+            )
+        levels = levels[:1] * (5 * args.matches)  # each round is a level: at most 5 a match
     _check_outputs_and_port(args)
     rom = None
     if args.emu is not None:
@@ -284,6 +351,7 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
         port=args.port,
         capture=args.capture,
         latency_frames=args.latency_frames,
+        versus=versus,
     )
     try:
         request.check()
@@ -413,6 +481,8 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     (``link_fatal``: another protocol version)."""
     import json
 
+    if "versus" in summary:
+        return _print_versus_summary(summary, stopped, tail)
     asked = summary.get("levels_asked", summary["levels_played"])
     unplayed = max(0, asked - summary["levels_played"])
     print(
@@ -433,3 +503,29 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
         return 2  # the controller cannot work (another protocol version): retrying won't mend
 
     return 0 if summary["levels_cleared"] == asked > 0 else 1
+
+
+def _print_versus_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
+    """``hil run --versus``'s end: matches and rounds on stderr, the summary as JSON on stdout;
+    exit status 0 every match asked for was played to its end (won or lost), 1 otherwise, 2 as
+    for one player (a round that could not start, a controller that cannot work)."""
+    import json
+
+    vs = summary["versus"]
+    print(
+        f"hil run: {stopped}{vs['matches']}/{vs['matches_asked']} matches played "
+        f"({vs['matches_won']} won), rounds {vs['rounds_won']}-{vs['rounds_lost']} of "
+        f"{vs['rounds']}, {vs['attacks_seen']} attacks received, "
+        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"{summary['late_schedules']} late schedules, {summary['underruns']} underruns, "
+        f"{summary['missed_decisions']} missed decisions, peak RSS {summary['peak_rss_mb']} MB"
+        + tail,
+        file=sys.stderr,
+    )
+    print(json.dumps(summary, indent=1))
+    if summary.get("cannot_start"):
+        return 2
+    if summary.get("link_fatal"):
+        print(f"hil run: {summary['link_fatal']}", file=sys.stderr)
+        return 2
+    return 0 if vs["matches"] >= vs["matches_asked"] else 1

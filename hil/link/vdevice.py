@@ -169,6 +169,15 @@ class VirtualDevice:
             self._flush(console=True)
         return mask
 
+    def read_ports(self, t_us: int) -> tuple[int, int]:
+        """:meth:`read` for both controller ports: ``(port 1 mask, port 2 mask)`` of one
+        latch at ``t_us`` (the console latches both at once)."""
+        with self._lock:
+            self._poll(t_us)
+            masks = self._latch_ports(t_us)
+            self._flush(console=True)
+        return masks
+
     def advance(self, t_us: int) -> None:
         """Moves the device clock to ``t_us`` without a latch (closes windows, watchdog)."""
         with self._lock:

@@ -130,7 +130,8 @@ class Alignment:
                 if lv.votes is None:
                     lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
                     lv.next0 = obs.next_colors
-                    lv.base_prior = _first_full(lv, min(target, obs.virus_count), frames) + 1
+                    first = _first_full(lv, min(target, obs.virus_count), frames)
+                    lv.base_prior = first + 1 + lv.intro_lead
                 # The board is voted over board_frames pictures (the sum of confidence per cell
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
@@ -193,11 +194,13 @@ class Alignment:
                 e = g - b
                 if e < 0:
                     # The last virus is drawn by the NMI of the frame before State 0's picture:
-                    # frame b - 1 shows the whole board, every earlier frame a partial one.
+                    # frame b - 1 shows the whole board, every earlier frame a partial one (two
+                    # players: the bottle is whole intro_lead frames earlier, while the
+                    # opponent's is still drawn).
                     informative = True
                     if whole is None:
                         whole = obs.kind == ScreenKind.LEVEL and same_board(obs, lv.board)
-                    ok |= whole if e == -1 else not whole
+                    ok |= whole if e >= -1 - lv.intro_lead else not whole
                 elif e < len(table):
                     informative = True
                     key = (id(table[e]), e < lv.table_throw[c])
@@ -285,9 +288,16 @@ def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
 
 
 def _make_state0(lv: TrackedLevel, fc0: int) -> engine.Game:
-    """The level's state 0 from its voted board and preview, frameCounter ``fc0``."""
+    """The level's state 0 from its voted board and preview, frameCounter ``fc0`` (two
+    players: player 2's nbPlayers-2 Game, engine.attack)."""
     assert lv.board is not None
-    g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
+    if lv.opponent is None:
+        g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
+    else:
+        seed = _usable_seed(max(lv.level, lv.opponent[0]))
+        v = engine.Versus(*lv.opponent, lv.level, lv.speed, seed, frame_counter=0)
+        g = v.p2.game()
+        g.frame_counter[...] = fc0
     field = lv.board.reshape(-1)
     g.field[:] = field
     g.shown[:] = field

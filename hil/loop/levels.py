@@ -22,6 +22,9 @@ from hil.loop.tracker import LevelState, Tracker
 
 # Levels played again, in a run, after the console left them (a RESET).
 MAX_RETRIES = 10
+# Two players: frames after a round's end before whose it was is read off the bottle (the
+# NMI redraws one row a frame: 16 frames show the whole field).
+ROUND_SETTLE_FRAMES = 20
 
 
 @dataclass
@@ -48,8 +51,12 @@ class Levels:
         start_wait_frames: int = 30,
         stop_on_top_out: bool = False,
         costs: Callable[[], dict[str, Any]] | None = None,
+        matches: int | None = None,
     ) -> None:
         self.plans = list(plans)
+        # Two players: each level is a round; the run ends after this many matches.
+        self.matches = matches
+        self.versus = VersusScore()
         # The run's cumulative counters (the runtime's: late schedules, underruns, stalls,
         # ...); each level's record gets what they grew by while it was played.
         self.costs = costs or (lambda: {})
@@ -72,6 +79,16 @@ class Levels:
         state = tracker.state
         if state == LevelState.ENDED and self.ended_at_frame is None:
             self.ended_at_frame = now_frame
+            if self.matches is None:
+                self._record_end(tracker)
+        if (
+            self.matches is not None
+            and state == LevelState.ENDED
+            and self.ended_at_frame is not None
+            and len(self.results) <= self.index
+            and now_frame - self.ended_at_frame >= ROUND_SETTLE_FRAMES
+        ):
+            # two players: whose bottle ended the round is read once the bottles are redrawn
             self._record_end(tracker)
         waiting = state == LevelState.IDLE or (
             state == LevelState.ENDED
@@ -125,9 +142,15 @@ class Levels:
             "pills": lv.decided_spawn,
             **self._count(tracker),
         }
+        if self.matches is not None:
+            rec["round"] = self.versus.add(round_result(tracker), self.matches)
+            if self.versus.matches_done >= self.matches:
+                self.done = True
         self.results.append(rec)
         self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
-        if result == "top_out" and self.stop_on_top_out:
+        if self.matches is not None:
+            pass  # a round lost by a top-out is played on: the match goes on
+        elif result == "top_out" and self.stop_on_top_out:
             self.done = True
         if result == "left" and self.retries < MAX_RETRIES:
             # The console left the level (its RESET): the same level is played again.
@@ -168,6 +191,67 @@ class Levels:
         rec.update(self._count(tracker))
         self.results.append(rec)
         self.log.write("level_end", **rec)
+
+
+def round_result(tracker: Tracker) -> str:
+    """How a two-player round ended for the bot, from the bot's bottle as the tracker last saw
+    it (ROUND_SETTLE_FRAMES after the end, the rows redrawn): "won_clear" (its bottle holds no
+    virus), "lost_clear" (the opponent cleared first), "lost_top_out" (its rows 8-15 emptied:
+    emptyLowerFieldOnLose_2P [$96D0] empties the loser's lower half the frame after the
+    top-out), "won_top_out" (the opponent's were), or "unknown". The picture's kind says that
+    the round ended (STAGE_CLEAR, TOP_OUT: hil.loop.tracker), not whose bottle ended it."""
+    lv = tracker.lv
+    seen = None if lv is None else lv.last_seen
+    if lv is None or seen is None or lv.result not in ("stage_clear", "top_out"):
+        return "unknown"
+    if lv.result == "stage_clear":
+        return "won_clear" if seen.virus_count == 0 else "lost_clear"
+    emptied = bool((seen.field[8:] == 0xFF).all())
+    return "lost_top_out" if emptied else "won_top_out"
+
+
+class VersusScore:
+    """Rounds and matches of a two-player run, counted from the rounds' results: a match is
+    won by the first to 3 rounds won (playerLoses_endScreen [$959A]); a draw or an unknown
+    round counts for neither."""
+
+    def __init__(self) -> None:
+        self.rounds: dict[str, int] = {}
+        self.victories = [0, 0]  # (the bot, the opponent) in the match in play
+        self.matches_done = 0
+        self.matches_won = 0
+
+    def add(self, result: str, matches: int) -> dict[str, Any]:
+        """One round's ``result`` (:func:`round_result`); returns the round's record."""
+        self.rounds[result] = self.rounds.get(result, 0) + 1
+        if result.startswith("won"):
+            self.victories[0] += 1
+        elif result.startswith("lost"):
+            self.victories[1] += 1
+        rec = {
+            "result": result,
+            "match": self.matches_done + 1,
+            "victories": list(self.victories),
+        }
+        if 3 in self.victories:
+            self.matches_done += 1
+            self.matches_won += int(self.victories[0] == 3)
+            self.victories = [0, 0]
+        return rec
+
+    def summary(self) -> dict[str, Any]:
+        played = sum(self.rounds.values())
+        won = sum(v for k, v in self.rounds.items() if k.startswith("won"))
+        return {
+            "rounds": played,
+            "rounds_won": won,
+            "rounds_lost": sum(v for k, v in self.rounds.items() if k.startswith("lost")),
+            "round_results": dict(sorted(self.rounds.items())),
+            "matches": self.matches_done,
+            "matches_won": self.matches_won,
+            "matches_lost": self.matches_done - self.matches_won,
+            "victories_in_play": list(self.victories),
+        }
 
 
 def rss_mb() -> float | None:

@@ -142,7 +142,8 @@ class OnnxReader:
 
     name = "onnx"
 
-    def __init__(self, profile: Any, model: Any = None) -> None:
+    def __init__(self, profile: Any, model: Any = None, player: int = 1) -> None:
+        from perception.layout import VERSUS_VIEW_X
         from perception.reader import BoardReader
         from perception.store import choose_model
 
@@ -153,6 +154,12 @@ class OnnxReader:
         self.model_line = choice.why
         self.path = choice.path
         self.net = BoardReader(profile, choice.path)
+        # player 2 of the two-player screen: its bottle's crop (perception.layout), one
+        # inference a frame. (Its pause reads as OTHER: the PAUSE text is in player 1's crop,
+        # BoardReader.read_versus.)
+        self.versus = player == 2
+        if self.versus:
+            self.net.sampler = self.net.sampler_at(VERSUS_VIEW_X[1])
         self.virus_anim = VirusAnimation()
         # The runtime clears this while the tracker has no use for the label (it is compared
         # while aligning a level): ~0.3 ms less per frame in play.
@@ -170,7 +177,7 @@ class OnnxReader:
 
         net = self.net
         crop = net.preprocess(frame.image)
-        obs = net.postprocess(net.infer(crop[None]), 0, crop)
+        obs = net.postprocess(net.infer(crop[None]), 0, None if self.versus else crop)
         if obs.kind != ScreenKind.LEVEL or not self.virus_label:
             return obs
         y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
@@ -182,10 +189,11 @@ class OnnxReader:
         return replace(obs, virus_frame=label)
 
 
-def make_reader(name: str, profile: Any = None, model: Any = None) -> Reader:
+def make_reader(name: str, profile: Any = None, model: Any = None, player: int = 1) -> Reader:
     """``oracle`` (the simulated console's ground truth; sim only) or ``onnx``
-    (:class:`OnnxReader`, once perception is installed). Raises ValueError otherwise, or for a
-    missing or bad model."""
+    (:class:`OnnxReader`, once perception is installed). ``player``: 1 the one-player screen,
+    2 player 2's bottle of the two-player screen (the oracle's truth is the bottle the console
+    plays). Raises ValueError otherwise, or for a missing or bad model."""
     if name == "oracle":
         return OracleReader()
     if name == "onnx":
@@ -196,5 +204,5 @@ def make_reader(name: str, profile: Any = None, model: Any = None) -> Reader:
                 f"the ONNX board reader is not installed in this checkout ({exc}); "
                 "the simulated console can use --reader oracle"
             ) from None
-        return OnnxReader(profile, model)
+        return OnnxReader(profile, model, player=player)
     raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")

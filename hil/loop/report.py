@@ -131,6 +131,11 @@ def summary(rt: Runtime) -> dict[str, Any]:
         "planner": getattr(rt.decision.planner, "name", "?"),
         "capture": rt.source.describe(),
     }
+    if rt.s.opponent is not None:
+        out["versus"] = rt.levels.versus.summary() | {
+            "matches_asked": rt.s.matches,
+            "attacks_seen": tr.attacks,
+        }
     out.update(rt.console.report())  # the console's own section: "sim", "emu", "rig"
     rt.log.write("summary", **out)
     return out

@@ -119,6 +119,11 @@ class RunSettings:
     stop_on_top_out: bool = False
     reconnect_timeout_s: float = 30.0
     frame_timeout_s: float = 2.0  # no captured frame for this long: the capture is lost
+    # Two players (hil run --versus): the opponent's (level, speed); the bot plays player 2 on
+    # controller port 2, each level of ``levels`` is a round, and the run ends after
+    # ``matches`` matches (first to 3 rounds won) or when the rounds run out.
+    opponent: tuple[int, int] | None = None
+    matches: int = 1
 
 
 REALTIME_SWITCH_INTERVAL_S = 0.001  # the interpreter's switch interval while in real time
@@ -192,7 +197,11 @@ class Runtime:
         workers, the tracker, the controller link, the statistics, the level flow."""
         period = 1e9 / 60.0988
         jitter_ns = (4.0 * settings.jitter_ms + 1.0) * 1e6
-        config = TrackerConfig(latency_ns=settings.latency_frames * period, jitter_ns=jitter_ns)
+        config = TrackerConfig(
+            latency_ns=settings.latency_frames * period,
+            jitter_ns=jitter_ns,
+            opponent=settings.opponent,
+        )
         self.clock = FrameClock(config.hz, config.window_us)
         self.schedule = Schedule()
         # Work no frame may wait for (pondering, the intro's tables): a thread in real time
@@ -215,6 +224,7 @@ class Runtime:
             self.say,
             timeout_s=LOCKSTEP_LINK_TIMEOUT_S if console.lockstep else 0.5,
             now_ns=console.now_ns,
+            nes_port=1 if settings.opponent is None else 2,
         )
         self.stats = Stats()
         self.feed_frames = (
@@ -228,6 +238,7 @@ class Runtime:
             start_wait_frames=settings.start_wait_frames,
             stop_on_top_out=settings.stop_on_top_out,
             costs=self.costs,
+            matches=settings.matches if settings.opponent is not None else None,
         )
 
     def _link_and_decision(

@@ -45,7 +45,11 @@ class TrackerConfig:
     pill's colours differ (a reader's misread cell or preview lasts a frame or two; a real
     difference stays, and neither moves the falling pill the inputs are planned for).
     left_frames: consecutive captures of a screen that is no level (ScreenKind.OTHER) after
-    which a level in play has ended, the console having left it (a RESET)."""
+    which a level in play has ended, the console having left it (a RESET). opponent: a
+    two-player round (hil run --versus): the level and speed of the other player; the tracked
+    bottle is then player 2's, its shadow state the nbPlayers-2 Game of engine.attack, and the
+    intro lasts as long as the bottle with more viruses takes to draw (levelIntro [$9CAB] adds
+    one virus a frame to each bottle that still needs one)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -61,6 +65,7 @@ class TrackerConfig:
     soft_mismatch_frames: int = 6
     left_frames: int = 30
     match: MatchConfig = field(default_factory=MatchConfig)
+    opponent: tuple[int, int] | None = None
 
 
 @dataclass
@@ -116,6 +121,12 @@ class TrackedLevel:
         # voted from pictures on which the reader missed a virus every time. Until they are
         # found, a virus read where the shadow has none may be the shadow's error.
         self.viruses_missing = 0
+        # Two players (TrackerConfig.opponent): the opponent's (level, speed), and the frames
+        # the intro goes on drawing the opponent's bottle after this one is whole.
+        self.opponent: tuple[int, int] | None = None
+        self.intro_lead = 0
+        # e -> (state e before the attack released there, spawns): Tracker._attack
+        self.releases: dict[int, tuple[engine.Game, int]] = {}
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes
         self.soft_only = False  # the current disagreeing run differs in board or next only
         self.left_run = 0  # consecutive captures of no level while it is played

@@ -30,12 +30,15 @@ keeps the level's state (LevelState), the counters and the shadow state.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import engine
 from engine import ScreenKind
+from engine.attack import attack_cells, receive_attack, released_attack
 from engine.constants import Phase
+from engine.constants import level_viruses as virus_target
 from engine.placement import pill_falling
 from hil.loop.alignment import Alignment
 from hil.loop.clock import FrameClock
@@ -52,6 +55,10 @@ from hil.loop.worker import Inline, Worker
 from perception.observation import (
     Observation,
 )
+
+# Two players: how far back from a disagreeing capture a release of an attack is looked for
+# (frames; the capture chain's latency and the mismatch run are a few).
+ATTACK_LOOKBACK = 40
 
 
 class Tracker:
@@ -85,6 +92,7 @@ class Tracker:
         self.lv: TrackedLevel | None = None
         self.desyncs = 0
         self.resyncs = 0
+        self.attacks = 0  # two players: attacks found on the tracked bottle (_attack)
         self.timing_slips = 0
         self.replan = False
         self.status_gaps = 0
@@ -140,6 +148,9 @@ class Tracker:
         retries, initData_level overrunning its frame) and on any console."""
         self.lv = TrackedLevel(level, speed, start_frame)
         self.lv.last_start = start_frame if last_start is None else max(start_frame, last_start)
+        if self.cfg.opponent is not None:
+            self.lv.opponent = self.cfg.opponent
+            self.lv.intro_lead = max(0, virus_target(self.cfg.opponent[0]) - virus_target(level))
         self.state = LevelState.ALIGNING
         self.levels_started += 1
         self.log(Event("level_expected", start_frame, {"level": level, "speed": speed}))
@@ -353,6 +364,11 @@ class Tracker:
                 break
             if not worst or len(diff) < len(worst):
                 worst, worst_pred = diff, pred
+        if match is None and self.cfg.opponent is not None:
+            attack = self._attack(frames, obs)
+            if attack is not None:
+                events.append(attack)
+                return events + self._tracking(frames, obs)
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
@@ -386,6 +402,65 @@ class Tracker:
                 )
             )
         return events
+
+    def _attack(self, frames: range, obs: Observation) -> Event | None:
+        """Two players: a capture the shadow does not explain may show an attack the opponent
+        released on the tracked bottle (engine.attack): at the newest step within
+        ATTACK_LOOKBACK frames where the shadow ran action_checkAttack, each attack (2, 3 or 4
+        halves, every colour) is applied and predicted to the capture's frames; the first that
+        explains it replaces the history from there (an ``attack`` Event), else None. Each
+        release is tried once per capture that disagrees."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        newest = frames.stop - 1 - lv.base
+        found = None
+        for e in range(newest, max(0, newest - ATTACK_LOOKBACK), -1):
+            if e in lv.releases:  # an attack found here before: its colours tried again
+                found = (e, *lv.releases[e])
+                break
+            before, after = self.state_at(e - 1), self.state_at(e)
+            if before is None or after is None:
+                break
+            if released_attack(int(before[0].next_action), after[0]):
+                found = (e, after[0].clone(), after[1])
+                break
+        if found is None:
+            return None
+        e, state, spawns = found
+        for size in (2, 3, 4):
+            cells = attack_cells(size, int(state.frame_counter))
+            for colors in itertools.product(range(3), repeat=len(cells)):
+                trial = state.clone()
+                receive_attack(trial, size, colors)
+                if self._explains(trial, e, frames, obs):
+                    # (colours the capture does not show yet are a guess: a later capture
+                    # that disagrees tries this release again)
+                    lv.releases[e] = (state, spawns)
+                    self.rebase(e, trial, spawns)
+                    self.attacks += 1
+                    return Event(
+                        "attack",
+                        lv.base + e,
+                        {"halves": size, "colors": list(colors), "columns": cells},
+                    )
+        return None
+
+    def _explains(self, state: engine.Game, e: int, frames: range, obs: Observation) -> bool:
+        """Whether ``state`` (state e of the level), stepped with the latched and scheduled
+        masks, shows ``obs`` in one of ``frames``."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        game = state.clone()
+        k = e
+        for g in frames:
+            while lv.base + k < g:
+                game.step(self.mask_of(lv.base + k))
+                k += 1
+            if lv.base + k == g and not mismatches(
+                predicted_observation(game), obs, self._track_match, False
+            ):
+                return True
+        return False
 
     def _learn_next(self, spawn: int, colors: tuple[int, int]) -> None:
         """The next pill's colours read after spawn ``spawn``: written into every state of that

@@ -1,0 +1,108 @@
+"""``hil run --versus``: the bot as player 2 on controller port 2 against a scripted player 1 on
+the simulated two-player console (hil.consoles.sim_versus), the loop's rounds and matches
+counted from what it sees, and the attacks it receives tracked (engine.attack)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import engine
+from hil.loop.levels import VersusScore
+
+
+def hil(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hil.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_short_match_is_played_to_its_end_and_counted_as_the_console_played_it():
+    """CI's short two-player match: level 0, the ground-truth reader, lockstep."""
+    run = hil(
+        "run", "--versus", "--fast", "--reader", "oracle", "--profile", "ideal_720p_nearest",
+        "--level", "0", "--speed", "1", "--p1", "greedy", "--frames", "20000", "--view", "none",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = json.loads(run.stdout)
+    vs, truth = s["versus"], s["sim"]["rounds"]
+    assert vs["matches"] == 1 and vs["rounds"] == len(truth) >= 3
+    assert s["desyncs"] == 0 and s["missed_decisions"] == 0 and s["underruns"] == 0
+    # every round's result as the loop read it is the console's: who won, and how
+    for rec, real in zip(s["levels"], truth, strict=True):
+        mine = rec["round"]["result"]
+        assert mine.startswith("won") == (real["winner"] == 2), (mine, real)
+        assert mine.endswith("clear") == (real["end"] == "clear"), (mine, real)
+    won = sum(r["winner"] == 2 for r in truth)
+    assert vs["rounds_won"] == won and (vs["matches_won"] == 1) == (won == 3)
+    assert "matches played" in run.stderr
+
+
+def test_attacks_on_the_bot_are_tracked_without_a_desync():
+    run = hil(
+        "run", "--versus", "--fast", "--reader", "oracle", "--profile", "ideal_720p_nearest",
+        "--level", "8", "--speed", "1", "--p1", "greedy", "--frames", "6000", "--view", "none",
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr[-2000:]  # the match is not over in 6000 frames
+    s = json.loads(run.stdout)
+    assert s["versus"]["attacks_seen"] >= 2
+    assert s["desyncs"] == 0 and s["missed_decisions"] == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--p1-level", "3"], "--p1-level is for --versus"),
+        (["--matches", "2"], "--matches is for --versus"),
+        (["--versus", "--levels", "1,2"], "--versus plays one level"),
+        (["--versus", "--level", "21"], "two-player levels are 0..20"),
+        (["--versus", "--fast", "--firmware"], "leave out --firmware"),
+    ],
+)
+def test_bad_versus_options_are_one_line_and_exit_2(argv, says):
+    run = hil("run", "--view", "none", *argv, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert says in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
+
+
+def test_versus_on_the_emulator_says_it_is_not_built(tmp_path):
+    rom = tmp_path / "x.nes"
+    rom.write_bytes(b"NES\x1a" + bytes(12) + bytes(16384 * 2 + 8192))
+    run = hil("run", "--versus", "--emu", str(rom), "--no-crc", "--view", "none", timeout=60)
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0
+    assert "--versus plays the simulated console for now" in run.stderr
+
+
+def test_matches_are_first_to_three_rounds():
+    score = VersusScore()
+    results = ["won_clear", "lost_top_out", "won_top_out", "lost_clear", "won_clear"]
+    records = [score.add(r, 2) for r in results]
+    assert records[-1]["victories"] == [3, 2] and score.matches_done == 1
+    assert score.matches_won == 1 and score.victories == [0, 0]
+    for r in ["lost_clear"] * 3:
+        score.add(r, 2)
+    s = score.summary()
+    assert s["matches"] == 2 and s["matches_won"] == 1 and s["matches_lost"] == 1
+    assert s["rounds"] == 8 and s["rounds_won"] == 3 and s["rounds_lost"] == 5
+    score.add("unknown", 2)  # counts for neither
+    assert score.victories == [0, 0]
+
+
+def test_player_facts_of_a_round_are_the_lone_players_screen_facts():
+    rng = np.random.default_rng(3)
+    v = engine.Versus(5, 1, 9, 2, 0x3131, 40)
+    for f in range(600):
+        v.step(0, int(rng.choice([0, 0, 1, 2, 4, 0x80])) if f % 2 == 0 else 0)
+        if int(v.phase) != int(engine.Phase.PLAYING) and f > 200:
+            break
+        facts = engine.versus_screen_facts(v).player(1)
+        alone = engine.screen_facts(v.player(1).game())
+        assert facts.kind == alone.kind and (facts.bottle == alone.bottle).all()
+        assert facts.falling == alone.falling and facts.next == alone.next
