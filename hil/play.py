@@ -469,6 +469,15 @@ def run(
     req.check()
     try:
         reader_kind = pick_reader(req.reader, sim=req.console in ORACLE_NOTE)
+        if req.versus is not None and req.reader == "auto" and req.model is None:
+            # the shipped board model has not learnt the two-player screen (docs/PERCEPTION.md
+            # "The two-player screen"): the simulated console's truth reads it
+            reader_kind = "oracle"
+            say(
+                "hil run: --versus reads with the simulated console's truth: the shipped board "
+                "model does not read the two-player screen yet (--reader onnx --model M for "
+                "one that does)"
+            )
         policy_kind = pick_policy(req.policy)
     except ValueError as e:
         raise RunError(str(e)) from None

@@ -105,4 +105,36 @@ def test_player_facts_of_a_round_are_the_lone_players_screen_facts():
         facts = engine.versus_screen_facts(v).player(1)
         alone = engine.screen_facts(v.player(1).game())
         assert facts.kind == alone.kind and (facts.bottle == alone.bottle).all()
-        assert facts.falling == alone.falling and facts.next == alone.next
+        pose = [
+            None if f is None else (f.x, f.y, f.rotation, tuple(f.colors))
+            for f in (facts.falling, alone.falling)
+        ]
+        assert pose[0] == pose[1]  # (the sprites' boxes are each screen's own)
+        nxt = [None if n is None else tuple(n.colors) for n in (facts.next, alone.next)]
+        assert nxt[0] == nxt[1]
+
+
+def _obs(kind, viruses=4, intro=False):
+    from perception.observation import Observation
+
+    field = np.full((16, 8), 0xFF, np.uint8)
+    field.reshape(-1)[-viruses:] = 0xD1 if viruses else 0xFF
+    return Observation(kind=kind, field=field, intro=intro)
+
+
+def test_the_screen_kind_of_a_two_player_picture_comes_from_both_bottles():
+    from hil.loop.observation import versus_kind
+
+    level, clear = engine.ScreenKind.LEVEL, engine.ScreenKind.STAGE_CLEAR
+    # player 1 cleared: player 2's crop shows a bottle in play, the round is over
+    assert versus_kind(_obs(level, 0), _obs(level, 5)).kind == clear
+    assert versus_kind(_obs(level, 3), _obs(level, 0)).kind == clear
+    assert versus_kind(_obs(level, 3), _obs(level, 5)).kind == level
+    assert versus_kind(_obs(level, 3), _obs(clear, 5)).kind == level  # a misread kind
+    # the intro draws the bottles from empty: not a clear
+    assert versus_kind(_obs(level, 0, intro=True), _obs(level, 0, intro=True)).kind == level
+    # the loser's sign is in the loser's crop; the pause's text in player 1's
+    top = engine.ScreenKind.TOP_OUT
+    assert versus_kind(_obs(top, 3), _obs(level, 5)).kind == top
+    paused = engine.ScreenKind.PAUSED
+    assert versus_kind(_obs(paused, 0), _obs(engine.ScreenKind.OTHER, 0)).kind == paused

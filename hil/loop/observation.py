@@ -154,16 +154,26 @@ class OnnxReader:
         self.model_line = choice.why
         self.path = choice.path
         self.net = BoardReader(profile, choice.path)
-        # player 2 of the two-player screen: its bottle's crop (perception.layout), one
-        # inference a frame. (Its pause reads as OTHER: the PAUSE text is in player 1's crop,
-        # BoardReader.read_versus.)
+        # player 2 of the two-player screen: both bottles' crops (perception.layout) in one
+        # inference a frame, player 2's Observation with the screen's kind (_versus)
         self.versus = player == 2
-        if self.versus:
-            self.net.sampler = self.net.sampler_at(VERSUS_VIEW_X[1])
+        self.views = [self.net.sampler_at(x) for x in VERSUS_VIEW_X]
         self.virus_anim = VirusAnimation()
         # The runtime clears this while the tracker has no use for the label (it is compared
         # while aligning a level): ~0.3 ms less per frame in play.
         self.virus_label = True
+
+    def _versus(self, image: Any) -> tuple[Observation, Any]:
+        """Both bottles of a two-player screen read in one inference: player 2's Observation
+        with the screen's kind (:func:`versus_kind`), and player 2's crop."""
+        from calibration.forward import check_captured
+
+        net = self.net
+        image = check_captured(net.profile, image)
+        crops = np.stack([view(image) for view in self.views])
+        out = net.infer(crops)
+        p1, p2 = (net.postprocess(out, i, None) for i in range(2))
+        return versus_kind(p1, p2), crops[1]
 
     def warm_up(self) -> None:
         """One inference on a black frame: onnxruntime's first run of a session takes far
@@ -176,8 +186,11 @@ class OnnxReader:
         from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
 
         net = self.net
-        crop = net.preprocess(frame.image)
-        obs = net.postprocess(net.infer(crop[None]), 0, None if self.versus else crop)
+        if self.versus:
+            obs, crop = self._versus(frame.image)
+        else:
+            crop = net.preprocess(frame.image)
+            obs = net.postprocess(net.infer(crop[None]), 0, crop)
         if obs.kind != ScreenKind.LEVEL or not self.virus_label:
             return obs
         y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
@@ -187,6 +200,26 @@ class OnnxReader:
         sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
         label = self.virus_anim(looks, sure)
         return replace(obs, virus_frame=label)
+
+
+def versus_kind(p1: Observation, p2: Observation) -> Observation:
+    """Player 2's Observation of a two-player screen with the screen's kind, from both bottles:
+    the pause from player 1's crop (its PAUSE text is there); a top-out when either crop reads
+    one (the loser's sign is drawn at its own bottle, updateSprites_2p_endGame [$887C]); a
+    stage clear when either bottle, in play, holds no virus (checkVirusLeft [$B269] ends the
+    round for both: the winner's bottle is the only sign of it in player 2's crop when player 1
+    cleared)."""
+    if p1.kind == ScreenKind.PAUSED:
+        return replace(p2, kind=ScreenKind.PAUSED, kind_confidence=p1.kind_confidence)
+    if ScreenKind.TOP_OUT in (p1.kind, p2.kind):
+        return replace(p2, kind=ScreenKind.TOP_OUT)
+    playing = [o for o in (p1, p2) if o.kind in (ScreenKind.LEVEL, ScreenKind.STAGE_CLEAR)]
+    if len(playing) == 2 and not (p1.intro or p2.intro):
+        if p1.virus_count == 0 or p2.virus_count == 0:
+            return replace(p2, kind=ScreenKind.STAGE_CLEAR, intro=False)
+        if p2.kind == ScreenKind.STAGE_CLEAR:
+            return replace(p2, kind=ScreenKind.LEVEL)
+    return p2
 
 
 def make_reader(name: str, profile: Any = None, model: Any = None, player: int = 1) -> Reader:
