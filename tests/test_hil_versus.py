@@ -25,12 +25,14 @@ def hil(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_short_match_is_played_to_its_end_and_counted_as_the_console_played_it():
-    """CI's short two-player match: level 0, the ground-truth reader, lockstep."""
+    """CI's short two-player match: level 0, lockstep, the ground-truth reader (the default
+    for --versus while the shipped model does not read the two-player screen: it says so)."""
     run = hil(
-        "run", "--versus", "--fast", "--reader", "oracle", "--profile", "ideal_720p_nearest",
+        "run", "--versus", "--fast", "--profile", "ideal_720p_nearest",
         "--level", "0", "--speed", "1", "--p1", "greedy", "--frames", "20000", "--view", "none",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+    assert "--versus reads with the simulated console's truth" in run.stderr
     s = json.loads(run.stdout)
     vs, truth = s["versus"], s["sim"]["rounds"]
     assert vs["matches"] == 1 and vs["rounds"] == len(truth) >= 3

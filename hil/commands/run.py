@@ -326,6 +326,8 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
             raise SystemExit(f"hil run: --emu {rom}: {e.strerror or e}") from None
     try:
         reader = pick_reader(args.reader, sim=console != "rig")
+        if versus is not None and args.reader == "auto" and args.model is None:
+            reader = "auto"  # hil.play.run: the console's truth (no shipped 2P model yet)
         policy = pick_policy(args.policy)
     except ValueError as e:
         raise SystemExit(f"hil run: {e}") from None

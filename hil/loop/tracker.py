@@ -350,7 +350,7 @@ class Tracker:
             out.append((g, predicted_observation(game), spawns, known))
         return out
 
-    def _tracking(self, frames: range, obs: Observation) -> list[Event]:
+    def _tracking(self, frames: range, obs: Observation, attack_tried: bool = False) -> list[Event]:
         lv = self.lv
         assert lv is not None and lv.base is not None
         events: list[Event] = []
@@ -364,11 +364,13 @@ class Tracker:
                 break
             if not worst or len(diff) < len(worst):
                 worst, worst_pred = diff, pred
-        if match is None and self.cfg.opponent is not None:
+        if match is None and self.cfg.opponent is not None and not attack_tried:
             attack = self._attack(frames, obs)
             if attack is not None:
+                # (once: an attack that explains the capture only up to the next pill's
+                # colours leaves a soft mismatch, counted as any other)
                 events.append(attack)
-                return events + self._tracking(frames, obs)
+                return events + self._tracking(frames, obs, attack_tried=True)
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
@@ -435,9 +437,9 @@ class Tracker:
                 if self._explains(trial, e, frames, obs):
                     # (colours the capture does not show yet are a guess: a later capture
                     # that disagrees tries this release again)
+                    self.attacks += int(e not in lv.releases)  # releases, not retries
                     lv.releases[e] = (state, spawns)
                     self.rebase(e, trial, spawns)
-                    self.attacks += 1
                     return Event(
                         "attack",
                         lv.base + e,
