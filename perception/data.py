@@ -672,9 +672,9 @@ def _over_pill(facts: engine.PlayerFacts) -> bool:
     return False
 
 
-class VersusStream:
+class VersusStream(GameStream):
     """Two-player rounds, endlessly: yields sampled pictures (:class:`Shown` with the player's
-    ``view_x``). Arguments as :class:`GameStream`'s.
+    ``view_x``). Arguments as :class:`GameStream`'s (``mark_alike`` unused).
 
     The samples: engine.Versus rounds rendered (engine.render_versus) and labelled from
     engine.versus_screen_facts, one player's crop at a time (perception.layout.VERSUS_VIEW_X:
@@ -691,28 +691,6 @@ class VersusStream:
     player's bottle as shown, its falling pill's sprites, its next pill at rest, and the
     screen's kind (LEVEL_INTRO until that player's first falling pill is drawn).
     """
-
-    def __init__(
-        self,
-        rng: np.random.Generator,
-        split: str,
-        tiles: engine.TileSet,
-        randomize_tiles: bool,
-        emit: float = 0.08,
-        hard: bool = True,
-        board_rate: float = 0.0,
-        shapes: bool = True,
-    ) -> None:
-        if split not in ("train", "eval"):
-            raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-        self.rng = rng
-        self.split = split
-        self.base_tiles = tiles
-        self.randomize_tiles = randomize_tiles
-        self.emit = emit
-        self.hard = hard
-        self.board_rate = board_rate
-        self.shapes = shapes
 
     def _new_match(self) -> engine.Versus:
         rng = self.rng

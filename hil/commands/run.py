@@ -479,18 +479,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     """hil run's end: the headline on stderr (every fault the summary counts), the summary (as
     logged) as JSON on stdout; the exit status: 0 every level asked for was played and
-    cleared, 1 otherwise, 2 a level that could not start or a controller that cannot work
+    cleared (``--versus``: every match asked for was played to its end, won or lost), 1
+    otherwise, 2 a level that could not start or a controller that cannot work
     (``link_fatal``: another protocol version)."""
     import json
 
     if "versus" in summary:
-        return _print_versus_summary(summary, stopped, tail)
-    asked = summary.get("levels_asked", summary["levels_played"])
-    unplayed = max(0, asked - summary["levels_played"])
+        vs = summary["versus"]
+        head = (
+            f"{vs['matches']}/{vs['matches_asked']} matches played ({vs['matches_won']} won), "
+            f"rounds {vs['rounds_won']}-{vs['rounds_lost']} of {vs['rounds']}, "
+            f"{vs['attacks_seen']} attacks received"
+        )
+        done = vs["matches"] >= vs["matches_asked"]
+    else:
+        asked = summary.get("levels_asked", summary["levels_played"])
+        unplayed = max(0, asked - summary["levels_played"])
+        head = f"{summary['levels_cleared']}/{asked} levels cleared" + (
+            f" ({unplayed} not played)" if unplayed else ""
+        )
+        done = summary["levels_cleared"] == asked > 0
     print(
-        f"hil run: {stopped}{summary['levels_cleared']}/{asked} levels cleared"
-        + (f" ({unplayed} not played)" if unplayed else "")
-        + f", {summary['console_frames']} frames, {summary['desyncs']} desyncs, "
+        f"hil run: {stopped}{head}, {summary['console_frames']} frames, "
+        f"{summary['desyncs']} desyncs, "
         f"{summary['late_schedules']} late schedules, {summary['underruns']} underruns, "
         f"{summary['watchdog_trips']} watchdog trips, {summary['timing_slips']} timing slips, "
         f"{summary['missed_decisions']} missed decisions, peak RSS {summary['peak_rss_mb']} MB"
@@ -503,31 +514,4 @@ def _print_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
     if summary.get("link_fatal"):
         print(f"hil run: {summary['link_fatal']}", file=sys.stderr)
         return 2  # the controller cannot work (another protocol version): retrying won't mend
-
-    return 0 if summary["levels_cleared"] == asked > 0 else 1
-
-
-def _print_versus_summary(summary: dict, stopped: str = "", tail: str = "") -> int:
-    """``hil run --versus``'s end: matches and rounds on stderr, the summary as JSON on stdout;
-    exit status 0 every match asked for was played to its end (won or lost), 1 otherwise, 2 as
-    for one player (a round that could not start, a controller that cannot work)."""
-    import json
-
-    vs = summary["versus"]
-    print(
-        f"hil run: {stopped}{vs['matches']}/{vs['matches_asked']} matches played "
-        f"({vs['matches_won']} won), rounds {vs['rounds_won']}-{vs['rounds_lost']} of "
-        f"{vs['rounds']}, {vs['attacks_seen']} attacks received, "
-        f"{summary['console_frames']} frames, {summary['desyncs']} desyncs, "
-        f"{summary['late_schedules']} late schedules, {summary['underruns']} underruns, "
-        f"{summary['missed_decisions']} missed decisions, peak RSS {summary['peak_rss_mb']} MB"
-        + tail,
-        file=sys.stderr,
-    )
-    print(json.dumps(summary, indent=1))
-    if summary.get("cannot_start"):
-        return 2
-    if summary.get("link_fatal"):
-        print(f"hil run: {summary['link_fatal']}", file=sys.stderr)
-        return 2
-    return 0 if vs["matches"] >= vs["matches_asked"] else 1
+    return 0 if done else 1
