@@ -355,14 +355,7 @@ class GameStream:
         game = engine.Game(level, speed, seed, int(rng.integers(0, 256)))
         endgame = rng.random() < 0.15
         if endgame:  # leave 1-3 viruses so the game can reach a stage clear
-            viruses = np.flatnonzero((game.field & 0xF0) == 0xD0)
-            keep = rng.choice(
-                viruses, size=min(len(viruses), int(rng.integers(1, 4))), replace=False
-            )
-            for i in viruses:
-                if i not in keep:
-                    game.field[i] = game.shown[i] = 0xFF
-            game.virus_left_bcd[...] = len(keep)
+            keep_few_viruses(game, rng)
         # a third of the games keep the tile set as it is (the shipped look), the rest vary it
         vary = self.randomize_tiles and rng.random() < 0.65
         tiles = randomize(self.base_tiles, rng, self.shapes) if vary else self.base_tiles
@@ -435,7 +428,18 @@ class GameStream:
             yield from self._new_game()
 
 
-def _sprite_over_pill(facts: engine.ScreenFacts) -> bool:
+def keep_few_viruses(game: engine.Game | engine.VersusPlayer, rng: np.random.Generator) -> None:
+    """Removes all but 1-3 of the viruses from the field, the nametable and the counter, so
+    that the game (or a two-player round's player) can reach a stage clear."""
+    viruses = np.flatnonzero((game.field & 0xF0) == 0xD0)
+    keep = rng.choice(viruses, size=min(len(viruses), int(rng.integers(1, 4))), replace=False)
+    for i in viruses:
+        if i not in keep:
+            game.field[i] = game.shown[i] = 0xFF
+    game.virus_left_bcd[...] = len(keep)
+
+
+def _sprite_over_pill(facts: engine.ScreenFacts | engine.PlayerFacts) -> bool:
     assert facts.falling is not None
     for r, c, _ in falling_cells(facts.falling):
         if 1 <= r <= FIELD_ROWS and facts.bottle[r - 1, c] != 0xFF:
@@ -655,23 +659,6 @@ def held_out_profiles(random_profiles: int) -> list[Profile]:
 ROUND_ENDS = (Phase.ROUND_OVER, Phase.MATCH_OVER)
 
 
-def _keep_few_viruses(p: engine.VersusPlayer, rng: np.random.Generator) -> None:
-    viruses = np.flatnonzero((p.field & 0xF0) == 0xD0)
-    keep = rng.choice(viruses, size=min(len(viruses), int(rng.integers(1, 4))), replace=False)
-    for i in viruses:
-        if i not in keep:
-            p.field[i] = p.shown[i] = 0xFF
-    p.virus_left_bcd[...] = len(keep)
-
-
-def _over_pill(facts: engine.PlayerFacts) -> bool:
-    assert facts.falling is not None
-    for r, c, _ in falling_cells(facts.falling):
-        if 1 <= r <= FIELD_ROWS and facts.bottle[r - 1, c] != 0xFF:
-            return True
-    return False
-
-
 class VersusStream(GameStream):
     """Two-player rounds, endlessly: yields sampled pictures (:class:`Shown` with the player's
     ``view_x``). Arguments as :class:`GameStream`'s (``mark_alike`` unused).
@@ -713,8 +700,8 @@ class VersusStream(GameStream):
     def _round(self, v: engine.Versus, tiles: engine.TileSet) -> Iterator[Shown]:
         rng = self.rng
         if rng.random() < 0.15:  # leave 1-3 viruses so that the round can end by a clear
-            _keep_few_viruses(v.p1, rng)
-            _keep_few_viruses(v.p2, rng)
+            keep_few_viruses(v.p1, rng)
+            keep_few_viruses(v.p2, rng)
         greedy = float(rng.choice([0.0, 0.3, 0.8]))
         players = [
             Player(rng, greedy=greedy, pause_rate=1 / 1500),
@@ -748,7 +735,7 @@ class VersusStream(GameStream):
                 pass
             elif facts.kind == engine.ScreenKind.PAUSED:
                 p_emit = 0.2
-            elif mine.falling is not None and _over_pill(mine):
+            elif mine.falling is not None and _sprite_over_pill(mine):
                 p_emit, lock = 0.3, True
             elif ((mine.bottle >= 0xF0) & (mine.bottle < 0xFF)).any():
                 p_emit = 0.3

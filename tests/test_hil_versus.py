@@ -85,15 +85,15 @@ def test_versus_on_the_emulator_says_it_is_not_built(tmp_path):
 def test_matches_are_first_to_three_rounds():
     score = VersusScore()
     results = ["won_clear", "lost_top_out", "won_top_out", "lost_clear", "won_clear"]
-    records = [score.add(r, 2) for r in results]
+    records = [score.add(r) for r in results]
     assert records[-1]["victories"] == [3, 2] and score.matches_done == 1
     assert score.matches_won == 1 and score.victories == [0, 0]
     for r in ["lost_clear"] * 3:
-        score.add(r, 2)
+        score.add(r)
     s = score.summary()
     assert s["matches"] == 2 and s["matches_won"] == 1 and s["matches_lost"] == 1
     assert s["rounds"] == 8 and s["rounds_won"] == 3 and s["rounds_lost"] == 5
-    score.add("unknown", 2)  # counts for neither
+    score.add("unknown")  # counts for neither
     assert score.victories == [0, 0]
 
 

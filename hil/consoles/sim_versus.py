@@ -45,7 +45,7 @@ from calibration import Profile
 from engine.constants import Phase, level_viruses
 from engine.placement import at_spawn
 from hil.consoles.base import CannotStart, LevelEnd, StartPresses
-from hil.consoles.sim import PICTURES_KEPT, READ_GAP_US, SimConsole, SimLevel
+from hil.consoles.sim import MASKS_KEPT, PICTURES_KEPT, READ_GAP_US, SimConsole, SimLevel
 
 LOAD_FRAMES = 6  # black frames between the Start and the intro's first virus (1P: s + 7)
 ROUND_END_WAIT = 120  # frames from a round's end before the next Start is taken
@@ -189,9 +189,7 @@ class SimVersusConsole(SimConsole):
                 shown = ("play", self._end_state)
         self._shown[g] = shown
         self._shown.pop(g - PICTURES_KEPT, None)
-        self._pictures[g] = None
-        self._pictures.pop(g - PICTURES_KEPT, None)
-        self.masks.pop(g - 3600, None)
+        self.masks.pop(g - MASKS_KEPT, None)
         self.frame = g + 1
         self._pending_close = g
 

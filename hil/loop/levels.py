@@ -143,14 +143,13 @@ class Levels:
             **self._count(tracker),
         }
         if self.matches is not None:
-            rec["round"] = self.versus.add(round_result(tracker), self.matches)
+            rec["round"] = self.versus.add(round_result(tracker))
             if self.versus.matches_done >= self.matches:
                 self.done = True
         self.results.append(rec)
         self.log.write("level_end", **rec, rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb())
-        if self.matches is not None:
-            pass  # a round lost by a top-out is played on: the match goes on
-        elif result == "top_out" and self.stop_on_top_out:
+        # (two players: a round lost by a top-out is played on, the match goes on)
+        if result == "top_out" and self.stop_on_top_out and self.matches is None:
             self.done = True
         if result == "left" and self.retries < MAX_RETRIES:
             # The console left the level (its RESET): the same level is played again.
@@ -221,7 +220,7 @@ class VersusScore:
         self.matches_done = 0
         self.matches_won = 0
 
-    def add(self, result: str, matches: int) -> dict[str, Any]:
+    def add(self, result: str) -> dict[str, Any]:
         """One round's ``result`` (:func:`round_result`); returns the round's record."""
         self.rounds[result] = self.rounds.get(result, 0) + 1
         if result.startswith("won"):
