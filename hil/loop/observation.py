@@ -157,7 +157,7 @@ class OnnxReader:
         # player 2 of the two-player screen: both bottles' crops (perception.layout) in one
         # inference a frame, player 2's Observation with the screen's kind (_versus)
         self.versus = player == 2
-        self.views = [self.net.sampler_at(x) for x in VERSUS_VIEW_X]
+        self.views = [self.net.sampler_at(x) for x in VERSUS_VIEW_X] if self.versus else []
         self.virus_anim = VirusAnimation()
         # The runtime clears this while the tracker has no use for the label (it is compared
         # while aligning a level): ~0.3 ms less per frame in play.
