@@ -54,6 +54,8 @@ ORACLE_NOTE = {
     "sim": "the simulated console's ground truth stands in for perception",
     "emu": "the engine's LevelFlow shadow of the game, checked against its RAM every frame, "
     "stands in for perception",
+    "emu versus": "the engine's Versus shadow of the game, loaded from its RAM at each round's "
+    "play and checked against it every frame, stands in for perception",
 }
 
 
@@ -148,11 +150,13 @@ class RunRequest:
                 raise RunError(f"--fault {f.kind} needs real time: leave out --fast")
 
     def _check_versus(self, vs: VersusRequest) -> None:
-        if self.console != "sim":
+        if self.console == "rig":
             raise RunError(
-                "--versus plays the simulated console for now; the emulator and the rig "
-                "are not built yet (docs/VERSUS.md)"
+                "--versus plays the simulated console and --emu for now; the rig is not built "
+                "yet (docs/VERSUS.md)"
             )
+        if self.console == "emu" and self.game != "drmario":
+            raise RunError("--versus plays Dr. Mario; the test ROM has no two-player mode")
         if self.firmware is not None:
             raise RunError("--versus runs the firmware's C core (both ports); leave out --firmware")
         if self.faults:
@@ -169,8 +173,9 @@ class RunRequest:
 
     @property
     def oracle_note(self) -> str | None:
-        """What stands in for perception with ``--reader oracle`` (None: it is not used)."""
-        return ORACLE_NOTE.get(self.console) if self.reader == "oracle" else None
+        """What stands in for perception when the oracle reads (None: the rig has none)."""
+        versus = " versus" if self.versus is not None and self.console == "emu" else ""
+        return ORACLE_NOTE.get(self.console + versus)
 
 
 @dataclass
@@ -205,8 +210,9 @@ def _firmware(req: RunRequest) -> Any:
         raise RunError(str(e)) from None
 
 
-def _open_sim_versus(req: RunRequest) -> Opened:
-    from hil.consoles.sim_versus import Opponent, SimVersusConsole, VersusSetup
+def _versus_setup(req: RunRequest) -> tuple[Any, Any]:
+    """The match options and player 1's pad (hil.consoles.sim_versus) of a --versus run."""
+    from hil.consoles.sim_versus import Opponent, VersusSetup
     from policy.versus import Config, Match, make_player
 
     vs = req.versus
@@ -217,11 +223,18 @@ def _open_sim_versus(req: RunRequest) -> Opened:
     if vs.p1 != "idle":
         match = Match(vs.level1, vs.speed1, lp.level, lp.speed, req.seeds[0], 0)
         policy = make_player(vs.p1, 5, Config(vs.p1, "onnx"), match, 0)
+    return setup, Opponent(policy)
+
+
+def _open_sim_versus(req: RunRequest) -> Opened:
+    from hil.consoles.sim_versus import SimVersusConsole
+
+    setup, opponent = _versus_setup(req)
     build = functools.partial(
         SimVersusConsole,
         setup,
         req.profile,
-        opponent=Opponent(policy),
+        opponent=opponent,
         realtime=not req.lockstep,
         capture_seed=req.capture_seed,
         console_seed=req.console_seed,
@@ -292,10 +305,34 @@ def capture_faults(faults: list[FaultSpec]) -> list[Any]:
     return out
 
 
+def _open_emu_versus(req: RunRequest) -> Opened:
+    from hil.consoles.emu_versus import EmuVersusRun
+
+    assert req.rom is not None
+    prof = naming_rom(req.profile, req.rom, req.verify_crc)
+    setup, opponent = _versus_setup(req)
+    build = functools.partial(
+        EmuVersusRun,
+        req.rom,
+        setup,
+        prof,
+        opponent=opponent,
+        capture_seed=req.capture_seed,
+        max_frames=req.max_frames + 1200,
+        verify_crc=req.verify_crc,
+        realtime=not req.lockstep,
+        link_faults=[f for f in req.faults if f.kind in LINK_FAULTS],
+    )
+    console = _console_here(build, req) if req.lockstep else _console_process(build, req, "emu")
+    return Opened(console, None, prof)
+
+
 def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
     from hil.consoles.emu_run import EmuRun
 
     assert req.rom is not None
+    if req.versus is not None:
+        return _open_emu_versus(req)
     drmario = req.game == "drmario"
     prof = naming_rom(req.profile, req.rom, req.verify_crc) if drmario else req.profile
     screens = rom_screens(prof) if drmario else None
@@ -469,7 +506,12 @@ def run(
     req.check()
     try:
         reader_kind = pick_reader(req.reader, sim=req.console in ORACLE_NOTE)
-        if req.versus is not None and req.reader == "auto" and req.model is None:
+        if (
+            req.versus is not None
+            and req.console == "sim"
+            and req.reader == "auto"
+            and req.model is None
+        ):
             # the shipped board model has not learnt the two-player screen (docs/PERCEPTION.md
             # "The two-player screen"): the simulated console's truth reads it
             reader_kind = "oracle"
@@ -503,7 +545,7 @@ def run(
         if model_line:
             say(f"hil run: {model_line}")
         if reader_kind == "oracle":
-            say(f"hil run: --reader oracle: {ORACLE_NOTE[req.console]}")
+            say(f"hil run: --reader oracle: {req.oracle_note}")
         settings = RunSettings(
             levels=list(req.levels),
             max_frames=req.max_frames,

@@ -74,12 +74,26 @@ def test_bad_versus_options_are_one_line_and_exit_2(argv, says):
     assert says in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
 
 
-def test_versus_on_the_emulator_says_it_is_not_built(tmp_path):
+def test_versus_on_the_rig_says_it_is_not_built():
+    run = hil("run", "--versus", "--port", "/dev/null", "--capture", "0", "--view", "none",
+              timeout=60)  # fmt: skip
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0, run.stderr
+    assert "the rig is not built yet" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--no-crc"], "x.nes"),  # not Dr. Mario: the ROM's own one line
+        (["--emu-game", "testrom"], "the test ROM has no two-player mode"),
+    ],
+)
+def test_versus_on_the_emulator_refuses_what_is_not_the_game(tmp_path, argv, says):
     rom = tmp_path / "x.nes"
     rom.write_bytes(b"NES\x1a" + bytes(12) + bytes(16384 * 2 + 8192))
-    run = hil("run", "--versus", "--emu", str(rom), "--no-crc", "--view", "none", timeout=60)
-    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0
-    assert "--versus plays the simulated console for now" in run.stderr
+    run = hil("run", "--versus", "--emu", str(rom), "--view", "none", *argv, timeout=60)
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0, run.stderr
+    assert says in run.stderr
 
 
 def test_matches_are_first_to_three_rounds():

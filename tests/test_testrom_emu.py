@@ -77,6 +77,29 @@ def test_every_scheduled_mask_is_read_on_its_frame(rig):
     assert not statuses[first - 1].flags & p.StatusFlags.STREAMING
 
 
+def test_a_two_player_console_takes_port_1_from_its_script_and_port_2_from_the_firmware(rom):
+    """hil run --versus --emu: player 1's byte comes from the console's script
+    (EmulatedNes.pad1, asked with the console frame its latch will be), the firmware core
+    serves port 2 (a Link on nes_port 2); both bytes are in the frame the game reads them."""
+    rng = np.random.default_rng(5)
+    p1 = [int(m) for m in rng.integers(0, 256, 400)]
+    p2 = [int(m) for m in rng.integers(0, 256, 400)]
+    with VirtualDevice() as dev, Link(dev.port, nes_port=2) as link:
+        console = EmulatedNes(rom, dev, game="testrom")
+        console.pad1 = lambda frame: p1[frame]
+        feed = MaskFeeder(link, {f: p2[f] for f in range(2, 300)})
+        seen = {}
+        while console.console_frame < 299:
+            feed(console)
+            ev = console.step()
+            if ev.console_frame is not None:
+                seen[ev.console_frame] = (ev.pad1, ev.mask, console.truth()["pad"])
+    assert console.lag_frames > 0  # a lag frame asks again for the same console frame
+    for f in range(2, 300):
+        # the test ROM reads port 1: the script's byte; port 2 the firmware's schedule
+        assert seen[f] == (p1[f], p2[f], p1[f]), f
+
+
 def test_captured_frames_show_the_mask_of_their_console_frame(rig):
     console, link = rig
     profile = Profile.load("mjpeg_720p_q70")  # overscan crop, limited range, noise, JPEG

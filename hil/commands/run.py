@@ -175,13 +175,13 @@ def _add_versus_args(run: argparse.ArgumentParser) -> None:
         "--versus",
         action="store_true",
         help="two players: the bot is player 2 (controller port 2) at --level/--speed; "
-        "simulated console only for now (docs/VERSUS.md)",
+        "the simulated console or --emu ROM, not the rig yet (docs/VERSUS.md)",
     )
     run.add_argument(
         "--p1",
         choices=list(VERSUS_OPPONENTS),
         default="greedy",
-        help="--versus: player 1, played by the simulated console (greedy)",
+        help="--versus: player 1, a script on port 1 (greedy)",
     )
     run.add_argument(
         "--p1-level",
@@ -297,10 +297,10 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
     levels = _levels(args)
     versus = _versus(args, levels)
     if versus is not None:
-        if console != "sim":
+        if console == "rig":
             raise SystemExit(
-                "hil run: --versus plays the simulated console for now; the emulator and "
-                "the rig are not built yet (docs/VERSUS.md)"
+                "hil run: --versus plays the simulated console and --emu ROM for now; the rig "
+                "is not built yet (docs/VERSUS.md)"
             )
         levels = levels[:1] * (5 * args.matches)  # each round is a level: at most 5 a match
     _check_outputs_and_port(args)
@@ -326,7 +326,7 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
             raise SystemExit(f"hil run: --emu {rom}: {e.strerror or e}") from None
     try:
         reader = pick_reader(args.reader, sim=console != "rig")
-        if versus is not None and args.reader == "auto" and args.model is None:
+        if versus is not None and console == "sim" and args.reader == "auto" and args.model is None:
             reader = "auto"  # hil.play.run: the console's truth (no shipped 2P model yet)
         policy = pick_policy(args.policy)
     except ValueError as e:

@@ -92,7 +92,9 @@ class EmuFrame:
     clock (us). ``console_frame``: the firmware's number of the latch group read in this frame,
     or None for a lag frame (no controller read). ``mask``: the byte the game read (A = 0x80 ...
     Right = 0x01), None on a lag frame. ``picture``: RGB uint8 [240, 256, 3], the picture
-    rendered after this frame's NMI (a copy).
+    rendered after this frame's NMI (a copy). ``pad1``: a two-player console
+    (:attr:`EmulatedNes.pad1`): player 1's byte on port 1 in this frame (``mask`` is then
+    port 2's, the firmware's); None otherwise.
     """
 
     video_frame: int
@@ -100,6 +102,7 @@ class EmuFrame:
     console_frame: int | None
     mask: int | None
     picture: U8
+    pad1: int | None = None
 
 
 class EmulatedNes:
@@ -163,6 +166,10 @@ class EmulatedNes:
         # firmware serves the host). None: not known yet.
         self._pull = not hasattr(self.device, "pio_words")
         self._next_reads: bool | None = None
+        # A two-player console (hil run --versus): player 1's byte for the next latch group,
+        # from its console frame number (a person or a script on port 1); the firmware then
+        # serves port 2. None: the firmware serves port 1 and port 2 reads nothing.
+        self.pad1: Callable[[int], int] | None = None
 
     # ---- the console ---------------------------------------------------------------------
 
@@ -173,7 +180,7 @@ class EmulatedNes:
     def armed_mask(self) -> int:
         """The byte the firmware serves at the next latch: the last word its core handed to
         the PIO (nb_pio_word: mask in bits 31..24)."""
-        words = self.device.pio_words
+        words = self.device.pio_words if self.pad1 is None else self.device.pio_words_p2
         return (words[-1] >> 24) & 0xFF if words else 0
 
     def next_schedulable_frame(self) -> int:
@@ -188,9 +195,12 @@ class EmulatedNes:
         real-time console does ``window_us`` after the reads. Raises EmuError."""
         t_us = self.frame_time_us(self.video_frame)
         if self._pull:
+            if self.pad1 is not None:
+                raise EmuError("a two-player console needs the firmware's C core, not rp2040js")
             return self._step_pull(t_us)
         mask = self.armed_mask()
-        picture = self._emulate(mask)
+        pad1 = None if self.pad1 is None else self.pad1(self.console_frame + 1) & 0xFF
+        picture = self._emulate(mask if pad1 is None else pad1 | mask << 8)
         count = self.nes.ram(self.facts.nmi_counter)
         nmis = (count - self._counter) & 0xFF
         self._counter = count
@@ -203,21 +213,16 @@ class EmulatedNes:
         if nmis == 0:
             self.device.advance(t_us)
             self.lag_frames += 1
-            frame = EmuFrame(self.video_frame, t_us, None, None, picture)
+            frame = EmuFrame(self.video_frame, t_us, None, None, picture, pad1)
         elif nmis == 1:
-            if close_window:
-                got = self.device.latch(t_us, reads=2, read_gap_us=self.read_gap_us)
-            else:
-                got = self.device.read(t_us)
-                if self.device.read(t_us + self.read_gap_us) != got:
-                    raise EmuError(f"the two reads of video frame {self.video_frame} differ")
+            got = self._latch(t_us, close_window)
             self.console_frame += 1
             if got != mask:
                 raise EmuError(
                     f"console frame {self.console_frame}: the firmware served {got:#04x} but "
                     f"had armed {mask:#04x} (an ARM_MISS?)"
                 )
-            frame = EmuFrame(self.video_frame, t_us, self.console_frame, mask, picture)
+            frame = EmuFrame(self.video_frame, t_us, self.console_frame, mask, picture, pad1)
         else:
             raise EmuError(
                 f"{self.facts.name}'s NMI counter (RAM ${self.facts.nmi_counter:04X}) moved by "
@@ -225,6 +230,22 @@ class EmulatedNes:
             )
         self.video_frame += 1
         return frame
+
+    def _latch(self, t_us: int, close_window: bool) -> int:
+        """The frame's two controller reads on the firmware's port (2 when :attr:`pad1` plays
+        port 1): the byte served; with ``close_window`` the latch window closes too."""
+        dev, gap = self.device, self.read_gap_us
+        if self.pad1 is None:
+            if close_window:
+                return int(dev.latch(t_us, reads=2, read_gap_us=gap))
+            reads = [int(dev.read(t_us)), int(dev.read(t_us + gap))]
+        else:
+            if close_window:
+                return int(dev.latch_ports(t_us, reads=2, read_gap_us=gap)[1])
+            reads = [int(dev.read_ports(t_us)[1]), int(dev.read_ports(t_us + gap)[1])]
+        if reads[0] != reads[1]:
+            raise EmuError(f"the two reads of video frame {self.video_frame} differ")
+        return reads[0]
 
     def _emulate(self, mask: int) -> U8:
         """One video frame with ``mask`` on the pad: its picture (a copy). Raises EmuError."""

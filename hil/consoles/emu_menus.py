@@ -12,8 +12,11 @@ from engine.ram import (
     MODE_OPTIONS,
     MODE_PLAY,
     MODE_TO_LEVEL,
+    P2_LEVEL,
+    P2_SPEED,
     DrMarioRam,
     menu_press,
+    versus_menu_press,
 )
 from hil.consoles.emu import (
     EmuError,
@@ -55,6 +58,8 @@ def navigate_menus(
     wait_for_play: bool = False,
     keepalive_frames: int = 12,
     press_start: bool = True,
+    versus: tuple[int, int] | None = None,
+    pad1: dict[int, int] | None = None,
 ) -> MenuResult:
     """Take Dr. Mario from power-on, the title, the attract demo or the options screen to the
     start of ``level`` (0..20) at ``speed`` (0 LOW, 1 MED, 2 HI), with ``music`` (0 fever,
@@ -69,8 +74,18 @@ def navigate_menus(
     a message). Ends with the stream cleared when the game leaves the options screen (or, with
     ``wait_for_play``, at its first frame of play). Raises ValueError for a target out of range
     or a console that is not Dr. Mario, EmuError when ``max_frames`` pass first.
+
+    ``versus``: player 1's (level, speed) of a two-player match (engine.ram.versus_menu_press:
+    2 players on the title, each player's level and speed with its own pad); ``level`` and
+    ``speed`` are then player 2's, whose presses go through ``link`` (its port 2), and player
+    1's into ``pad1`` (console frame -> byte; the console plays them on port 1,
+    :attr:`EmulatedNes.pad1`). The result's level and speed are player 2's.
     """
     _check_target(console, level, speed, music)
+    if versus is not None:
+        _check_target(console, *versus, None)
+        if pad1 is None:
+            raise ValueError("a two-player menu needs pad1, player 1's presses")
     r = DrMarioRam
     first_video = console.video_frame
     scheduled = console.next_schedulable_frame() - 1  # the last frame given a byte
@@ -85,12 +100,19 @@ def navigate_menus(
             scheduled += 1
             mask = 0
             if scheduled == target and console.console_frame >= wait_until:
-                mask = menu_press(console.ram, level, speed, music)
+                if versus is None:
+                    mask = p1_press = menu_press(console.ram, level, speed, music)
+                else:
+                    p1_press, mask = versus_menu_press(
+                        console.ram, (versus[0], level), (versus[1], speed)
+                    )
                 on_options = console.ram(r.MODE) == MODE_OPTIONS and not console.ram(r.DEMO)
-                if mask == int(engine.Button.START) and on_options and not press_start:
+                if p1_press == int(engine.Button.START) and on_options and not press_start:
                     link.clear()
-                    return _result(console, -1, -1, presses, first_video, None)
-                if mask:
+                    return _result(console, -1, -1, presses, first_video, None, versus)
+                if pad1 is not None and versus is not None:
+                    pad1[scheduled] = p1_press
+                if mask or (versus is not None and p1_press):
                     presses += 1
                     wait_until = scheduled
             link.schedule(scheduled, [mask])
@@ -117,7 +139,7 @@ def navigate_menus(
         )
     link.clear()
     play = console.console_frame if wait_for_play else None
-    return _result(console, seed, start_frame, presses, first_video, play)
+    return _result(console, seed, start_frame, presses, first_video, play, versus)
 
 
 def _check_target(console: EmulatedNes, level: int, speed: int, music: int | None) -> None:
@@ -139,12 +161,14 @@ def _result(
     presses: int,
     first_video: int,
     play_frame: int | None,
+    versus: tuple[int, int] | None = None,
 ) -> MenuResult:
-    """Where the navigation left the game, read back from RAM."""
+    """Where the navigation left the game, read back from RAM (a two-player match's:
+    player 2's level and speed)."""
     r = DrMarioRam
     return MenuResult(
-        level=console.ram(r.LEVEL),
-        speed=console.ram(r.SPEED),
+        level=console.ram(r.LEVEL if versus is None else P2_LEVEL),
+        speed=console.ram(r.SPEED if versus is None else P2_SPEED),
         music=console.ram(r.MUSIC),
         seed=seed,
         start_frame=start_frame,
