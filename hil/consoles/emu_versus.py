@@ -113,10 +113,13 @@ class EmuVersusRun(EmuRun):
 
     # ---- player 1 -------------------------------------------------------------------------
 
-    def _pad1(self, frame: int) -> int:
-        """Player 1's byte for console frame ``frame`` (the module docstring)."""
-        if frame in self._menu_p1:
-            return self._menu_p1.pop(frame)
+    def _pad1(self, latch: int) -> int:
+        """Player 1's byte for the next frame (the module docstring): the menus' press for the
+        firmware's console frame ``latch``, else by the frame's number from :meth:`start` (the
+        runtime's: video frames, the lag frames too)."""
+        if latch in self._menu_p1:
+            return self._menu_p1.pop(latch)
+        frame = self.emu.video_frame - self.base_video
         v = self.v
         in_play = v is not None and Phase(int(v.phase)) in PLAYING
         if self._start_at is not None and frame >= self._start_at and not in_play:
