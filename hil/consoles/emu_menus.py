@@ -1,6 +1,7 @@
 """Dr. Mario's menus driven from the game's RAM through the firmware core: power-on, the title
 and the options screen to a level, speed and music (tools and tests; `hil run --emu` starts
-levels from the pictures, hil.menus)."""
+levels from the pictures, hil.menus), or to a two-player match's levels and speeds (`hil run
+--versus --emu`, hil.consoles.emu_versus)."""
 
 from __future__ import annotations
 

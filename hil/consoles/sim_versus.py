@@ -17,9 +17,12 @@ the Start frame ``s`` the screen is black for ``LOAD_FRAMES`` frames, then each 
 appear one a frame (levelIntro [$9CAB] adds one to each bottle that still needs one) until the
 fuller bottle is whole in the frame before the round's state 0 (engine.Versus at
 levelIntro_delay), as the one-player intro ends (docs/LEVEL_FLOW.md); the game's frameCounter
-runs with the console, ``(g + fc_phase) & 0xFF`` after frame g's NMI, as in SimConsole. (That
-the two-player intro ends the same way is the one-player rule carried over, not yet checked on
-the real game.) The viruses are revealed in field order, not the
+runs with the console, ``(g + fc_phase) & 0xFF`` after frame g's NMI, as in SimConsole. (On the
+real game, original release in cynes, a match's first round goes so; its later rounds draw their
+first virus 20 frames after the Start, not 7: the end screens' Start clears both fields and waits
+for fullStatusUpdate [$96FD] first. The simulated console keeps 7: with 20, CI's level-0 match
+aligned one round on a wrong frameCounter phase and desynced, docs/VERSUS.md.) The viruses are
+revealed in field order, not the
 game's placement order (the tracker reads only the count). A match's first round is
 ``Versus(level1, speed1, level2, speed2, seed)`` with the match's seed; later rounds
 ``next_round``; after a match is won the next Start begins a new match with the next seed.
