@@ -44,6 +44,10 @@ class Game:
     speed_setting: U8
     speed_counter: U8
     hor_velocity: U8
+    chain_length0: U8
+    match_flag: U8
+    score_multiplier: U8
+    attack_colors: U8
     level: U8
     virus_left_bcd: U8
     pills_counter: U8

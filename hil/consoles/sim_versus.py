@@ -13,17 +13,14 @@ two-player game instead of the one-player level flow. Every console frame ``g``:
 A round starts when the runtime asks for it (:meth:`SimVersusConsole.start_level`, player 1's
 Start: on a console the person presses it); no earlier than ``ROUND_END_WAIT`` frames after the
 last round ended, the console's stand-in for the end screens the engine does not model. From
-the Start frame ``s`` the screen is black for ``LOAD_FRAMES`` frames, then each bottle's viruses
-appear one a frame (levelIntro [$9CAB] adds one to each bottle that still needs one) until the
-fuller bottle is whole in the frame before the round's state 0 (engine.Versus at
-levelIntro_delay), as the one-player intro ends (docs/LEVEL_FLOW.md); the game's frameCounter
-runs with the console, ``(g + fc_phase) & 0xFF`` after frame g's NMI, as in SimConsole. (On the
-real game, original release in cynes, a match's first round goes so; its later rounds draw their
-first virus 20 frames after the Start, not 7: the end screens' Start clears both fields and waits
-for fullStatusUpdate [$96FD] first. The simulated console keeps 7: with 20, CI's level-0 match
-aligned one round on a wrong frameCounter phase and desynced, docs/VERSUS.md.) The viruses are
-revealed in field order, not the
-game's placement order (the tracker reads only the count). A match's first round is
+the Start frame ``s`` the screen is black for ``LOAD_FRAMES`` frames (``NEXT_ROUND_LOAD_FRAMES``
+in a match's later rounds), then each bottle's viruses appear one a frame (levelIntro [$9CAB]
+adds one to each bottle that still needs one) until the fuller bottle is whole in the frame
+before the round's state 0 (engine.Versus at levelIntro_delay), as the one-player intro ends
+(docs/LEVEL_FLOW.md), all as the real game does (original release in cynes); the game's
+frameCounter runs with the console, ``(g + fc_phase) & 0xFF`` after frame g's NMI, as in
+SimConsole. The viruses are revealed in field order, not the game's placement order (the
+tracker reads only the count). A match's first round is
 ``Versus(level1, speed1, level2, speed2, seed)`` with the match's seed; later rounds
 ``next_round``; after a match is won the next Start begins a new match with the next seed.
 
@@ -50,7 +47,11 @@ from engine.placement import at_spawn
 from hil.consoles.base import CannotStart, LevelEnd, StartPresses
 from hil.consoles.sim import MASKS_KEPT, PICTURES_KEPT, READ_GAP_US, SimConsole, SimLevel
 
-LOAD_FRAMES = 6  # black frames between the Start and the intro's first virus (1P: s + 7)
+# Frames between the frame that takes Start and the first virus drawn: s + 7 from the options
+# screen, as in one player; s + 20 in a match's later rounds, whose Start (in the end screens)
+# clears both fields and waits for fullStatusUpdate [$96FD] first. Measured on the real game.
+LOAD_FRAMES = 6
+NEXT_ROUND_LOAD_FRAMES = 19
 ROUND_END_WAIT = 120  # frames from a round's end before the next Start is taken
 PLAYING = (Phase.INTRO, Phase.PLAYING, Phase.PAUSED, Phase.ROUND_LOST)
 
@@ -201,7 +202,9 @@ class SimVersusConsole(SimConsole):
         self._start_at = None
         s = self.setup
         self._most = max(level_viruses(s.level1), level_viruses(s.level2))
-        self._state0_frame = g + 1 + LOAD_FRAMES + self._most
+        first = self.v is None or int(self.v.phase) == int(Phase.MATCH_OVER)
+        load = LOAD_FRAMES if first else NEXT_ROUND_LOAD_FRAMES
+        self._state0_frame = g + 1 + load + self._most
         # state 0's frameCounter: the console's after the NMI of the frame before its picture
         fc = (self._state0_frame - 1 + self.fc_phase) & 0xFF
         if self.v is None or int(self.v.phase) == int(Phase.MATCH_OVER):

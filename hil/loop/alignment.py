@@ -44,8 +44,9 @@ def intro_tables(
     """What a level shows from State 0 on without input, for each frameCounter phase c
     (``states[c]``, State 0 with frameCounter mod 16 = c): per c the predicted observation of
     ``frames`` frames, the first frame whose preview is a pill of the reserve (the first
-    throw, unknown here) and the first frame after the first spawn without a falling pill
-    (it locked). The states are stepped (the caller's copies)."""
+    throw, unknown here: generateNextPill has stepped pillsCounter) and the first frame after
+    the first spawn without a falling pill (it locked). The states are stepped (the caller's
+    copies)."""
     tables: dict[int, list[Observation]] = {}
     throws: dict[int, int] = {}
     locks: dict[int, int] = {}
@@ -54,14 +55,16 @@ def intro_tables(
     seen: dict[tuple[Any, ...], Observation] = {}
     for c, g in enumerate(states):
         table = []
+        counters = []  # pillsCounter: generateNextPill [$8E9D] steps it as it sets the preview
         for _ in range(frames):
             o = predicted_observation(g)
             table.append(seen.setdefault(_signature(o), o))
+            counters.append(int(g.pills_counter))
             g.step(0)
         tables[c] = table
+        # (not where the preview's colours change: the reserve's pill may have next0's colours)
         throws[c] = next(
-            (e for e in range(1, len(table)) if table[e].next_colors != table[0].next_colors),
-            len(table),
+            (e for e in range(1, len(table)) if counters[e] != counters[0]), len(table)
         )
         spawn = next((e for e in range(len(table)) if table[e].falling is not None), None)
         locks[c] = (
@@ -226,6 +229,7 @@ class Alignment:
         ranked = sorted(lv.misses.items(), key=lambda kv: (kv[1], abs(kv[0][0] - prior)))
         (b, c), best = ranked[0]
         runner_up = ranked[1][1] if len(ranked) > 1 else best + 99
+        c = _first_of_run(c, {cc for (bb, cc), m in lv.misses.items() if bb == b and m == best})
         # b is pinned once the first pill is thrown (intro + throw frames tabulated).
         seen_enough = any(g - b >= 150 for frames, _ in lv.observations[:n] for g in frames)
         # While the first pill falls its decision is due: one contradicting capture decides.
@@ -278,6 +282,16 @@ def _start(lv: TrackedLevel, b: int, c: int, ambiguous: bool) -> Event:
     return event
 
 
+def _first_of_run(c: int, tied: set[int]) -> int:
+    """Among frameCounter phases that explain the captures equally at one base frame, the
+    first of their run (mod 16): a capture may show any frame of its range, the earlier ones
+    too, so a phase later than the true one still finds a frame where its virus animation
+    (the only thing frameCounter changes in a two-player intro: no throw) agrees; one earlier
+    does not. ``c`` when the tied phases are not one run."""
+    starts = [t for t in tied if (t - 1) % 16 not in tied]
+    return starts[0] if len(starts) == 1 else c
+
+
 def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
     """The first frame a capture of this level showed ``target`` viruses or more (the current
     capture's when none before did)."""
@@ -289,7 +303,8 @@ def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
 
 def _make_state0(lv: TrackedLevel, fc0: int) -> engine.Game:
     """The level's state 0 from its voted board and preview, frameCounter ``fc0`` (two
-    players: player 2's nbPlayers-2 Game, engine.attack)."""
+    players: player 2's nbPlayers-2 Game, engine.attack, with a later round's stale bytes as
+    engine.Versus.next_round takes them)."""
     assert lv.board is not None
     if lv.opponent is None:
         g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
@@ -298,6 +313,10 @@ def _make_state0(lv: TrackedLevel, fc0: int) -> engine.Game:
         v = engine.Versus(*lv.opponent, lv.level, lv.speed, seed, frame_counter=0)
         g = v.p2.game()
         g.frame_counter[...] = fc0
+        if lv.stale is not None:  # a later round: initData_level [$8216] leaves these bytes
+            for name in ("hor_velocity", "match_flag", "chain_length0", "score_multiplier"):
+                getattr(g, name)[...] = getattr(lv.stale, name)
+            g.attack_colors[:] = lv.stale.attack_colors
     field = lv.board.reshape(-1)
     g.field[:] = field
     g.shown[:] = field

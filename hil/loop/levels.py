@@ -144,6 +144,7 @@ class Levels:
         }
         if self.matches is not None:
             rec["round"] = self.versus.add(round_result(tracker))
+            tracker.match_goes_on = any(self.versus.victories)
             if self.versus.matches_done >= self.matches:
                 self.done = True
         self.results.append(rec)

@@ -125,6 +125,11 @@ class TrackedLevel:
         # the intro goes on drawing the opponent's bottle after this one is whole.
         self.opponent: tuple[int, int] | None = None
         self.intro_lead = 0
+        # A match's later round: the bytes initData_level [$8216] leaves as the zero page held
+        # them, from this bottle's state at the last round's end (engine next_round); None: a
+        # match's first round (zeros, as engine.Versus).
+        self.stale: engine.Game | None = None
+        self.end_frame: int | None = None  # the frame the level ended in (Tracker._end)
         # e -> (state e before the attack released there, spawns): Tracker._attack
         self.releases: dict[int, tuple[engine.Game, int]] = {}
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes

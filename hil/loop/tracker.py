@@ -34,6 +34,8 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+import numpy as np
+
 import engine
 from engine import ScreenKind
 from engine.attack import attack_cells, receive_attack, released_attack
@@ -59,6 +61,11 @@ from perception.observation import (
 # Two players: how far back from a disagreeing capture a release of an attack is looked for
 # (frames; the capture chain's latency and the mismatch run are a few).
 ATTACK_LOOKBACK = 40
+# Two players: captures in a row of this bottle frozen as the opponent's clear leaves it
+# (Tracker._frozen_by_opponent) that end the round; and how far before the first of them the
+# round may have ended (frames).
+FROZEN_CAPTURES = 6
+FROZEN_LOOKBACK = 6
 
 
 class Tracker:
@@ -93,6 +100,9 @@ class Tracker:
         self.desyncs = 0
         self.resyncs = 0
         self.attacks = 0  # two players: attacks found on the tracked bottle (_attack)
+        # Two players: the next round is one of the same match (hil.loop.levels sets it after
+        # each round): its state 0 takes the stale bytes of this round's end (TrackedLevel.stale).
+        self.match_goes_on = False
         self.timing_slips = 0
         self.replan = False
         self.status_gaps = 0
@@ -146,9 +156,15 @@ class Tracker:
         ``(min(level, 20) + 1) * 4`` of them comes one frame before the engine's State 0, so a
         partly drawn bottle is never taken for the board, whatever the intro's length (addVirus
         retries, initData_level overrunning its frame) and on any console."""
+        prev = self.lv
         self.lv = TrackedLevel(level, speed, start_frame)
         self.lv.last_start = start_frame if last_start is None else max(start_frame, last_start)
         if self.cfg.opponent is not None:
+            if self.match_goes_on and prev is not None and prev.base is not None and prev.history:
+                end = prev.confirmed
+                if prev.end_frame is not None:
+                    end = min(end, max(0, prev.end_frame - prev.base))
+                self.lv.stale = prev.history.get(end, prev.history[prev.confirmed])
             self.lv.opponent = self.cfg.opponent
             self.lv.intro_lead = max(0, virus_target(self.cfg.opponent[0]) - virus_target(level))
         self.state = LevelState.ALIGNING
@@ -296,6 +312,7 @@ class Tracker:
         self.replan = False
         if self.lv is not None:
             self.lv.result = name
+            self.lv.end_frame = frame
         return Event(name, frame, {"level": self.lv.level if self.lv else None})
 
     def _aligning(self, lv: TrackedLevel, frames: range, obs: Observation) -> list[Event]:
@@ -378,6 +395,11 @@ class Tracker:
             lv.soft_only = (lv.soft_only if lv.mismatch_run > 1 else True) and soft
             needed = self.cfg.soft_mismatch_frames if lv.soft_only else self.cfg.mismatch_frames
             if lv.mismatch_run >= needed:
+                frozen = self._frozen_by_opponent(lv)
+                if frozen is not None:
+                    if lv.mismatch_run < FROZEN_CAPTURES:
+                        return events
+                    return events + [self._end("stage_clear", frozen)]
                 events += self._diverged(frames, obs, worst, worst_pred)
             return events
         lv.mismatch_run = 0
@@ -404,6 +426,31 @@ class Tracker:
                 )
             )
         return events
+
+    def _frozen_by_opponent(self, lv: TrackedLevel) -> int | None:
+        """Two players: the frame the round ended by the opponent's clear, when every capture of
+        the mismatch run shows this bottle frozen there, else None (one player: None).
+
+        checkVirusLeft [$B269] stops both players the frame the opponent's last virus goes;
+        this bottle then shows its field as it was, without the falling pill. The opponent's
+        bottle says so with no virus left (hil.loop.observation.versus_kind), but on the real
+        game its last virus's clear tile, frozen mid-animation, was read as a virus for the 64
+        frames before the STAGE CLEAR box. So: no capture of the run shows a falling pill, and
+        each shows the field the shadow had at one frame within FROZEN_LOOKBACK before the
+        run's first capture (that frame is returned)."""
+        if self.cfg.opponent is None or not lv.run_obs or lv.base is None:
+            return None
+        if any(o.falling is not None or o.kind != ScreenKind.LEVEL for _, o in lv.run_obs):
+            return None
+        first = lv.run_obs[0][0].start
+        for g in range(first, first - FROZEN_LOOKBACK - 1, -1):
+            got = self.state_at(g - lv.base)
+            if got is None:
+                continue
+            board = predicted_observation(got[0]).field
+            if all(np.array_equal(o.field, board) for _, o in lv.run_obs):
+                return g
+        return None
 
     def _attack(self, frames: range, obs: Observation) -> Event | None:
         """Two players: a capture the shadow does not explain may show an attack the opponent
