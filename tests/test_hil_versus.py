@@ -154,3 +154,24 @@ def test_the_screen_kind_of_a_two_player_picture_comes_from_both_bottles():
     assert versus_kind(_obs(top, 3), _obs(level, 5)).kind == top
     paused = engine.ScreenKind.PAUSED
     assert versus_kind(_obs(paused, 0), _obs(engine.ScreenKind.OTHER, 0)).kind == paused
+
+
+def test_the_first_throw_is_found_when_the_reserves_pill_looks_like_the_preview():
+    """The alignment knows the next pill only until the first generateNextPill [$8E9D] in
+    its tables; a reserve whose pill has the preview's colours must not hide that frame (every
+    frameCounter phase then missed a capture of the real preview, and the wrong one won)."""
+    from hil.loop.alignment import intro_tables
+
+    g = engine.Versus(0, 1, 0, 1, 0x8988, 0).p2.game()
+    plain = g.clone()
+    g.reserve[:] = g.next_colors[0] * 3 + g.next_colors[1]  # every pill as the preview
+    (_, throws, _), (_, plain_throws, _) = intro_tables([g], 200), intro_tables([plain], 200)
+    assert throws[0] == plain_throws[0] < 200
+
+
+def test_tied_frame_counter_phases_choose_the_first_of_their_run():
+    from hil.loop.alignment import _first_of_run
+
+    assert _first_of_run(0, {14, 15, 0, 1, 2, 3}) == 14  # the run wraps around 16
+    assert _first_of_run(2, {1, 2, 3}) == 1
+    assert _first_of_run(5, {1, 5}) == 5  # two runs: no choice made
