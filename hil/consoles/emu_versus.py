@@ -54,12 +54,14 @@ from hil.consoles.sim_versus import PLAYING, RoundRecord, VersusSetup, _redrawn
 from hil.link.link import Link
 
 MODE_INTRO = 8  # levelIntro [$9CAB]: one virus a frame for each bottle that needs one
-# Player 1's Start after a round's end: the game takes it from 97 frames after a clear's end
-# (checkVirusLeft [$B269]: noVirusLeft_delay $40, then two statusUpdate_delay $10) and about 82
-# after a top-out's (playerLoses_endScreen [$959A]: endScreen_delay $40, fullStatusUpdate);
-# measured on the real game. A press not taken (a match's end waits endLevel_delay $80 more) is
-# repeated every START_REPEAT frames.
+# Player 1's Start after a round's end, in frames from its end: the game takes it from 114
+# frames after a clear (checkVirusLeft [$B269]: noVirusLeft_delay $40, the STAGE CLEAR box,
+# two statusUpdate_delay $10), from 98 after a top-out (playerLoses_endScreen [$959A]:
+# endScreen_delay $40, fullStatusUpdate) and from 194 after a match's last round
+# (endLevel_delay $80 more, then the options screen, which takes Start 4 frames later); measured
+# on the real game (original release). A press not taken is repeated every START_REPEAT frames.
 START_AFTER_END = 120
+START_AFTER_MATCH = 200
 START_REPEAT = 64
 FIELDS = (0x0400, 0x0500)  # p1_field, p2_field
 
@@ -167,7 +169,8 @@ class EmuVersusRun(EmuRun):
         self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
     ) -> StartPresses:
         """The next round: player 1 presses Start from ``first_frame``, and no earlier than
-        ``START_AFTER_END`` frames after the last round's end, until the game takes it (the
+        ``START_AFTER_END`` frames after the last round's end (``START_AFTER_MATCH`` after a
+        match's last), until the game takes it (the
         module docstring). The bot presses nothing. Raises CannotStart when (level, speed) is
         not player 2's."""
         s = self.setup
@@ -180,7 +183,8 @@ class EmuVersusRun(EmuRun):
             start = first_frame
             last = self.rounds[-1] if self.rounds else None
             if last is not None and last.end_frame is not None and not self._in_round:
-                start = max(start, last.end_frame + START_AFTER_END)
+                wait = START_AFTER_MATCH if 3 in last.victories else START_AFTER_END
+                start = max(start, last.end_frame + wait)
             self._start_at = start
         return StartPresses(first_frame, [0], start)
 
