@@ -194,18 +194,26 @@ class Levels:
 
 
 def round_result(tracker: Tracker) -> str:
-    """How a two-player round ended for the bot, from the bot's bottle as the tracker last saw
-    it (ROUND_SETTLE_FRAMES after the end, the rows redrawn): "won_clear" (its bottle holds no
-    virus), "lost_clear" (the opponent cleared first), "lost_top_out" (its rows 8-15 emptied:
+    """How a two-player round ended for the bot: "won_clear" (its bottle holds no virus),
+    "lost_clear" (the opponent cleared first), "lost_top_out" (its rows 8-15 emptied:
     emptyLowerFieldOnLose_2P [$96D0] empties the loser's lower half the frame after the
     top-out), "won_top_out" (the opponent's were), or "unknown". The picture's kind says that
-    the round ended (STAGE_CLEAR, TOP_OUT: hil.loop.tracker), not whose bottle ended it."""
+    the round ended (STAGE_CLEAR, TOP_OUT: hil.loop.tracker), not whose bottle ended it. A
+    clear is told by the bot's shadow at the end (its viruses left): a virus's clear tile,
+    frozen mid-animation while the end screen waits, was read as a virus on the real game. A
+    top-out by the bot's bottle as the tracker last saw it (ROUND_SETTLE_FRAMES after the end,
+    the rows redrawn)."""
     lv = tracker.lv
     seen = None if lv is None else lv.last_seen
     if lv is None or seen is None or lv.result not in ("stage_clear", "top_out"):
         return "unknown"
     if lv.result == "stage_clear":
-        return "won_clear" if seen.virus_count == 0 else "lost_clear"
+        left = seen.virus_count
+        if lv.base is not None and lv.end_frame is not None:
+            got = tracker.state_at(lv.end_frame - lv.base)
+            if got is not None:
+                left = int(got[0].virus_left)
+        return "won_clear" if left == 0 else "lost_clear"
     emptied = bool((seen.field[8:] == 0xFF).all())
     return "lost_top_out" if emptied else "won_top_out"
 
