@@ -199,21 +199,21 @@ def round_result(tracker: Tracker) -> str:
     emptyLowerFieldOnLose_2P [$96D0] empties the loser's lower half the frame after the
     top-out), "won_top_out" (the opponent's were), or "unknown". The picture's kind says that
     the round ended (STAGE_CLEAR, TOP_OUT: hil.loop.tracker), not whose bottle ended it. A
-    clear is told by the bot's shadow at the end (its viruses left): a virus's clear tile,
-    frozen mid-animation while the end screen waits, was read as a virus on the real game. A
-    top-out by the bot's bottle as the tracker last saw it (ROUND_SETTLE_FRAMES after the end,
-    the rows redrawn)."""
+    clear is the bot's when its shadow at the end or its bottle as the tracker last saw it
+    (ROUND_SETTLE_FRAMES after the end) holds no virus: a virus's clear tile, frozen
+    mid-animation while the end screen waits, was read as a virus on the real game, and a
+    shadow that lost the bottle under load may be wrong. A top-out is told by the bottle (the
+    rows redrawn)."""
     lv = tracker.lv
     seen = None if lv is None else lv.last_seen
     if lv is None or seen is None or lv.result not in ("stage_clear", "top_out"):
         return "unknown"
     if lv.result == "stage_clear":
-        left = seen.virus_count
+        cleared = seen.virus_count == 0
         if lv.base is not None and lv.end_frame is not None:
             got = tracker.state_at(lv.end_frame - lv.base)
-            if got is not None:
-                left = int(got[0].virus_left)
-        return "won_clear" if left == 0 else "lost_clear"
+            cleared |= got is not None and int(got[0].virus_left) == 0
+        return "won_clear" if cleared else "lost_clear"
     emptied = bool((seen.field[8:] == 0xFF).all())
     return "lost_top_out" if emptied else "won_top_out"
 

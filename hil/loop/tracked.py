@@ -130,6 +130,8 @@ class TrackedLevel:
         # match's first round (zeros, as engine.Versus).
         self.stale: engine.Game | None = None
         self.end_frame: int | None = None  # the frame the level ended in (Tracker._end)
+        self.clear_run = 0  # captures in a row read as a stage clear (two players)
+        self.clear_first = 0  # ... the frame of the first
         # e -> (state e before the attack released there, spawns): Tracker._attack
         self.releases: dict[int, tuple[engine.Game, int]] = {}
         self.votes: npt.NDArray[np.float32] | None = None  # [16, 8, 256] board votes

@@ -61,10 +61,13 @@ from perception.observation import (
 # Two players: how far back from a disagreeing capture a release of an attack is looked for
 # (frames; the capture chain's latency and the mismatch run are a few).
 ATTACK_LOOKBACK = 40
-# Two players: captures in a row of this bottle frozen as the opponent's clear leaves it
-# (Tracker._frozen_by_opponent) that end the round; and how far before the first of them the
-# round may have ended (frames).
+# Two players: this bottle frozen as the opponent's clear leaves it (Tracker._frozen_by_opponent)
+# ends the round once it has been seen so in this many captures in a row spanning this many
+# frames (the real game holds it 64 frames, noVirusLeft_delay); and how far before the first of
+# them the round may have ended (frames).
 FROZEN_CAPTURES = 6
+FROZEN_FRAMES = 16
+VERSUS_CLEAR_CAPTURES = 3  # captures in a row read as a two-player stage clear that end a round
 FROZEN_LOOKBACK = 6
 
 
@@ -281,6 +284,18 @@ class Tracker:
         if lv is not None:
             prev = lv.last_seen
             playing = self.state in (LevelState.TRACKING, LevelState.BLIND)
+            lv.clear_run = lv.clear_run + 1 if obs.kind == ScreenKind.STAGE_CLEAR else 0
+            if obs.kind == ScreenKind.STAGE_CLEAR and playing and self.cfg.opponent is not None:
+                # Two players: the stage clear is read off the bottles' virus counts
+                # (hil.loop.observation.versus_kind), so one misread of the opponent's last
+                # virus would end the round: VERSUS_CLEAR_CAPTURES in a row end it, at the
+                # first (one from the oracle, which knows); the captures before are not
+                # compared.
+                if lv.clear_run == 1:
+                    lv.clear_first = frames.stop - 1
+                if lv.clear_run == (1 if obs.source == "oracle" else VERSUS_CLEAR_CAPTURES):
+                    events.append(self._end("stage_clear", lv.clear_first))
+                return events
             if obs.kind == ScreenKind.STAGE_CLEAR and playing:
                 if prev is None or prev.kind != ScreenKind.STAGE_CLEAR:
                     events.append(self._end("stage_clear", frames.stop - 1))
@@ -397,9 +412,12 @@ class Tracker:
             if lv.mismatch_run >= needed:
                 frozen = self._frozen_by_opponent(lv)
                 if frozen is not None:
-                    if lv.mismatch_run < FROZEN_CAPTURES:
+                    span = frames.stop - 1 - lv.run_obs[0][0].start
+                    if lv.mismatch_run < FROZEN_CAPTURES or span < FROZEN_FRAMES:
                         return events
-                    return events + [self._end("stage_clear", frozen)]
+                    end = self._end("stage_clear", frozen)
+                    end.data["how"] = "frozen"  # (else the screen or the shadow said so)
+                    return events + [end]
                 events += self._diverged(frames, obs, worst, worst_pred)
             return events
         lv.mismatch_run = 0
