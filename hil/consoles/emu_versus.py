@@ -50,7 +50,14 @@ from hil.consoles.base import CannotStart, LevelEnd, StartPresses
 from hil.consoles.emu import EmuError, Emulator
 from hil.consoles.emu_menus import MenuResult, navigate_menus
 from hil.consoles.emu_run import EmuRun
-from hil.consoles.sim_versus import PLAYING, RoundRecord, VersusSetup, _redrawn
+from hil.consoles.sim_versus import (
+    PLAYING,
+    RoundRecord,
+    VersusSetup,
+    _redrawn,
+    matches_won,
+    record_round_end,
+)
 from hil.link.link import Link
 
 MODE_INTRO = 8  # levelIntro [$9CAB]: one virus a frame for each bottle that needs one
@@ -246,16 +253,7 @@ class EmuVersusRun(EmuRun):
             self._round_ended(v, g + 1)
 
     def _round_ended(self, v: engine.Versus, g: int) -> None:
-        rec = self.rounds[-1]
-        before = self.rounds[-2].victories if len(self.rounds) > 1 and rec.round > 1 else (0, 0)
-        now = (int(v.victories[0]), int(v.victories[1]))
-        gained = (now[0] - before[0], now[1] - before[1])
-        rec.victories, rec.end_frame = now, g
-        rec.winner = 1 if gained[0] > gained[1] else 2 if gained[1] > gained[0] else 0
-        if rec.winner == 0:
-            rec.end = "draw"
-        else:
-            rec.end = "clear" if v.player(rec.winner - 1).virus_left == 0 else "top-out"
+        record_round_end(self.rounds, v, g)
         self._in_round = False
         self._end = _redrawn(v)
 
@@ -285,10 +283,6 @@ class EmuVersusRun(EmuRun):
             emu.pop(key, None)
         emu["setup"] = {k: v for k, v in asdict(self.setup).items() if k != "seeds"}
         emu["rounds"] = [asdict(r) for r in self.rounds]
-        won = [0, 0]
-        for r in self.rounds:
-            if 3 in r.victories:
-                won[r.victories.index(3)] += 1
-        emu["matches"] = {"begun": self.matches, "won_by_p1": won[0], "won_by_p2": won[1]}
+        emu["matches"] = matches_won(self.rounds, self.matches)
         emu["shadow_mismatch_frames"] = self.shadow_mismatches
         return out

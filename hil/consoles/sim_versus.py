@@ -219,21 +219,10 @@ class SimVersusConsole(SimConsole):
         self.rounds.append(RoundRecord(self.matches, number, g, self._state0_frame))
 
     def _round_ended(self, g: int) -> None:
-        v = self.v
-        assert v is not None
-        rec = self.rounds[-1]
-        before = self.rounds[-2].victories if len(self.rounds) > 1 and rec.round > 1 else (0, 0)
-        now = (int(v.victories[0]), int(v.victories[1]))
-        rec.victories = now
-        rec.end_frame = g
-        gained = (now[0] - before[0], now[1] - before[1])
-        rec.winner = 1 if gained[0] > gained[1] else 2 if gained[1] > gained[0] else 0
-        if rec.winner == 0:
-            rec.end = "draw"
-        else:
-            rec.end = "clear" if v.player(rec.winner - 1).virus_left == 0 else "top-out"
+        assert self.v is not None
+        record_round_end(self.rounds, self.v, g)
         self._ended_at = g
-        self._end_state = _redrawn(v)
+        self._end_state = _redrawn(self.v)
 
     def start_level(
         self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
@@ -302,12 +291,33 @@ class SimVersusConsole(SimConsole):
         sim.pop("levels", None)
         sim["setup"] = asdict(self.setup)
         sim["rounds"] = [asdict(r) for r in self.rounds]
-        won = [0, 0]
-        for r in self.rounds:
-            if 3 in r.victories:
-                won[r.victories.index(3)] += 1
-        sim["matches"] = {"begun": self.matches, "won_by_p1": won[0], "won_by_p2": won[1]}
+        sim["matches"] = matches_won(self.rounds, self.matches)
         return out
+
+
+def record_round_end(rounds: list[RoundRecord], v: engine.Versus, g: int) -> None:
+    """Fills the last of ``rounds`` as the round ``v`` (just ended, its first frame after the
+    end ``g``) ended: the victories, the winner (who gained one; 0 a draw) and how."""
+    rec = rounds[-1]
+    before = rounds[-2].victories if len(rounds) > 1 and rec.round > 1 else (0, 0)
+    now = (int(v.victories[0]), int(v.victories[1]))
+    rec.victories = now
+    rec.end_frame = g
+    gained = (now[0] - before[0], now[1] - before[1])
+    rec.winner = 1 if gained[0] > gained[1] else 2 if gained[1] > gained[0] else 0
+    if rec.winner == 0:
+        rec.end = "draw"
+    else:
+        rec.end = "clear" if v.player(rec.winner - 1).virus_left == 0 else "top-out"
+
+
+def matches_won(rounds: list[RoundRecord], begun: int) -> dict[str, int]:
+    """The report's matches: begun, and won by each player (a round that reached 3)."""
+    won = [0, 0]
+    for r in rounds:
+        if 3 in r.victories:
+            won[r.victories.index(3)] += 1
+    return {"begun": begun, "won_by_p1": won[0], "won_by_p2": won[1]}
 
 
 def _redrawn(v: engine.Versus) -> engine.Versus:
