@@ -202,14 +202,16 @@ class EmuVersusRun(EmuRun):
     # ---- stepping ----------------------------------------------------------------------------
 
     def _step(self) -> None:
-        before = self.emu.ram_block(0, 0x800).tobytes()
+        # the RAM the intro's picture shows (the frame before's), kept only in the intro
+        intro = self.emu.ram(DrMarioRam.MODE) == MODE_INTRO
+        before = self.emu.ram_block(0, 0x800).tobytes() if intro else None
         ev = self.emu.step(close_window=False)
         mode = self.emu.ram(DrMarioRam.MODE)
         g = ev.video_frame - self.base_video
         facts = None
         if mode in (MODE_INIT_LEVEL, MODE_INTRO) and not self._in_round:
             self._begin_round(g)
-        if before[DrMarioRam.MODE] == MODE_INTRO:
+        if before is not None:
             facts = engine.versus_screen_facts(engine.Versus.from_ram(before, int(Phase.INTRO)))
         if self._in_round and self.v is None and mode == MODE_PLAY:
             self.v = engine.Versus.from_ram(self.emu.ram_block(0, 0x800).tobytes())
