@@ -29,6 +29,7 @@ from hil.consoles.base import Console, Frame
 from hil.loop.eventlog import EventLog
 from hil.loop.levels import LevelPlan
 from hil.loop.observation import make_reader
+from hil.loop.policies import Handicapped
 from hil.loop.runtime import (
     EnginePlanner,
     RunSettings,
@@ -70,12 +71,14 @@ VERSUS_OPPONENTS = ("idle", "random", "greedy", "onnx")
 class VersusRequest:
     """A two-player run: player 1's level 0..20, speed and player (``p1``: one of
     VERSUS_OPPONENTS, a placement policy of policy.versus played by the simulated console),
-    and the matches to play (first to 3 rounds won)."""
+    the matches to play (first to 3 rounds won) and the bot's ``strength`` 1..5
+    (hil.loop.policies.Handicapped; 5: the full player)."""
 
     level1: int
     speed1: int
     p1: str = "greedy"
     matches: int = 1
+    strength: int = 5
 
 
 @dataclass
@@ -536,6 +539,8 @@ def run(
     try:
         try:
             policy = make_policy(policy_kind)
+            if req.versus is not None and req.versus.strength < 5:
+                policy = Handicapped(policy, req.versus.strength, req.capture_seed)
         except ValueError as e:
             raise RunError(str(e)) from None
         reader = make_reader(

@@ -66,6 +66,8 @@ def test_attacks_on_the_bot_are_tracked_without_a_desync():
         (["--versus", "--levels", "1,2"], "--versus plays one level"),
         (["--versus", "--level", "21"], "two-player levels are 0..20"),
         (["--versus", "--fast", "--firmware"], "leave out --firmware"),
+        (["--strength", "3"], "--strength is for --versus"),
+        (["--versus", "--strength", "6"], "6 is outside 1..5"),
     ],
 )
 def test_bad_versus_options_are_one_line_and_exit_2(argv, says):
@@ -175,3 +177,112 @@ def test_tied_frame_counter_phases_choose_the_first_of_their_run():
     assert _first_of_run(0, {14, 15, 0, 1, 2, 3}) == 14  # the run wraps around 16
     assert _first_of_run(2, {1, 2, 3}) == 1
     assert _first_of_run(5, {1, 5}) == 5  # two runs: no choice made
+
+
+def _attack_scene():
+    """Player 2's lone Game of a 4 / 4 MED round played without input to its first
+    action_checkAttack (frame ``e``), a tracker following it from state 0 (base frame 0), and
+    the pictures of each frame from there without an attack and with one of 2 halves."""
+    from engine.attack import receive_attack, released_attack
+    from hil.loop.matching import predicted_observation
+    from hil.loop.tracked import LevelState, TrackedLevel
+    from hil.loop.tracker import Tracker, TrackerConfig
+
+    g = engine.Versus(4, 1, 4, 1, 0x8988, 0).p2.game()
+    tracker = Tracker(TrackerConfig(opponent=(4, 1)))
+    lv = TrackedLevel(4, 1, 0)
+    lv.opponent, lv.base, lv.history, lv.spawns = (4, 1), 0, {0: g.clone()}, {0: 0}
+    tracker.lv, tracker.state = lv, LevelState.TRACKING
+    e = 0
+    while True:
+        before = int(g.next_action)
+        g.step(0)
+        e += 1
+        if released_attack(before, g):
+            break
+    plain, attacked = g.clone(), g.clone()
+    receive_attack(attacked, 2, [1, 2])
+    pictures: dict[str, list] = {"plain": [], "attacked": []}
+    for _ in range(40):
+        pictures["plain"].append(predicted_observation(plain))
+        pictures["attacked"].append(predicted_observation(attacked))
+        plain.step(0)
+        attacked.step(0)
+    return tracker, e, pictures
+
+
+def test_a_late_picture_before_the_next_pill_is_not_taken_for_an_attack():
+    """The bottle without an attack shows the next pill 4 frames after action_checkAttack;
+    an attack's halves are drawn up to 16 frames after it. A capture a frame or two later
+    than the clock says, just before the pill, is not an attack (real time, real game: the
+    attack taken so made a desync at the next pill)."""
+    tracker, e, pictures = _attack_scene()
+    spawn = next(k for k, o in enumerate(pictures["plain"]) if o.falling is not None)
+    drawn = next(k for k, o in enumerate(pictures["attacked"]) if (o.field & 0xF0 == 0x80).any())
+    assert 0 < spawn < drawn  # the window where a late picture looks like an attack
+    late = pictures["plain"][spawn - 1]
+    events = tracker._tracking(range(e + spawn + 1, e + spawn + 2), late)
+    assert not tracker.lv.releases and tracker.attacks == 0
+    assert tracker.lv.mismatch_run == 1 and tracker.lv.soft_only  # counted soft, no desync
+    assert "desync" not in [ev.name for ev in events]
+    # the next capture shows the pill: tracked on without an attack
+    events = tracker._tracking(range(e + spawn + 2, e + spawn + 3), pictures["plain"][spawn + 2])
+    assert events == [] or all(ev.name == "spawn" for ev in events)
+    assert tracker.lv.mismatch_run == 0 and tracker.attacks == 0
+
+
+def test_an_attack_not_yet_drawn_is_taken_then_its_colours_are_read_when_drawn():
+    tracker, e, pictures = _attack_scene()
+    found = []
+    for k in range(2, 30):
+        events = tracker._tracking(range(e + k, e + k + 1), pictures["attacked"][k])
+        found += [ev for ev in events if ev.name in ("attack", "desync", "attack_withdrawn")]
+    assert [ev.name for ev in found][:1] == ["attack"] and "desync" not in [ev.name for ev in found]
+    assert found[-1].name == "attack" and found[-1].data["colors"] == [1, 2]
+    assert tracker.attacks == 1 and tracker.lv.mismatch_run == 0
+
+
+def test_an_attack_the_pictures_then_contradict_is_withdrawn():
+    """A capture much later than the clock says, before the next pill, is taken for an attack
+    not yet drawn; once the pill is seen, only the bottle without it explains the pictures."""
+    tracker, e, pictures = _attack_scene()
+    spawn = next(k for k, o in enumerate(pictures["plain"]) if o.falling is not None)
+    names_seen = []
+    for k, shown in ((spawn + 5, spawn - 1), (spawn + 6, spawn + 6), (spawn + 7, spawn + 7)):
+        events = tracker._tracking(range(e + k, e + k + 1), pictures["plain"][shown])
+        names_seen += [ev.name for ev in events]
+    assert names_seen[:2] == ["attack", "attack_withdrawn"], names_seen
+    assert tracker.attacks == 0 and not tracker.lv.releases and tracker.lv.mismatch_run == 0
+
+
+def _spawned(level: int, seed: int) -> engine.Game:
+    from engine.placement import pill_falling
+
+    g = engine.Versus(level, 1, level, 1, seed, seed & 0xFF).p2.game()
+    while not pill_falling(g):
+        g.step(0)
+    return g
+
+
+def test_a_weaker_bot_places_some_pills_at_random_and_each_pill_alike_when_asked_again():
+    """hil run --versus --strength: at strength s a pill is placed at random with
+    policy.versus.STRENGTH_RANDOM[s] (0.75 at 1), the draw made from the pill's state."""
+    from hil.loop.heuristic import HeuristicPolicy
+    from hil.loop.policies import Handicapped
+
+    base = HeuristicPolicy()
+    full, weak = Handicapped(base, 5), Handicapped(base, 1, seed=3)
+    assert weak.name == "heuristic@1"
+    differ = 0
+    states = [_spawned(level, seed) for level in range(0, 20, 2) for seed in (0x10, 0x22, 0x4A)]
+    for g in states:
+        reachable = engine.plan(g).reachable
+        best = base.choose(g, reachable)
+        assert full.choose(g, reachable) == best
+        pick = weak.choose(g, reachable)
+        assert reachable[pick]
+        assert weak.choose(g.clone(), reachable) == weak.choose_now(g, reachable) == pick
+        differ += pick != best
+    assert 0.45 * len(states) <= differ <= 0.95 * len(states), differ
+    with pytest.raises(ValueError, match="strength must be 1..5"):
+        Handicapped(base, 0)

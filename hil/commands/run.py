@@ -192,6 +192,12 @@ def _add_versus_args(run: argparse.ArgumentParser) -> None:
         "--p1-speed", type=int, choices=[0, 1, 2], help="--versus: player 1's speed (--speed)"
     )
     run.add_argument(
+        "--strength",
+        type=parse.integer(1, 5),
+        help="--versus: the bot's strength 1..5 (5, the full player): at 4, 3, 2, 1 a pill "
+        "is placed at random with probability 0.1, 0.25, 0.5, 0.75 (docs/VERSUS.md)",
+    )
+    run.add_argument(
         "--matches",
         type=parse.integer(1, 1000),
         default=1,
@@ -250,6 +256,8 @@ def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest 
     ]
     if args.matches != 1:
         given.append("--matches")
+    if args.strength is not None:
+        given.append("--strength")
     if not args.versus:
         if given:
             raise SystemExit(f"hil run: {given[0]} is for --versus")
@@ -262,6 +270,7 @@ def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest 
         speed1=lp.speed if args.p1_speed is None else args.p1_speed,
         p1=args.p1,
         matches=args.matches,
+        strength=5 if args.strength is None else args.strength,
     )
 
 

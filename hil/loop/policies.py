@@ -14,6 +14,7 @@ real time, whose plan the full one replaces when it comes in time).
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
@@ -101,6 +102,72 @@ class SearchPolicy:
             if ok[idx]:
                 return idx
         raise ValueError("the search found no placement the runtime's planner reaches")
+
+
+class Handicapped:
+    """``policy`` at a strength a person chooses (``hil run --versus --strength``, 1..5;
+    policy.versus.STRENGTH_RANDOM, the same table as its matches): with that probability a
+    pill's placement is a uniformly random reachable one instead. The draw is made from the
+    pill's state (field, pill and next pill, frameCounter) and ``seed``, so a pill asked
+    again (pondered, then re-planned, or the quick choice and the full one) gets the same
+    answer. Strength 5 is the policy itself. Raises ValueError for a strength outside 1..5."""
+
+    def __init__(self, policy: Policy, strength: int, seed: int = 0) -> None:
+        from policy.versus import STRENGTH_RANDOM
+
+        if strength not in STRENGTH_RANDOM:
+            raise ValueError(f"strength must be 1..5, got {strength}")
+        self.policy, self.strength, self.seed = policy, strength, seed
+        self.p_random = STRENGTH_RANDOM[strength]
+        self.name = f"{policy.name}@{strength}"
+        self.choose_now = self._wrap(getattr(policy, "choose_now", policy.choose))
+        mean = getattr(policy, "choose_mean", None)
+        self.choose_mean = None if mean is None else self._wrap(mean)
+        self.choose_pairs = None if getattr(policy, "choose_pairs", None) is None else self._pairs
+        quick = getattr(policy, "quick", None)
+        self.quick = None if quick is None else Handicapped(quick, strength, seed)
+
+    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+        pick = self._random(game, reachable)
+        return self.policy.choose(game, reachable) if pick is None else pick
+
+    def _wrap(self, choose: Any) -> Any:
+        def chosen(game: engine.Game, reachable: npt.ArrayLike, *more: Any) -> int:
+            pick = self._random(game, reachable)
+            return int(choose(game, reachable, *more)) if pick is None else pick
+
+        return chosen
+
+    def _pairs(
+        self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
+    ) -> dict[tuple[int, int], int]:
+        choices: dict[tuple[int, int], int] = self.policy.choose_pairs(  # type: ignore[attr-defined]
+            game, reachable, pairs
+        )
+        for a, b in pairs:
+            seen = game.clone()
+            seen.next_colors[:] = (a, b)
+            pick = self._random(seen, reachable)
+            if pick is not None:
+                choices[(int(a), int(b))] = pick
+        return choices
+
+    def _random(self, game: engine.Game, reachable: npt.ArrayLike) -> int | None:
+        """A random reachable placement with probability p_random, else None (see the class
+        docstring)."""
+        if self.p_random == 0:
+            return None
+        key = b"".join(
+            np.asarray(a, np.uint8).tobytes()
+            for a in (game.field, game.pill_colors, game.next_colors, game.frame_counter)
+        )
+        rng = np.random.default_rng([self.seed & 0xFFFFFFFF, zlib.crc32(key)])
+        if rng.random() >= self.p_random:
+            return None
+        ok = np.flatnonzero(np.asarray(reachable, bool))
+        if len(ok) == 0:
+            raise ValueError("no placement to choose")
+        return int(ok[int(rng.integers(len(ok)))])
 
 
 def make_policy(name: str) -> Policy:

@@ -61,6 +61,9 @@ from perception.observation import (
 # Two players: how far back from a disagreeing capture a release of an attack is looked for
 # (frames; the capture chain's latency and the mismatch run are a few).
 ATTACK_LOOKBACK = 40
+# Two players: a capture this many frames later than the clock says may look like an attack
+# whose halves are not drawn yet (Tracker._attack).
+LATE_FRAMES = 3
 # Two players: this bottle frozen as the opponent's clear leaves it (Tracker._frozen_by_opponent)
 # ends the round once it has been seen so in this many captures in a row spanning this many
 # frames (the real game holds it 64 frames, noVirusLeft_delay); and how far before the first of
@@ -396,8 +399,9 @@ class Tracker:
                 break
             if not worst or len(diff) < len(worst):
                 worst, worst_pred = diff, pred
+        hidden = False  # an attack not drawn yet, or a late picture, would explain it
         if match is None and self.cfg.opponent is not None and not attack_tried:
-            attack = self._attack(frames, obs)
+            attack, hidden = self._attack(frames, obs)
             if attack is not None:
                 # (once: an attack that explains the capture only up to the next pill's
                 # colours leaves a soft mismatch, counted as any other)
@@ -406,7 +410,7 @@ class Tracker:
         if match is None:
             lv.mismatch_run += 1
             lv.run_obs.append((frames, obs))
-            soft = set(worst) <= SOFT_MISMATCHES or self.resync.soft_beside(frames, obs)
+            soft = hidden or set(worst) <= SOFT_MISMATCHES or self.resync.soft_beside(frames, obs)
             lv.soft_only = (lv.soft_only if lv.mismatch_run > 1 else True) and soft
             needed = self.cfg.soft_mismatch_frames if lv.soft_only else self.cfg.mismatch_frames
             if lv.mismatch_run >= needed:
@@ -470,13 +474,27 @@ class Tracker:
                 return g
         return None
 
-    def _attack(self, frames: range, obs: Observation) -> Event | None:
+    def _attack(self, frames: range, obs: Observation) -> tuple[Event | None, bool]:
         """Two players: a capture the shadow does not explain may show an attack the opponent
         released on the tracked bottle (engine.attack): at the newest step within
         ATTACK_LOOKBACK frames where the shadow ran action_checkAttack, each attack (2, 3 or 4
         halves, every colour) is applied and predicted to the capture's frames; the first that
-        explains it replaces the history from there (an ``attack`` Event), else None. Each
-        release is tried once per capture that disagrees."""
+        explains it replaces the history from there (an ``attack`` Event). Returns (that Event
+        or None, pending).
+
+        The halves are drawn only when render_fieldRow [$8331] reaches row 0, up to 16 frames
+        after the release, while the bottle without the attack shows the next pill 4 frames
+        after it (action_sendPill [$9FA1]: no throw in two players). An attack that explains
+        the capture only with its halves not yet drawn is taken unless the capture is as well
+        a picture of the LATE_FRAMES frames before its own, from a capture chain a little
+        later than the clock says (on the real game in real time, attacks taken on such
+        pictures made a desync at the next pill: docs/notes/2026-11-29-versus-realtime.md).
+        Then ``pending`` is True (no attack taken yet; the caller counts a soft mismatch).
+
+        A release found before is tried again with every colour when a later capture
+        disagrees (a half drawn later shows its colour), and withdrawn (an
+        ``attack_withdrawn`` Event: the history without it from there) when only the state
+        without it explains the capture."""
         lv = self.lv
         assert lv is not None and lv.base is not None
         newest = frames.stop - 1 - lv.base
@@ -492,29 +510,57 @@ class Tracker:
                 found = (e, after[0].clone(), after[1])
                 break
         if found is None:
-            return None
+            return None, False
         e, state, spawns = found
+        retry = e in lv.releases
+        plain = predicted_observation(state).field
         for size in (2, 3, 4):
             cells = attack_cells(size, int(state.frame_counter))
             for colors in itertools.product(range(3), repeat=len(cells)):
                 trial = state.clone()
                 receive_attack(trial, size, colors)
-                if self._explains(trial, e, frames, obs):
-                    # (colours the capture does not show yet are a guess: a later capture
-                    # that disagrees tries this release again)
-                    self.attacks += int(e not in lv.releases)  # releases, not retries
-                    lv.releases[e] = (state, spawns)
-                    self.rebase(e, trial, spawns)
-                    return Event(
+                seen = self._explains(trial, e, frames, obs)
+                if seen is None:
+                    continue
+                if not retry and not _shows_halves(seen.field, plain) and self._late(frames, obs):
+                    return None, True  # (no other size or colour is drawn either)
+                self.attacks += int(not retry)  # releases, not retries
+                lv.releases[e] = (state, spawns)
+                self.rebase(e, trial, spawns)
+                return (
+                    Event(
                         "attack",
                         lv.base + e,
                         {"halves": size, "colors": list(colors), "columns": cells},
-                    )
-        return None
+                    ),
+                    False,
+                )
+        if retry and self._explains(state, e, frames, obs) is not None:
+            del lv.releases[e]
+            self.attacks -= 1
+            self.rebase(e, state.clone(), spawns)
+            return Event("attack_withdrawn", lv.base + e, {}), False
+        return None, False
 
-    def _explains(self, state: engine.Game, e: int, frames: range, obs: Observation) -> bool:
-        """Whether ``state`` (state e of the level), stepped with the latched and scheduled
-        masks, shows ``obs`` in one of ``frames``."""
+    def _late(self, frames: range, obs: Observation) -> bool:
+        """Whether the shadow shows ``obs`` in one of the LATE_FRAMES frames before
+        ``frames``."""
+        lv = self.lv
+        assert lv is not None and lv.base is not None
+        e = frames.start - LATE_FRAMES - lv.base
+        got = self.state_at(e)
+        if got is None:
+            return False
+        return (
+            self._explains(got[0], e, range(frames.start - LATE_FRAMES, frames.start), obs)
+            is not None
+        )
+
+    def _explains(
+        self, state: engine.Game, e: int, frames: range, obs: Observation
+    ) -> Observation | None:
+        """The prediction of ``state`` (state e of the level), stepped with the latched and
+        scheduled masks, that shows ``obs`` in one of ``frames``, else None."""
         lv = self.lv
         assert lv is not None and lv.base is not None
         game = state.clone()
@@ -523,11 +569,11 @@ class Tracker:
             while lv.base + k < g:
                 game.step(self.mask_of(lv.base + k))
                 k += 1
-            if lv.base + k == g and not mismatches(
-                predicted_observation(game), obs, self._track_match, False
-            ):
-                return True
-        return False
+            if lv.base + k == g:
+                pred = predicted_observation(game)
+                if not mismatches(pred, obs, self._track_match, False):
+                    return pred
+        return None
 
     def _learn_next(self, spawn: int, colors: tuple[int, int]) -> None:
         """The next pill's colours read after spawn ``spawn``: written into every state of that
@@ -578,3 +624,10 @@ class Tracker:
         if clearing > before:
             out.append(Event("clear", g, {"cells": clearing}))
         return out
+
+
+def _shows_halves(field: np.ndarray, plain: np.ndarray) -> bool:
+    """Whether a predicted bottle ``field`` (uint8[16, 8] or [128], cell codes) shows a single
+    half ($8x) that the bottle without the attack, ``plain``, does not have there."""
+    f = np.asarray(field).reshape(-1)
+    return bool(np.any((f != np.asarray(plain).reshape(-1)) & ((f & 0xF0) == 0x80)))
