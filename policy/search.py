@@ -365,8 +365,9 @@ class PlayedPly:
     and settled to the next spawn state (engine._core.settle). Exact: the planner's inputs,
     where expand locks on the lock frame by a model (search.h lock_at). Offers what
     SearchPlayer.search reads of an engine._core.Expansion: placements int16[P], lock_frames
-    and settle_frames int32[P] (frames from `game`), viruses int32[P], phases uint8[P],
-    fields uint8[P, 128], reachable bool[512], status and child(k) (the settled state)."""
+    and settle_frames int32[P] (frames from `game`), clear_rounds int32[P], viruses int32[P],
+    phases uint8[P], fields uint8[P, 128], reachable bool[512], status and child(k) (the
+    settled state)."""
 
     def __init__(self, game: engine.Game, plan: Any) -> None:
         self.status = int(plan.status)
@@ -375,6 +376,7 @@ class PlayedPly:
         n = len(self.placements)
         self.lock_frames = np.zeros(n, np.int32)
         self.settle_frames = np.zeros(n, np.int32)
+        self.clear_rounds = np.zeros(n, np.int32)  # (AttackSearch counts a chain's lines)
         self.viruses = np.zeros(n, np.int32)
         self.phases = np.zeros(n, np.uint8)
         self.fields = np.zeros((n, 128), np.uint8)
@@ -383,9 +385,10 @@ class PlayedPly:
             masks = np.asarray(plan.masks(int(idx)), np.uint8)
             child = game.clone()
             child.run(masks)
-            frames, _rounds = _core.settle(child, max_frames=MAX_SETTLE_FRAMES)
+            frames, rounds = _core.settle(child, max_frames=MAX_SETTLE_FRAMES)
             self.lock_frames[i] = len(masks)
             self.settle_frames[i] = frames
+            self.clear_rounds[i] = rounds
             self.viruses[i] = int(child.virus_count)
             self.phases[i] = int(child.phase)
             self.fields[i] = np.asarray(child.field).reshape(-1)

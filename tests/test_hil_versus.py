@@ -67,6 +67,7 @@ def test_attacks_on_the_bot_are_tracked_without_a_desync():
         (["--versus", "--level", "21"], "two-player levels are 0..20"),
         (["--versus", "--fast", "--firmware"], "leave out --firmware"),
         (["--strength", "3"], "--strength is for --versus"),
+        (["--policy", "search-attack"], "--policy search-attack is for --versus"),
         (["--versus", "--strength", "6"], "6 is outside 1..5"),
     ],
 )
@@ -286,3 +287,15 @@ def test_a_weaker_bot_places_some_pills_at_random_and_each_pill_alike_when_asked
     assert 0.45 * len(states) <= differ <= 0.95 * len(states), differ
     with pytest.raises(ValueError, match="strength must be 1..5"):
         Handicapped(base, 0)
+
+
+def test_the_bot_plays_the_attack_search_at_a_chosen_strength():
+    run = hil(
+        "run", "--versus", "--fast", "--reader", "oracle", "--profile", "ideal_720p_nearest",
+        "--level", "6", "--speed", "1", "--p1", "greedy", "--policy", "search-attack",
+        "--strength", "4", "--frames", "2500", "--view", "none",
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr[-2000:]  # the match is not over in 2500 frames
+    s = json.loads(run.stdout)
+    assert s["policy"] == "search-attack@4"
+    assert s["decisions"] >= 10 and s["desyncs"] == 0 and s["missed_decisions"] == 0

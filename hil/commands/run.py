@@ -127,10 +127,11 @@ def _add_play_args(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--policy",
-        choices=["auto", "onnx", "search", "heuristic"],
+        choices=["auto", "onnx", "search", "heuristic", "search-attack"],
         default="auto",
         help="auto, onnx, search (policy.search with the network as prior: slower, stronger; "
-        "docs/RUN.md) or heuristic",
+        "docs/RUN.md), heuristic, or with --versus search-attack (the search aiming for "
+        "attacks; docs/VERSUS.md)",
     )
     run.add_argument(
         "--planner",
@@ -259,6 +260,8 @@ def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest 
     if args.strength is not None:
         given.append("--strength")
     if not args.versus:
+        if args.policy == "search-attack":
+            given.append("--policy search-attack")
         if given:
             raise SystemExit(f"hil run: {given[0]} is for --versus")
         return None

@@ -9,7 +9,9 @@ real time, whose plan the full one replaces when it comes in time).
 - ``heuristic``: hil's stand-in (hil.loop.heuristic), one-ply greedy, no model;
 - ``onnx``: the policy room's network (policy.onnx_policy.PlacementPolicy), ~2 ms a choice;
 - ``search``: policy.search's 3-ply search with the network as prior (docs/POLICY.md
-  "Play-time search"): stronger, ~100 ms of one core a choice, 250-1000 ms for a pondered pill.
+  "Play-time search"): stronger, ~100 ms of one core a choice, 250-1000 ms for a pondered pill;
+- ``search-attack`` (two players): the search with a bonus for each half a pill's chain sends
+  (policy.search.AttackSearch, docs/VERSUS.md "Players").
 """
 
 from __future__ import annotations
@@ -56,12 +58,15 @@ class SearchPolicy:
 
     name = "search"
 
-    def __init__(self) -> None:
+    def __init__(self, attack: bool = False) -> None:
         from policy.onnx_policy import PlacementPolicy
-        from policy.search import SearchPlayer
+        from policy.search import AttackSearch, SearchPlayer
 
         self.prior = PlacementPolicy()
-        self.player = SearchPlayer(prior=self.prior)
+        # two players: policy.search.AttackSearch, the search with a bonus for each half a
+        # pill's chain sends (docs/VERSUS.md "Players")
+        self.player = (AttackSearch if attack else SearchPlayer)(prior=self.prior)
+        self.name = self.player.name if attack else "search"
         self.quick = OnnxPolicy(self.prior)
 
     def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
@@ -171,16 +176,19 @@ class Handicapped:
 
 
 def make_policy(name: str) -> Policy:
-    """``heuristic``, ``onnx`` or ``search`` (the module docstring). Raises ValueError for an
-    unknown policy or one whose room is not installed."""
+    """``heuristic``, ``onnx``, ``search`` or ``search-attack`` (the module docstring; the
+    last for two players). Raises ValueError for an unknown policy or one whose room is not
+    installed."""
     if name == "heuristic":
         from hil.loop.heuristic import HeuristicPolicy
 
         return HeuristicPolicy()
-    if name not in ("onnx", "search"):
-        raise ValueError(f"unknown policy {name!r}; choose heuristic, onnx or search")
+    if name not in ("onnx", "search", "search-attack"):
+        raise ValueError(
+            f"unknown policy {name!r}; choose heuristic, onnx, search or search-attack"
+        )
     try:
-        return OnnxPolicy() if name == "onnx" else SearchPolicy()
+        return OnnxPolicy() if name == "onnx" else SearchPolicy(attack=name == "search-attack")
     except ImportError as exc:
         raise ValueError(
             f"the {name} policy is not installed in this checkout ({exc}); use --policy heuristic"
