@@ -119,6 +119,7 @@ class EmuVersusRun(EmuRun):
         self.rounds: list[RoundRecord] = []
         self.matches = 0
         self.shadow_mismatches = 0
+        self._play_latch = False  # the round's first frame of play is the next step's
 
     # ---- player 1 -------------------------------------------------------------------------
 
@@ -216,7 +217,11 @@ class EmuVersusRun(EmuRun):
         if self._in_round and self.v is None and mode == MODE_PLAY:
             self.v = engine.Versus.from_ram(self.emu.ram_block(0, 0x800).tobytes())
             self.rounds[-1].start_frame = g + 1
+            self._play_latch = True  # (recorded at the next frame's step, below)
         elif self.v is not None and self._in_round:
+            if self._play_latch and ev.console_frame is not None:
+                self.rounds[-1].play_latch = ev.console_frame
+                self._play_latch = False
             facts = engine.versus_screen_facts(self.v)
             self._step_shadow(int(ev.pad1 or 0), int(ev.mask or 0), g)
         elif self._end is not None and mode not in (MODE_OPTIONS, MODE_INIT_LEVEL, MODE_INTRO):

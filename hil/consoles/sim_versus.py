@@ -84,7 +84,10 @@ class VersusSetup:
 class RoundRecord:
     """One round as the console played it (ground truth): ``winner`` 1, 2 or 0 (a draw, or
     not over), ``end`` "clear", "top-out", "draw" or None, console frames of its Start, of
-    its state 0's picture and of the first picture after its end, the victories after it."""
+    its state 0's picture and of the first picture after its end, the victories after it.
+    ``play_latch`` (the emulator's): the firmware's number of the latch group read in the
+    round's first frame of play, the loop's numbering of console frames (the others count
+    video frames, lag frames too), or None."""
 
     match: int
     round: int
@@ -94,6 +97,7 @@ class RoundRecord:
     winner: int = 0
     end: str | None = None
     victories: tuple[int, int] = (0, 0)
+    play_latch: int | None = None
 
 
 class Opponent:
