@@ -222,11 +222,12 @@ def _versus_setup(req: RunRequest) -> tuple[Any, Any]:
     assert vs is not None
     lp = req.levels[0]
     setup = VersusSetup(vs.level1, vs.speed1, lp.level, lp.speed, tuple(req.seeds))
-    policy = None
-    if vs.p1 != "idle":
-        match = Match(vs.level1, vs.speed1, lp.level, lp.speed, req.seeds[0], 0)
-        policy = make_player(vs.p1, 5, Config(vs.p1, "onnx"), match, 0)
-    return setup, Opponent(policy)
+    if vs.p1 == "idle":
+        return setup, Opponent(None)
+    match = Match(vs.level1, vs.speed1, lp.level, lp.speed, req.seeds[0], 0)
+    # built where the console runs (its own process in real time)
+    make = functools.partial(make_player, vs.p1, 5, Config(vs.p1, "onnx"), match, 0)
+    return setup, Opponent(None, make=make, name=vs.p1)
 
 
 def _open_sim_versus(req: RunRequest) -> Opened:
@@ -540,7 +541,7 @@ def run(
         try:
             policy = make_policy(policy_kind)
             if req.versus is not None and req.versus.strength < 5:
-                policy = Handicapped(policy, req.versus.strength, req.capture_seed)
+                policy = Handicapped(policy, req.versus.strength)
         except ValueError as e:
             raise RunError(str(e)) from None
         reader = make_reader(

@@ -273,7 +273,7 @@ def test_a_weaker_bot_places_some_pills_at_random_and_each_pill_alike_when_asked
 
     base = HeuristicPolicy()
     full, weak = Handicapped(base, 5), Handicapped(base, 1, seed=3)
-    assert weak.name == "heuristic@1"
+    assert weak.name == "heuristic@1" and full.name == "heuristic"
     differ = 0
     states = [_spawned(level, seed) for level in range(0, 20, 2) for seed in (0x10, 0x22, 0x4A)]
     for g in states:
@@ -299,3 +299,15 @@ def test_the_bot_plays_the_attack_search_at_a_chosen_strength():
     s = json.loads(run.stdout)
     assert s["policy"] == "search-attack@4"
     assert s["decisions"] >= 10 and s["desyncs"] == 0 and s["missed_decisions"] == 0
+
+
+def test_a_network_player_one_plays_in_real_time():
+    """In real time the console runs in a process of its own: player 1's ONNX policy is built
+    there (its session cannot be sent), not in the loop's."""
+    run = hil(
+        "run", "--versus", "--p1", "onnx", "--level", "2", "--speed", "1",
+        "--frames", "900", "--view", "none", timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr[-2000:]  # the match is not over in 900 frames
+    s = json.loads(run.stdout)
+    assert s["console_frames"] >= 900 and s["decisions"] >= 1

@@ -103,14 +103,27 @@ class RoundRecord:
 class Opponent:
     """Player 1 played by a placement policy (``act(game) -> Move``, policy.versus's
     players): at each spawn of player 1's pill it plans on ``Versus.player(0).game()`` and
-    plays the masks, nothing otherwise. ``None`` policy: player 1 never presses."""
+    plays the masks, nothing otherwise. ``None`` policy: player 1 never presses. ``make``
+    (instead of ``policy``): a picklable callable that builds the policy at its first use, in
+    the console's own process in real time (an ONNX session cannot be sent there)."""
 
-    def __init__(self, policy: Any | None) -> None:
+    def __init__(
+        self, policy: Any | None, make: Callable[[], Any] | None = None, name: str = "policy"
+    ) -> None:
         self.policy = policy
-        self.name = "idle" if policy is None else str(getattr(policy, "name", "policy"))
+        self.make = make
+        self.name = (
+            name
+            if make is not None
+            else "idle"
+            if policy is None
+            else str(getattr(policy, "name", "policy"))
+        )
         self.queue: list[int] = []
 
     def __call__(self, v: engine.Versus) -> int:
+        if self.policy is None and self.make is not None:
+            self.policy, self.make = self.make(), None
         if self.policy is None or int(v.phase) != int(Phase.PLAYING):
             self.queue = []
             return 0

@@ -124,7 +124,7 @@ class Handicapped:
             raise ValueError(f"strength must be 1..5, got {strength}")
         self.policy, self.strength, self.seed = policy, strength, seed
         self.p_random = STRENGTH_RANDOM[strength]
-        self.name = f"{policy.name}@{strength}"
+        self.name = policy.name if strength == 5 else f"{policy.name}@{strength}"
         self.choose_now = self._wrap(getattr(policy, "choose_now", policy.choose))
         mean = getattr(policy, "choose_mean", None)
         self.choose_mean = None if mean is None else self._wrap(mean)
