@@ -227,7 +227,7 @@ def _versus_setup(req: RunRequest) -> tuple[Any, Any]:
     match = Match(vs.level1, vs.speed1, lp.level, lp.speed, req.seeds[0], 0)
     # built where the console runs (its own process in real time)
     make = functools.partial(make_player, vs.p1, 5, Config(vs.p1, "onnx"), match, 0)
-    return setup, Opponent(None, make=make, name=vs.p1)
+    return setup, Opponent(None, make=make)
 
 
 def _open_sim_versus(req: RunRequest) -> Opened:

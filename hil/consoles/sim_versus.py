@@ -107,18 +107,9 @@ class Opponent:
     (instead of ``policy``): a picklable callable that builds the policy at its first use, in
     the console's own process in real time (an ONNX session cannot be sent there)."""
 
-    def __init__(
-        self, policy: Any | None, make: Callable[[], Any] | None = None, name: str = "policy"
-    ) -> None:
+    def __init__(self, policy: Any | None, make: Callable[[], Any] | None = None) -> None:
         self.policy = policy
         self.make = make
-        self.name = (
-            name
-            if make is not None
-            else "idle"
-            if policy is None
-            else str(getattr(policy, "name", "policy"))
-        )
         self.queue: list[int] = []
 
     def __call__(self, v: engine.Versus) -> int:
