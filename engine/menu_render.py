@@ -11,7 +11,10 @@ looks at the right places (facts from the disassembly, docs/MENUS.md):
   tile column 23, row 10); the level cursor sprite at x lvlCursor_XPos = $57 + 4 * level, y $53
   (player 1); the speed cursor (a box around LOW / MED / HI) at x speedCursor_XPos = $58, $80,
   $A4, y $87; the music box at x musicTypeBox_XPos = $38, $70, $A7, y $B7; the highlighted row
-  (render_optionsOverlays [$8518] swaps attribute bytes) drawn in a brighter colour.
+  (render_optionsOverlays [$8518] swaps attribute bytes) drawn in a brighter colour;
+- the two-player options screen adds player 2's level number at VRAM $21B7 (lvlNbP2_VRAMaddr:
+  tile column 23, row 13), its level cursor at y lvlCursor_YPos[p2] = $62 and its speed cursor
+  at y speedCursor_YPos[p2] = $96 (updateOptions_cursors [$9B5C]).
 
 Nothing here comes from the game's CHR or nametables. ``render_menu_state(menu)`` draws an
 ``engine.Menu`` frame (the demo as the engine's demo level screen, ``Game.demo()``).
@@ -31,8 +34,11 @@ from engine.render import NES_PALETTE, TileSet, render_frame
 U8 = npt.NDArray[np.uint8]
 
 LEVEL_DIGITS_XY = (23 * 8, 10 * 8)  # lvlNbP1_VRAMaddr $2157: tile column 23, row 10
+LEVEL_DIGITS2_XY = (23 * 8, 13 * 8)  # lvlNbP2_VRAMaddr $21B7: tile column 23, row 13
 LEVEL_CURSOR_X0, LEVEL_CURSOR_STEP, LEVEL_CURSOR_Y = 0x57, 4, 0x53  # lvlCursor_XPos/YPos
+LEVEL_CURSOR2_Y = 0x62  # lvlCursor_YPos, player 2
 SPEED_CURSOR_X, SPEED_CURSOR_Y = (0x58, 0x80, 0xA4), 0x87  # speedCursor_XPos/YPos
+SPEED_CURSOR2_Y = 0x96  # speedCursor_YPos, player 2
 MUSIC_BOX_X, MUSIC_BOX_Y = (0x38, 0x70, 0xA7), 0xB7  # musicTypeBox_XPos, spr_musicTypeBox_y
 TITLE_CURSOR_X, TITLE_CURSOR_Y = 0x45, (0xA7, 0xB7)  # spr_cursor_heart_x, titleCursorYPos[1..2]
 
@@ -128,17 +134,26 @@ def render_title(players: int = 1, frame: int = 0) -> U8:
     return img
 
 
-def render_options(level: int, speed: int, music: int = 0, section: int = 0) -> U8:
-    """The options screen (one player) with ``level`` 0..20, ``speed`` 0..2, ``music`` 0..2 and
-    the highlighted row ``section`` (0 level, 1 speed, 2 music): uint8 [240, 256, 3]. Raises
+def render_options(
+    level: int,
+    speed: int,
+    music: int = 0,
+    section: int = 0,
+    versus: tuple[int, int] | None = None,
+) -> U8:
+    """The options screen with ``level`` 0..20, ``speed`` 0..2, ``music`` 0..2 and the
+    highlighted row ``section`` (0 level, 1 speed, 2 music): uint8 [240, 256, 3]. ``versus``:
+    player 2's (level, speed) on the two-player screen (None: the one-player screen). Raises
     ValueError for a value out of range."""
     if not 0 <= level <= 20 or speed not in (0, 1, 2) or music not in (0, 1, 2):
         raise ValueError(f"level 0..20, speed and music 0..2; got {level}, {speed}, {music}")
     if section not in (0, 1, 2):
         raise ValueError(f"section must be 0, 1 or 2, got {section}")
+    if versus is not None and (not 0 <= versus[0] <= 20 or versus[1] not in (0, 1, 2)):
+        raise ValueError(f"player 2's level 0..20 and speed 0..2; got {versus}")
     img = np.empty((240, 256, 3), np.uint8)
     img[:] = _rgb(BACKDROP_OPTIONS)
-    _text(img, 80, 40, "1 PLAYER GAME", INK)
+    _text(img, 80, 40, "2 PLAYER GAME" if versus else "1 PLAYER GAME", INK)
 
     def ink(row: int) -> int:
         return INK if section == row else INK_DIM
@@ -160,13 +175,22 @@ def render_options(level: int, speed: int, music: int = 0, section: int = 0) -> 
     )
     _text(img, LEVEL_DIGITS_XY[0], LEVEL_DIGITS_XY[1], f"{level:02d}", INK)
     _sprite(img, LEVEL_CURSOR_X0 + LEVEL_CURSOR_STEP * level, LEVEL_CURSOR_Y, _mask(_ARROW), RED)
+    if versus is not None:
+        down = _mask(_ARROW)[::-1]
+        _sprite(img, LEVEL_CURSOR_X0 + LEVEL_CURSOR_STEP * versus[0], LEVEL_CURSOR2_Y, down, BLUE)
     # Speed row.
-    _fill(img, 24, 112, 232, 160, BLACK)
+    _fill(img, 24, 112, 232, 168 if versus else 160, BLACK)
     _text(img, 32, 120, "SPEED", ink(1))
     for x, word in zip(SPEED_CURSOR_X, ("LOW", "MED", "HI"), strict=True):
         _text(img, x + 4, SPEED_CURSOR_Y + 5, word, ink(1))
     sx = SPEED_CURSOR_X[speed]
     _frame(img, sx, SPEED_CURSOR_Y + 1, sx + 32, SPEED_CURSOR_Y + 17, YELLOW)
+    if versus is not None:
+        sx = SPEED_CURSOR_X[versus[1]]
+        _fill(img, sx + 4, SPEED_CURSOR2_Y + 4, sx + 28, SPEED_CURSOR2_Y + 7, BLUE)
+        x, y = LEVEL_DIGITS2_XY  # drawn over the rows' boxes
+        _fill(img, x - 4, y - 2, x + 20, y + 10, BACKDROP_OPTIONS)
+        _text(img, x, y, f"{versus[0]:02d}", INK)
     # Music row.
     _fill(img, 24, 168, 232, 216, BLACK)
     _text(img, 32, 172, "MUSIC TYPE", ink(2))

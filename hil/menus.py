@@ -61,6 +61,11 @@ START = int(Button.START)
 SPEEDS = ("LOW", "MED", "HI")
 
 
+# A level screen's kinds (perception.screens): the two-player level screen, which the screen
+# reader's level prototypes do not hold, may read as any of them
+LEVEL_SCREENS = ("LEVEL", "DEMO", "STAGE_CLEAR", "GAME_OVER")
+
+
 class MenuError(RuntimeError):
     """The driver could not start the asked level (one line for the user)."""
 
@@ -253,6 +258,114 @@ class MenuDriver:
             presses=self._presses,
             frames=first - self._first,
         )
+
+
+@dataclass
+class VersusStartResult:
+    """A two-player match begun by player 1's Start (:class:`VersusMenuDriver`). ``level``,
+    ``speed``: player 2's (the bot's), ``level1``, ``speed1``: player 1's, as the last
+    two-player options picture showed them; ``start_frame``: that picture's console frame (the
+    Start latched then or later: when is not seen); ``screens``, ``presses``, ``frames`` as
+    :class:`StartResult`."""
+
+    level: int
+    speed: int
+    level1: int
+    speed1: int
+    start_frame: int
+    screens: list[str] = field(default_factory=list)
+    presses: int = 0
+    frames: int = 0
+
+
+class VersusMenuDriver(MenuDriver):
+    """Player 2's part of a two-player match's options screen: the rig with a person on port 1
+    and the Pico on port 2 (docs/VERSUS.md, "On the rig"). The person chooses 2 players on the
+    title, moves the highlight and presses Start: pad 2 has no say over them. Each player moves
+    its own level and speed while their row is highlighted (toDemo_orOptions [$9961],
+    updateLvlCursor [$9ADF], updateSpeedCursor [$9B37] on each pad), so the bot taps its
+    cursors on port 2 whenever the options screen shows two players and the row of a setting
+    still wrong is highlighted, reading them back off the picture (perception.screens: player
+    2's level number, both speed cursors, the highlighted row). ``say`` tells the person what
+    the bot waits for (once each). The constructor's other arguments are MenuDriver's;
+    ``max_frames`` bounds the wait for the person (default 10 minutes)."""
+
+    def __init__(
+        self,
+        newest: Callable[[], tuple[int, Any] | None],
+        send: Callable[[Sequence[int]], int],
+        read: Callable[[Any], ScreenReading],
+        *,
+        settle_frames: int = 3,
+        max_frames: int = 36_000,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(newest, send, read, settle_frames=settle_frames, max_frames=max_frames)
+        self.say = say or (lambda _m: None)
+        self._said: set[str] = set()
+
+    def _tell(self, key: str, message: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            self.say(message)
+
+    def start_match(self, level: int, speed: int) -> VersusStartResult:
+        """Player 2's ``level`` (0..20) and ``speed`` (0..2) set on the two-player options
+        screen, then the person's Start awaited (the class docstring). Raises ValueError for a
+        target out of range, MenuError when the match began with player 2 at other settings
+        (the Start came first) or ``max_frames`` passed."""
+        if not 0 <= level <= 20:
+            raise ValueError(f"level must be 0..20 on the options screen, got {level}")
+        if speed not in (0, 1, 2):
+            raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
+        self._first, self._presses, self._screens = -1, 0, []
+        last: ScreenReading | None = None  # the newest two-player options reading
+        last_frame = -1
+        want = f"level {level} {SPEEDS[speed]}"
+        while True:
+            r = self._look()
+            if r.kind == "OPTIONS" and r.players == 2 and r.level2 is not None:
+                last, last_frame = r, self._frame
+                if r.level2 != level and r.section == 0:
+                    self._tap(RIGHT if r.level2 < level else LEFT, abs(level - r.level2))
+                elif r.speed2 != speed and r.section == 1:
+                    assert r.speed2 is not None
+                    self._tap(RIGHT if r.speed2 < speed else LEFT, abs(speed - r.speed2))
+                else:
+                    if r.level2 != level:
+                        self._tell("level", f"player 2 sets its {want}: highlight VIRUS LEVEL")
+                    elif r.speed2 != speed:
+                        self._tell("speed", f"player 2 sets its {want}: highlight SPEED")
+                    else:
+                        self._tell("ready", f"player 2 is at {want}: press Start when ready")
+                    self._ready = self._frame + 1
+                continue
+            if r.kind == "OPTIONS":
+                self._tell("players", "the bot is player 2: choose 2 PLAYER GAME on the title")
+            elif r.kind in LEVEL_SCREENS and last is not None:  # the match began
+                if (last.level2, last.speed2) != (level, speed):
+                    raise MenuError(
+                        f"the match began with player 2 at level {last.level2} "
+                        f"{SPEEDS[last.speed2 or 0]}, not {want}: Start came before the bot "
+                        "had set its level and speed"
+                    )
+                assert last.level is not None and last.speed is not None
+                return VersusStartResult(
+                    level=level,
+                    speed=speed,
+                    level1=last.level,
+                    speed1=last.speed,
+                    start_frame=last_frame,
+                    screens=list(self._screens),
+                    presses=self._presses,
+                    frames=last_frame - self._first,
+                )
+            elif r.kind == "TITLE":
+                last = None
+                self._tell("title", "the bot is player 2: choose 2 PLAYER GAME on the title")
+            else:
+                self._tell("wait", "the bot waits for the two-player options screen")
+            self._ready = self._frame + 1
 
 
 class SimMenuConsole:

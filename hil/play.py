@@ -79,6 +79,7 @@ class VersusRequest:
     p1: str = "greedy"
     matches: int = 1
     strength: int = 5
+    p1_wait: int = 0  # frames player 1's Start comes late, unannounced (sim and emu)
 
 
 @dataclass
@@ -153,10 +154,10 @@ class RunRequest:
                 raise RunError(f"--fault {f.kind} needs real time: leave out --fast")
 
     def _check_versus(self, vs: VersusRequest) -> None:
-        if self.console == "rig":
+        if self.console == "rig" and vs.p1_wait:
             raise RunError(
-                "--versus plays the simulated console and --emu for now; the rig is not built "
-                "yet (docs/VERSUS.md)"
+                "--p1-wait is for the simulated console and --emu: on the rig a "
+                "person presses Start"
             )
         if self.console == "emu" and self.game != "drmario":
             raise RunError("--versus plays Dr. Mario; the test ROM has no two-player mode")
@@ -243,6 +244,7 @@ def _open_sim_versus(req: RunRequest) -> Opened:
         capture_seed=req.capture_seed,
         console_seed=req.console_seed,
         max_frames=req.max_frames + 600,
+        p1_wait=req.versus.p1_wait if req.versus else 0,
     )
     console = _console_here(build, req) if req.lockstep else _console_process(build, req, "sim")
     return Opened(console, None, req.profile)
@@ -326,6 +328,7 @@ def _open_emu_versus(req: RunRequest) -> Opened:
         verify_crc=req.verify_crc,
         realtime=not req.lockstep,
         link_faults=[f for f in req.faults if f.kind in LINK_FAULTS],
+        p1_wait=req.versus.p1_wait if req.versus else 0,
     )
     console = _console_here(build, req) if req.lockstep else _console_process(build, req, "emu")
     return Opened(console, None, prof)
@@ -402,8 +405,16 @@ def _open_rig(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
         req.port,
         latency if latency is not None else profile.timing.latency_frames,
         profile.timing.jitter_ms,
+        versus=req.versus is not None,
     )
     screens = rom_screens(profile)
+    if req.versus is not None and (screens is None or not _reads_versus_options(profile)):
+        console.close()
+        raise RunError(
+            "--versus on the rig reads the two-player options screen: prepare your ROM's "
+            "screens (hil prepare --rom YOUR_ROM --profile PROFILE; a prepare from before "
+            "two-player support must be run again)"
+        )
     if screens is None:
         say(
             "hil run: no screens prepared for the profile's ROM (hil prepare --rom ROM): set "
@@ -413,6 +424,18 @@ def _open_rig(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
 
 
 # ---- screens -----------------------------------------------------------------------------
+
+
+def _reads_versus_options(profile: Profile) -> bool:
+    """Whether the screens prepared for the profile's ROM read the two-player options screen
+    (perception.screens: prototypes of player 2's level number; absent from older files)."""
+    from perception.screens import ScreenPrototypes, prepared_screens
+
+    path = prepared_screens(profile.rom_crc32) if profile.rom_crc32 else None
+    try:
+        return path is not None and len(ScreenPrototypes.load(path).digits2) > 0
+    except (ValueError, OSError):
+        return False
 
 
 def sim_screens(profile: Profile) -> Callable[[Any], Any]:

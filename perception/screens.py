@@ -16,7 +16,13 @@ truth (``ScreenPrototypes``) and reads a picture by nearest neighbour on a few f
 - on OPTIONS, the ``level`` from the level number (two digits at VRAM $2157, lvlNbP1_VRAMaddr:
   x 184-199, y 80-87) and the ``speed`` from the speed cursor's row (speedCursor_XPos $58, $80,
   $A4 at y $87: x 80-207, y 128-159), each the label of the nearest prototype crop;
-- on TITLE, ``players`` (1 or 2) from the heart cursor (x $45, y $A7 / $B7).
+- on TITLE, ``players`` (1 or 2) from the heart cursor (x $45, y $A7 / $B7);
+- on OPTIONS, where the prototypes have them (files from before them read as before):
+  ``players`` from player 2's level number (VRAM $21B7, lvlNbP2_VRAMaddr: x 184-199, y
+  104-111; no number on the one-player screen), on the two-player screen ``level2`` from it
+  and both speeds from the speed row with both cursors (speedCursor_YPos $87 and $96: y
+  128-167, nine pairs), and the highlighted ``section`` (0 level, 1 speed, 2 music) from the
+  rows' labels in colour (render_optionsOverlays [$8518] swaps their attributes).
 
 LEVEL covers the level screen from its load to the end of play (the intro's viruses, the wait,
 play); the UNet (perception.reader) reads the level screen's contents. A picture is read in NES
@@ -57,6 +63,10 @@ BOTTLE = (96, 80, 160, 208)  # fieldRow_PPUADDR_1P: tile columns 12-19, rows 10-
 BOX_ROWS = (96, 96, 160, 176)  # the bottle's rows 2-11: the STAGE CLEAR / GAME OVER boxes
 LEVEL_DIGITS = (182, 78, 202, 90)  # lvlNbP1_VRAMaddr $2157 (column 23, row 10), 2 digits
 SPEED_ROW = (80, 128, 208, 160)  # speedCursor_XPos $58/$80/$A4 + 8, speedCursor_YPos $87
+LEVEL_DIGITS2 = (182, 102, 202, 114)  # lvlNbP2_VRAMaddr $21B7 (column 23, row 13), 2 digits
+SPEED_ROWS2 = (80, 128, 208, 168)  # both speed cursors: speedCursor_YPos $87 (p1), $96 (p2)
+SECTION_LABELS = (24, 56, 152, 184)  # the three rows' labels (x 4-cell blocks, in colour)
+NO_LEVEL2 = 21  # digit_level2 of a one-player options screen (no player-2 number)
 TITLE_HEART = (64, 160, 80, 200)  # spr_cursor_heart_x $45, titleCursorYPos $A7 / $B7
 BOX_CLEAR = 0.02  # a box prototype differs from every level picture by more than this
 WHOLE_CELL = 16  # block size of the whole-picture feature (15 x 16 x 3 = 720 values)
@@ -93,7 +103,10 @@ def _nearest(feats: F32, x: F32) -> tuple[int, float]:
 @dataclasses.dataclass(frozen=True)
 class ScreenReading:
     """What a picture shows. ``kind``: one of KINDS. ``level`` (0..20) and ``speed`` (0 LOW,
-    1 MED, 2 HI): on OPTIONS, else None. ``players`` (1, 2): on TITLE, else None. ``distance``:
+    1 MED, 2 HI): on OPTIONS (player 1's), else None. ``players`` (1, 2): on TITLE the heart's
+    row, on OPTIONS the screen's (None where the prototypes cannot tell). ``level2``,
+    ``speed2``: player 2's on the two-player OPTIONS screen, else None. ``section``: the
+    highlighted row on OPTIONS (0 level, 1 speed, 2 music; None where unknown). ``distance``:
     RMS distance (0..1) of the picture to the nearest prototype of its family (how sure)."""
 
     kind: str
@@ -101,6 +114,9 @@ class ScreenReading:
     speed: int | None = None
     players: int | None = None
     distance: float = 0.0
+    level2: int | None = None
+    speed2: int | None = None
+    section: int | None = None
 
 
 @dataclasses.dataclass
@@ -111,8 +127,12 @@ class ScreenPrototypes:
     demo_bottle: float32 [k, 384] the bottle's 8x8 cells of the demo's pictures;
     box: float32 [b, 1280] the bottle's rows 2-11 (grey, 2x2 means) of STAGE_CLEAR and
     GAME_OVER pictures, box_kind: int8 [b]; digits: float32 [m, 240], digit_level: int8 [m];
-    speed_row: float32 [m, 4096], row_speed: int8 [m] (options pictures); heart: float32
-    [t, 640], heart_players: int8 [t];
+    speed_row: float32 [m, 4096], row_speed: int8 [m] (one-player options pictures); heart:
+    float32 [t, 640], heart_players: int8 [t]; digits2: float32 [q, 240], digit_level2: int8
+    [q] (player 2's level, NO_LEVEL2 on a one-player screen); speed_rows: float32 [u, 5120],
+    speed_pair: int8 [u] (3 * player 1's speed + player 2's, two-player pictures); section:
+    float32 [o, 3072], section_row: int8 [o] (options pictures). The last three pairs may be
+    empty (files written before them);
     demo_radius, box_radius: the distances under which a level screen is the demo, a box
     (0.75 and 0.5 times the 2nd percentile of the other level screens' distances to them).
     """
@@ -131,6 +151,12 @@ class ScreenPrototypes:
     demo_radius: float
     box_radius: float
     source: str = ""
+    digits2: F32 = dataclasses.field(default_factory=lambda: _empty(240))
+    digit_level2: npt.NDArray[np.int8] = dataclasses.field(default_factory=lambda: _labels())
+    speed_rows: F32 = dataclasses.field(default_factory=lambda: _empty(5120))
+    speed_pair: npt.NDArray[np.int8] = dataclasses.field(default_factory=lambda: _labels())
+    section: F32 = dataclasses.field(default_factory=lambda: _empty(3072))
+    section_row: npt.NDArray[np.int8] = dataclasses.field(default_factory=lambda: _labels())
 
     def save(self, path: str | Path) -> None:
         """Write an .npz file (the user's data directory for a ROM's prototypes)."""
@@ -155,7 +181,11 @@ class ScreenPrototypes:
                 if not isinstance(z, np.lib.npyio.NpzFile):
                     raise ValueError("not an .npz archive")
                 with z:
-                    kw: dict[str, Any] = {f.name: z[f.name] for f in dataclasses.fields(cls)}
+                    kw: dict[str, Any] = {
+                        f.name: z[f.name]
+                        for f in dataclasses.fields(cls)
+                        if f.name in z.files or f.name not in OPTIONAL_FIELDS
+                    }
                     version = z["version"] if "version" in z.files else np.int32(SCREENS_VERSION)
         except IsADirectoryError:
             raise ValueError(f"{path}: a directory, not a screen prototype file") from None
@@ -178,6 +208,11 @@ class ScreenPrototypes:
                 "file of another version of this tool: prepare the ROM again)"
             )
         for name, (width, labels, top) in PROTOTYPE_SCHEMA.items():
+            if name not in kw:  # an optional pair absent from an older file
+                kw[name] = _empty(width)
+                if labels is not None:
+                    kw[labels] = _labels()
+                continue
             a = kw[name]
             if a.dtype != np.float32 or a.ndim != 2 or a.shape[1] != width:
                 raise ValueError(
@@ -216,7 +251,20 @@ PROTOTYPE_SCHEMA: dict[str, tuple[int, str | None, int]] = {
     "digits": (240, "digit_level", 20),
     "speed_row": (4096, "row_speed", 2),
     "heart": (640, "heart_players", 2),
+    "digits2": (240, "digit_level2", NO_LEVEL2),
+    "speed_rows": (5120, "speed_pair", 8),
+    "section": (3072, "section_row", 2),
 }
+# written by this version, absent in files of the one before (their screens read as before)
+OPTIONAL_FIELDS = ("digits2", "digit_level2", "speed_rows", "speed_pair", "section", "section_row")
+
+
+def _empty(width: int) -> F32:
+    return np.zeros((0, width), np.float32)
+
+
+def _labels() -> npt.NDArray[np.int8]:
+    return np.zeros(0, np.int8)
 
 
 class PrototypeBuilder:
@@ -234,6 +282,12 @@ class PrototypeBuilder:
         self.row_speed: list[int] = []
         self.heart: list[F32] = []
         self.heart_players: list[int] = []
+        self.digits2: list[F32] = []
+        self.digit_level2: list[int] = []
+        self.speed_rows: list[F32] = []
+        self.speed_pair: list[int] = []
+        self.section: list[F32] = []
+        self.section_row: list[int] = []
 
     def add(
         self,
@@ -243,8 +297,13 @@ class PrototypeBuilder:
         level: int | None = None,
         speed: int | None = None,
         players: int | None = None,
+        level2: int | None = None,
+        speed2: int | None = None,
+        section: int | None = None,
     ) -> None:
-        """One picture uint8 [240, 256, 3] of ``kind`` (index in KINDS) with its truth."""
+        """One picture uint8 [240, 256, 3] of ``kind`` (index in KINDS) with its truth (on
+        OPTIONS: ``players`` 1 or 2, None where unknown; player 2's ``level2`` and ``speed2``
+        on a two-player screen; the highlighted ``section``)."""
         if kind == BLANK:
             return  # read by rule, no prototypes
         self.whole.append(_blocks(pic, cell=WHOLE_CELL))
@@ -256,8 +315,20 @@ class PrototypeBuilder:
         if kind == OPTIONS and level is not None and speed is not None:
             self.digits.append(_crop(pic, LEVEL_DIGITS))
             self.digit_level.append(level)
-            self.speed_row.append(_crop(pic, SPEED_ROW))
-            self.row_speed.append(speed)
+            if players == 2 and level2 is not None and speed2 is not None:
+                self.digits2.append(_crop(pic, LEVEL_DIGITS2))
+                self.digit_level2.append(level2)
+                self.speed_rows.append(_crop(pic, SPEED_ROWS2))
+                self.speed_pair.append(3 * speed + speed2)
+            else:
+                self.speed_row.append(_crop(pic, SPEED_ROW))
+                self.row_speed.append(speed)
+                if players == 1:
+                    self.digits2.append(_crop(pic, LEVEL_DIGITS2))
+                    self.digit_level2.append(NO_LEVEL2)
+            if section is not None:
+                self.section.append(_blocks(pic, SECTION_LABELS, cell=4))
+                self.section_row.append(section)
         if kind == TITLE and players is not None:
             self.heart.append(_crop(pic, TITLE_HEART))
             self.heart_players.append(players)
@@ -297,7 +368,17 @@ class PrototypeBuilder:
             demo_radius=demo_radius,
             box_radius=box_radius,
             source=source,
+            digits2=_stack(self.digits2, 240),
+            digit_level2=np.array(self.digit_level2, np.int8),
+            speed_rows=_stack(self.speed_rows, 5120),
+            speed_pair=np.array(self.speed_pair, np.int8),
+            section=_stack(self.section, 3072),
+            section_row=np.array(self.section_row, np.int8),
         )
+
+
+def _stack(rows: list[F32], width: int) -> F32:
+    return np.stack(rows) if rows else _empty(width)
 
 
 def _radius(members: F32, others: F32) -> float:
@@ -329,11 +410,7 @@ class ScreenReader:
         i, dist = _nearest(self.p.whole, _blocks(pic, cell=WHOLE_CELL))
         family = int(self.p.kind[i])
         if family == OPTIONS:
-            j, _ = _nearest(self.p.digits, _crop(pic, LEVEL_DIGITS))
-            s, _ = _nearest(self.p.speed_row, _crop(pic, SPEED_ROW))
-            return ScreenReading(
-                "OPTIONS", int(self.p.digit_level[j]), int(self.p.row_speed[s]), distance=dist
-            )
+            return self._options(pic, dist)
         if family == TITLE:
             players = None
             if len(self.p.heart):
@@ -350,6 +427,37 @@ class ScreenReader:
                 return ScreenReading(KINDS[int(self.p.box_kind[j])], distance=db)
         return ScreenReading("LEVEL", distance=dist)
 
+    def _options(self, pic: U8, dist: float) -> ScreenReading:
+        """The options screen's settings (module docstring)."""
+        p = self.p
+        j, _ = _nearest(p.digits, _crop(pic, LEVEL_DIGITS))
+        level = int(p.digit_level[j])
+        players = level2 = speed2 = section = None
+        if len(p.digits2):
+            k, _ = _nearest(p.digits2, _crop(pic, LEVEL_DIGITS2))
+            players = 1 if int(p.digit_level2[k]) == NO_LEVEL2 else 2
+            if players == 2:
+                level2 = int(p.digit_level2[k])
+        if players == 2 and len(p.speed_rows):
+            k, _ = _nearest(p.speed_rows, _crop(pic, SPEED_ROWS2))
+            speed, speed2 = divmod(int(p.speed_pair[k]), 3)
+        else:
+            s, _ = _nearest(p.speed_row, _crop(pic, SPEED_ROW))
+            speed = int(p.row_speed[s])
+        if len(p.section):
+            k, _ = _nearest(p.section, _blocks(pic, SECTION_LABELS, cell=4))
+            section = int(p.section_row[k])
+        return ScreenReading(
+            "OPTIONS",
+            level,
+            speed,
+            players=players,
+            distance=dist,
+            level2=level2,
+            speed2=speed2,
+            section=section,
+        )
+
     def read(self, captured: U8, profile: Any) -> ScreenReading:
         """Read a captured BGR frame of ``profile`` (calibration.Profile): mapped to NES pixels
         by calibration.to_nes (geometry and colour), then ``read_nes``. Raises ValueError for a
@@ -365,7 +473,8 @@ class ScreenReader:
 def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]]]:
     """(picture, kind, truth) of the clean-room screens: the title (both cursor rows, both
     shine phases), the options screen at every level, speed and highlighted row (music
-    varied), level screens of the engine's LevelFlow (intro, play with random input, a
+    varied), the two-player options screen at every level and speed pair of player 2, level
+    screens of the engine's LevelFlow (intro, play with random input, a
     game over), the demo (engine.Game.demo) and blank frames."""
     import engine
     from engine.menu_render import render_blank, render_options, render_title
@@ -379,7 +488,15 @@ def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]
             for section in range(3):
                 music = int(rng.integers(3))
                 pic = render_options(level, speed, music, section)
-                yield pic, OPTIONS, {"level": level, "speed": speed}
+                truth = {"level": level, "speed": speed, "players": 1, "section": section}
+                yield pic, OPTIONS, truth
+    for level2 in range(21):  # the two-player screen: every level and speed pair of player 2
+        for pair in range(9):
+            level, music, section = int(rng.integers(21)), int(rng.integers(3)), (level2 + pair) % 3
+            speed, speed2 = divmod(pair, 3)
+            pic = render_options(level, speed, music, section, versus=(level2, speed2))
+            truth = {"level": level, "speed": speed, "players": 2, "section": section}
+            yield pic, OPTIONS, {**truth, "level2": level2, "speed2": speed2}
     yield render_blank(), BLANK, {}
     for level, speed, policy in ((0, 2, True), (3, 1, True), (9, 2, False), (16, 1, False)):
         flow = engine.LevelFlow(level, speed, int(rng.integers(2, 0xFFFF)), frame_counter=3)

@@ -8,7 +8,9 @@ $0727, p1_field $0400 (a text box in its rows 1-9: STAGE CLEAR or GAME OVER) and
 $0324. A picture is what the NMI of its frame drew, so it shows the RAM as the previous frame
 left it; it is labelled with that (``truth_lag`` 1). The script: the title (its cursor moved),
 the options screen (every level, speed and highlighted row reached by the game's own buttons),
-back to the title with B, levels started from the options screen and played with random input,
+the two-player options screen (both pads; p2_level $0396, p2_speedSetting $038B,
+optionSectionHighlight $65), back to the title with B, levels started from the options screen
+and played with random input,
 a stage clear (p1_virusLeft set to 0 in RAM during play: checkVirusLeft [$B269] then clears the
 field and shows its box as after a real clear), the next level chained by Start, a top-out and
 its GAME OVER box, Start back to the options screen, and the attract demo (the title left idle
@@ -26,7 +28,7 @@ import numpy.typing as npt
 
 from engine.constants import Button
 from engine.nes import Nes
-from engine.ram import DrMarioRam
+from engine.ram import P2_LEVEL, P2_SPEED, DrMarioRam
 from perception.screens import (
     BLANK,
     BLANK_STD,
@@ -81,7 +83,12 @@ class RomRun:
         if mode == 0:
             return TITLE, {"players": r(R.PLAYERS)}
         if mode == 1:
-            return OPTIONS, {"level": r(R.LEVEL), "speed": r(R.SPEED)}
+            players = r(R.PLAYERS)
+            truth = {"level": r(R.LEVEL), "speed": r(R.SPEED), "players": players}
+            truth["section"] = r(R.OPTION_SECTION)
+            if players == 2:
+                truth.update(level2=r(P2_LEVEL), speed2=r(P2_SPEED))
+            return OPTIONS, truth
         field = self.nes.ram_block(R.FIELD + 8, 72)
         if field_has_box(np.concatenate([np.zeros(8, np.uint8), field])):
             return (STAGE_CLEAR if r(R.VIRUS_LEFT) == 0 else GAME_OVER), {}
@@ -115,18 +122,44 @@ def menu_press(run: RomRun, level: int, speed: int, section: int) -> int:
     return 0
 
 
+def versus_menu_press(
+    run: RomRun, levels: tuple[int, int], speeds: tuple[int, int], section: int
+) -> int:
+    """The buttons toward both players' (level, speed) and the highlighted row on the
+    two-player options screen (0: there): pad 1 in bits 0-7, pad 2 in bits 8-15. Each player
+    moves its own level and speed while the row is highlighted (toDemo_orOptions [$9961]);
+    pad 1 moves the highlight."""
+    r = run.ram
+    now = r(R.OPTION_SECTION)
+    for sec, have, want in (
+        (0, (r(R.LEVEL), r(P2_LEVEL)), levels),
+        (1, (r(R.SPEED), r(P2_SPEED)), speeds),
+    ):
+        if have != want:
+            if now != sec:
+                return DOWN if now < sec else UP
+            m = [0 if h == w else RIGHT if h < w else LEFT for h, w in zip(have, want, strict=True)]
+            return m[0] | m[1] << 8
+    if now != section:
+        return DOWN if now < section else UP
+    return 0
+
+
 def rom_pictures(
     rom: str | Path,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     *,
     combos: int = 189,
+    versus_combos: int = 189,
     levels: tuple[tuple[int, int], ...] = ((0, 2), (9, 1), (17, 0)),
     every: int = 3,
     demo_every: int = 3,
 ) -> Iterator[tuple[U8, int, dict[str, int]]]:
     """(picture, kind, truth) along the script of the module docstring. ``combos``: options
-    settings (level, speed, row) visited, of the 189; ``levels``: (level, speed) games started;
+    settings (level, speed, row) visited, of the 189; ``versus_combos``: two-player options
+    settings visited (player 2's level through 0..20 in turn, the rest drawn); ``levels``:
+    (level, speed) games started;
     ``every``: keep one frame in this many outside the options screen (all pictures on it
     whose setting just settled are kept); ``demo_every``: the same in the demo. Raises
     engine.RomError when cynes cannot run the file."""
@@ -172,6 +205,7 @@ def rom_pictures(
             yield from go(0, keep=1)
         if n % 40 == 39:
             say(f"options {n + 1}/{len(order)}")
+    yield from _versus_options(run, go, rng, versus_combos, say)
     for _ in range(2):  # B back to the title and Start again
         yield from go(B_BTN)
         for _ in range(12):
@@ -208,6 +242,52 @@ def rom_pictures(
         yield from go(START)
         for _ in range(20):
             yield from go(0)
+
+
+def _versus_options(
+    run: RomRun,
+    go: Callable[..., Iterator[tuple[U8, int, dict[str, int]]]],
+    rng: np.random.Generator,
+    combos: int,
+    say: Callable[[str], None],
+) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """From the options screen: B to the title, Down to 2 players, Start; ``combos`` settings of
+    the two-player options screen reached with both pads; then B, Up to 1 player, Start: the
+    one-player options screen again."""
+    for players, move in ((2, DOWN), (1, UP)):
+        for _ in range(3):
+            if run.ram(R.MODE) == 0:
+                break
+            yield from go(B_BTN)
+            for _ in range(12):
+                yield from go(0)
+        for _ in range(20):
+            if run.ram(R.PLAYERS) == players:
+                break
+            yield from go(move)
+            yield from go(0)
+        for _ in range(50):
+            if run.ram(R.MODE) == 1:
+                break
+            yield from go(START)
+            for _ in range(4):
+                yield from go(0)
+        if players == 1:
+            return
+        for n in range(combos):
+            levels = (int(rng.integers(21)), n % 21)
+            speeds = (int(rng.integers(3)), int(rng.integers(3)))
+            section = int(rng.integers(3))
+            for _ in range(400):
+                mask = versus_menu_press(run, levels, speeds, section)
+                if mask == 0:
+                    break
+                yield from go(mask, keep=1)
+                yield from go(0, keep=1)
+            for _ in range(3):
+                yield from go(0, keep=1)
+            if n % 40 == 39:
+                say(f"two-player options {n + 1}/{combos}")
 
 
 def _clear(

@@ -77,11 +77,53 @@ def test_bad_versus_options_are_one_line_and_exit_2(argv, says):
     assert says in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
 
 
-def test_versus_on_the_rig_says_it_is_not_built():
-    run = hil("run", "--versus", "--port", "/dev/null", "--capture", "0", "--view", "none",
-              timeout=60)  # fmt: skip
+def test_versus_on_the_rig_needs_screens_that_read_the_two_player_options(tmp_path):
+    """The rig's --versus sets the bot's level on the two-player options screen, read off the
+    picture: without screens prepared for the ROM that read it, one line and exit 2."""
+    import os
+
+    import cv2
+
+    video = tmp_path / "cap.avi"
+    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 60, (1280, 720))
+    for _ in range(10):
+        w.write(np.zeros((720, 1280, 3), np.uint8))
+    w.release()
+    pty, tty = os.openpty()
+    try:
+        run = hil("run", "--versus", "--port", os.ttyname(tty), "--capture", str(video),
+                  "--view", "none", timeout=60)  # fmt: skip
+    finally:
+        os.close(pty)
+        os.close(tty)
     assert run.returncode == 2 and run.stderr.strip().count("\n") == 0, run.stderr
-    assert "the rig is not built yet" in run.stderr
+    assert "prepare your ROM's screens" in run.stderr
+
+
+@pytest.mark.parametrize("flag", [["--p1", "idle"], ["--p1-level", "3"], ["--p1-wait", "10"]])
+def test_the_simulated_player_1s_options_are_refused_on_the_rig(flag):
+    run = hil("run", "--versus", "--port", "/dev/ttyACM9", "--capture", "0", "--view", "none",
+              *flag, timeout=60)  # fmt: skip
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0, run.stderr
+    assert "on the rig player 1 is the person on port 1" in run.stderr
+
+
+def test_a_person_s_late_start_is_waited_for_in_the_pictures():
+    """--p1-wait: player 1 presses each Start 600 frames after the game would take it, and the
+    loop is not told when (as on the rig, where a person presses it). The last round's end,
+    shown meanwhile, must not be taken for the next round's board: every base is the
+    console's, no desync (without the wait for the start in the pictures: every base 8 frames
+    early, 7 desyncs)."""
+    run = hil(
+        "run", "--versus", "--fast", "--reader", "oracle", "--profile", "ideal_720p_nearest",
+        "--level", "2", "--speed", "1", "--p1", "greedy", "--frames", "40000", "--view", "none",
+        "--p1-wait", "600",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = json.loads(run.stdout)
+    truth = s["sim"]["rounds"]
+    assert s["versus"]["rounds"] == len(truth) >= 3 and s["desyncs"] == 0
+    assert [r["base_frame"] for r in s["levels"]] == [r["start_frame"] for r in truth]
 
 
 @pytest.mark.parametrize(

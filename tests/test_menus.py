@@ -167,10 +167,12 @@ def test_reader_on_held_out_clean_room_pictures_through_a_profile(reader, profil
         r = reader.read(model(pic), prof)
         total += 1
         right += r.kind == KINDS[kind]
-        if kind == OPTIONS:
+        if kind == OPTIONS:  # every setting, one and two players (player 2's too), and the row
             opt += 1
-            opt_ok += (r.level, r.speed) == (truth["level"], truth["speed"])
-    assert opt == 189 and opt_ok == opt
+            want = (truth["level"], truth["speed"], truth["players"], truth["section"])
+            want += (truth.get("level2"), truth.get("speed2"))
+            opt_ok += (r.level, r.speed, r.players, r.section, r.level2, r.speed2) == want
+    assert opt == 2 * 189 and opt_ok == opt
     assert right / total >= 0.99, (right, total)
 
 

@@ -10,7 +10,8 @@
    each goes through the profile's capture model (calibration.CaptureModel) and is read from
    the capture (``ScreenReader.read``). Prints the kind accuracy over all frames and over the
    settled ones (the truth the same one frame before and after: a picture drawn while the
-   screen changes is half one thing), per kind, and level and speed on OPTIONS.
+   screen changes is half one thing), per kind, and on OPTIONS the level and speed, the
+   players, the highlighted row and, on the two-player screen, player 2's level and speed.
 3. Driver: ``--starts`` starts per profile from the title, the options screen (left at a random
    level, speed and row), the attract demo, a stage clear and a game over, each to a random
    level and speed, through ``hil.menus.MenuDriver`` on captured pictures; a start counts when
@@ -47,11 +48,12 @@ DOWN, START = 4, 0x10
 
 def reader_check(reader: ScreenReader, rom: str, profile: Profile, seed: int) -> dict[str, Any]:
     model = CaptureModel(profile, seed=seed)
-    frames = list(rom_pictures(rom, seed=seed, every=2, demo_every=4, combos=60))
+    frames = list(rom_pictures(rom, seed=seed, every=2, demo_every=4, combos=60, versus_combos=60))
     total = right = settled = settled_right = 0
     per_kind: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     confusion: collections.Counter[str] = collections.Counter()
     opt = opt_level = opt_speed = 0
+    two: collections.Counter[str] = collections.Counter()  # the two-player reading's counts
     t_read = 0.0
     for i, (pic, kind, truth) in enumerate(frames):
         captured = model(pic)
@@ -74,6 +76,12 @@ def reader_check(reader: ScreenReader, rom: str, profile: Profile, seed: int) ->
             opt += 1
             opt_level += r.level == truth["level"]
             opt_speed += r.speed == truth["speed"]
+            two["players"] += r.players == truth["players"]
+            two["section"] += r.section == truth["section"]
+            if truth["players"] == 2:
+                two["frames2"] += 1
+                two["level2"] += r.level2 == truth["level2"]
+                two["speed2"] += r.speed2 == truth["speed2"]
     return {
         "profile": profile.name,
         "frames": total,
@@ -85,6 +93,11 @@ def reader_check(reader: ScreenReader, rom: str, profile: Profile, seed: int) ->
         "options_frames": opt,
         "options_level_accuracy": opt_level / max(opt, 1),
         "options_speed_accuracy": opt_speed / max(opt, 1),
+        "options_players_accuracy": two["players"] / max(opt, 1),
+        "options_section_accuracy": two["section"] / max(opt, 1),
+        "options_two_player_frames": two["frames2"],
+        "options_level2_accuracy": two["level2"] / max(two["frames2"], 1),
+        "options_speed2_accuracy": two["speed2"] / max(two["frames2"], 1),
         "read_ms": 1000 * t_read / max(total, 1),
     }
 

@@ -176,13 +176,13 @@ def _add_versus_args(run: argparse.ArgumentParser) -> None:
         "--versus",
         action="store_true",
         help="two players: the bot is player 2 (controller port 2) at --level/--speed; "
-        "the simulated console or --emu ROM, not the rig yet (docs/VERSUS.md)",
+        "on the simulated console and --emu ROM player 1 is a script (--p1), on the rig the "
+        "person on port 1 (docs/VERSUS.md)",
     )
     run.add_argument(
         "--p1",
         choices=list(VERSUS_OPPONENTS),
-        default="greedy",
-        help="--versus: player 1, a script on port 1 (greedy)",
+        help="--versus on the simulated console or --emu: player 1, a script on port 1 (greedy)",
     )
     run.add_argument(
         "--p1-level",
@@ -203,6 +203,13 @@ def _add_versus_args(run: argparse.ArgumentParser) -> None:
         type=parse.integer(1, 1000),
         default=1,
         help="--versus: matches to play, first to 3 rounds won (1)",
+    )
+    run.add_argument(
+        "--p1-wait",
+        type=parse.integer(0, 100_000),
+        help="--versus on the simulated console or --emu: player 1 presses each Start this many "
+        "frames after the game would take it, and the loop is not told when (a person's pace, "
+        "as on the rig; default 0: at once, and the loop knows)",
     )
 
 
@@ -246,8 +253,11 @@ def _console_kind(args: argparse.Namespace) -> str:
     return console
 
 
-def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest | None:
-    """--versus and its options (SystemExit: one line, for one given without it)."""
+def _versus(
+    args: argparse.Namespace, levels: list[LevelPlan], console: str
+) -> VersusRequest | None:
+    """--versus and its options (SystemExit: one line, for one given without it, or for a
+    simulated player 1's option on the rig)."""
     from hil.play import VersusRequest
 
     given = [
@@ -259,6 +269,10 @@ def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest 
         given.append("--matches")
     if args.strength is not None:
         given.append("--strength")
+    if args.p1_wait is not None:
+        given.append("--p1-wait")
+    if args.p1 is not None:
+        given.append("--p1")
     if not args.versus:
         if args.policy == "search-attack":
             given.append("--policy search-attack")
@@ -267,13 +281,21 @@ def _versus(args: argparse.Namespace, levels: list[LevelPlan]) -> VersusRequest 
         return None
     if args.levels or args.max_levels is not None:
         raise SystemExit("hil run: --versus plays one level: give --level and --speed")
+    if console == "rig":
+        scripted = [f for f in given if f not in ("--matches", "--strength")]
+        if scripted:
+            raise SystemExit(
+                f"hil run: {scripted[0]} is the simulated player 1's; on the rig player 1 is "
+                "the person on port 1 (its level and speed are read off the options screen)"
+            )
     lp = levels[0]
     return VersusRequest(
         level1=lp.level if args.p1_level is None else args.p1_level,
         speed1=lp.speed if args.p1_speed is None else args.p1_speed,
-        p1=args.p1,
+        p1=args.p1 or "greedy",
         matches=args.matches,
         strength=5 if args.strength is None else args.strength,
+        p1_wait=args.p1_wait or 0,
     )
 
 
@@ -307,13 +329,8 @@ def _run_request(args: argparse.Namespace) -> RunRequest:
 
     console = _console_kind(args)
     levels = _levels(args)
-    versus = _versus(args, levels)
+    versus = _versus(args, levels, console)
     if versus is not None:
-        if console == "rig":
-            raise SystemExit(
-                "hil run: --versus plays the simulated console and --emu ROM for now; the rig "
-                "is not built yet (docs/VERSUS.md)"
-            )
         levels = levels[:1] * (5 * args.matches)  # each round is a level: at most 5 a match
     _check_outputs_and_port(args)
     rom = None

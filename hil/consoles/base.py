@@ -128,12 +128,16 @@ class StartPresses:
     """How a console starts a level with the controller: ``masks`` (button masks, RAM order)
     for console frames ``first_frame`` on, and ``start_frame`` the frame whose NMI reads the
     Start that begins the level (the tracker's ``begin_level``; it need not be exact: captures
-    of earlier frames are ignored). ``reset``: the console was reset first (logged)."""
+    of earlier frames are ignored). ``reset``: the console was reset first (logged).
+    ``start_unseen``: the console cannot say when the Start comes (a person presses it: player 1
+    of a two-player match on the rig, or a simulated player 1 told to wait); the tracker then
+    waits for the level's start in the pictures (hil.loop.tracker.Tracker.begin_level)."""
 
     first_frame: int
     masks: list[int]
     start_frame: int
     reset: bool = False
+    start_unseen: bool = False
 
     @property
     def last_start(self) -> int:

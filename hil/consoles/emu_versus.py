@@ -93,6 +93,7 @@ class EmuVersusRun(EmuRun):
         realtime: bool = False,
         link_faults: Sequence[Any] = (),
         device: Any = None,
+        p1_wait: int = 0,
     ) -> None:
         super().__init__(
             rom,
@@ -110,6 +111,7 @@ class EmuVersusRun(EmuRun):
         )
         self.setup = setup
         self.opponent = opponent
+        self.p1_wait = p1_wait  # player 1's Start this many frames late, the loop not told when
         self.emu.pad1 = self._pad1
         self._menu_p1: dict[int, int] = {}  # console frame -> player 1's menu press
         self._start_at: int | None = None  # console frame from which player 1 presses Start
@@ -179,8 +181,9 @@ class EmuVersusRun(EmuRun):
         """The next round: player 1 presses Start from ``first_frame``, and no earlier than
         ``START_AFTER_END`` frames after the last round's end (``START_AFTER_MATCH`` after a
         match's last), until the game takes it (the
-        module docstring). The bot presses nothing. Raises CannotStart when (level, speed) is
-        not player 2's."""
+        module docstring), ``p1_wait`` frames later (a person's pace: the loop is then not told
+        when, ``start_unseen``, as on the rig). The bot presses nothing. Raises CannotStart
+        when (level, speed) is not player 2's."""
         s = self.setup
         if (level, speed) != (s.level2, s.speed2):
             raise CannotStart(
@@ -193,7 +196,9 @@ class EmuVersusRun(EmuRun):
             if last is not None and last.end_frame is not None and not self._in_round:
                 wait = START_AFTER_MATCH if 3 in last.victories else START_AFTER_END
                 start = max(start, last.end_frame + wait)
-            self._start_at = start
+            self._start_at = start + self.p1_wait
+        if self.p1_wait:
+            return StartPresses(first_frame, [0], first_frame, start_unseen=True)
         return StartPresses(first_frame, [0], start)
 
     @property

@@ -261,12 +261,19 @@ class RigConsole:
     lockstep = False  # a console never waits
 
     def __init__(
-        self, capture: CaptureSource, port: str, latency_frames: float, jitter_ms: float
+        self,
+        capture: CaptureSource,
+        port: str,
+        latency_frames: float,
+        jitter_ms: float,
+        *,
+        versus: bool = False,
     ) -> None:
         self.capture = capture
         self._port = port
         self.latency_frames = latency_frames
         self.jitter_ms = jitter_ms
+        self.versus = versus  # the Pico on port 2, a person on port 1 (docs/VERSUS.md)
 
     @property
     def port(self) -> str:
@@ -285,7 +292,11 @@ class RigConsole:
         self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
     ) -> StartPresses:
         """Start on the options screen (the user set it), then the game's chain. Raises
-        CannotStart for any other level."""
+        CannotStart for any other level. Two players (``versus``): a round after a match's
+        first is begun by the person's Start on port 1, when they like: nothing is pressed,
+        and the tracker is told that the Start's frame is not known (``start_unseen``)."""
+        if self.versus:
+            return StartPresses(first_frame, [0], first_frame, start_unseen=True)
         return start_with_pad(level, speed, first_frame, previous)
 
     def report(self) -> dict[str, Any]:

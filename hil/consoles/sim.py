@@ -587,7 +587,7 @@ def _render_menu_key(key: tuple[int, ...]) -> np.ndarray:
     if screen == int(MenuScreen.TITLE):
         return render_title(key[1], key[2])
     if screen == int(MenuScreen.OPTIONS):
-        return render_options(*key[1:])
+        return render_options(key[1], key[2], key[3], key[4])
     if screen == int(MenuScreen.DEMO):
         return engine.render_frame(engine.Game.demo())
     return render_blank()

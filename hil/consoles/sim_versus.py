@@ -144,6 +144,7 @@ class SimVersusConsole(SimConsole):
         max_frames: int = 200_000,
         device: Any = None,
         link_faults: Sequence[Any] = (),
+        p1_wait: int = 0,
     ) -> None:
         super().__init__(
             [SimLevel(setup.level2, setup.speed2, setup.seeds[0])],
@@ -157,6 +158,7 @@ class SimVersusConsole(SimConsole):
         )
         self.setup = setup
         self.opponent = opponent
+        self.p1_wait = p1_wait  # player 1's Start this many frames late, the loop not told when
         self.menu = None  # no menus: black until the first round
         self.v: engine.Versus | None = None
         self.rounds: list[RoundRecord] = []
@@ -236,8 +238,9 @@ class SimVersusConsole(SimConsole):
         self, level: int, speed: int, first_frame: int, previous: LevelEnd | None
     ) -> StartPresses:
         """The next round: player 1 presses Start in ``first_frame``, or when the end screens
-        take it (``ROUND_END_WAIT`` frames after the last round's end). The bot presses
-        nothing. Raises CannotStart when (level, speed) is not player 2's."""
+        take it (``ROUND_END_WAIT`` frames after the last round's end), ``p1_wait`` frames later
+        (a person's pace: the loop is then not told when, ``start_unseen``, as on the rig).
+        The bot presses nothing. Raises CannotStart when (level, speed) is not player 2's."""
         s = self.setup
         if (level, speed) != (s.level2, s.speed2):
             raise CannotStart(
@@ -248,7 +251,9 @@ class SimVersusConsole(SimConsole):
             start = first_frame
             if self._ended_at is not None:
                 start = max(start, self._ended_at + ROUND_END_WAIT)
-            self._start_at = start
+            self._start_at = start + self.p1_wait
+        if self.p1_wait:
+            return StartPresses(first_frame, [0], first_frame, start_unseen=True)
         return StartPresses(first_frame, [0], start)
 
     @property

@@ -75,7 +75,12 @@ class LevelStarts:
             return
         first = self.wire.first_free()
         previous = self.levels.previous(self.tracker.end_frame)
-        if self.screens is not None and not chains_to(previous, nxt.level, nxt.speed):
+        versus = self.tracker.cfg.opponent is not None
+        if self.screens is not None and versus and not self.tracker.match_goes_on:
+            self._match_start(nxt.level, nxt.speed)  # a match's first round, on the rig
+            return
+        chained = chains_to(previous, nxt.level, nxt.speed)
+        if self.screens is not None and not versus and not chained:
             self._menu_start(nxt.level, nxt.speed, previous)
             return
         try:
@@ -91,7 +96,13 @@ class LevelStarts:
             ok &= self.wire.send(first + k, masks[k : k + 60], "start")
         if ok:
             self.levels.started()
-            self.tracker.begin_level(nxt.level, nxt.speed, presses.start_frame, presses.last_start)
+            self.tracker.begin_level(
+                nxt.level,
+                nxt.speed,
+                presses.start_frame,
+                presses.last_start,
+                wait_for_start=presses.start_unseen,
+            )
             self.log.write(
                 "start_pressed", frame=presses.start_frame, level=nxt.level, speed=nxt.speed
             )
@@ -109,17 +120,51 @@ class LevelStarts:
         cfg = self.tracker.cfg
         return self.clock.frame_at(frame.time_ns - cfg.latency_ns - cfg.jitter_ns) - 1
 
-    def _menu_start(self, level: int, speed: int, previous: LevelEnd | None) -> None:
-        """Starts ``level`` at ``speed`` through the menus, closed-loop on the captured
-        pictures (hil.menus.MenuDriver: from the title, the options screen, the demo, a stage
-        clear or a game over; a finished level's screen by the soft reset). The run ends with
-        one line (``cannot_start``) when the screen does not come to show the level."""
-        from hil.menus import MenuDriver, MenuError
+    def _match_start(self, level: int, speed: int) -> None:
+        """A two-player match's first round with a person on port 1 (the rig): the bot sets
+        its ``level`` and ``speed`` on the two-player options screen with port 2 and the
+        person's Start begins the match (hil.menus.VersusMenuDriver); the tracker takes player
+        1's level and speed as the screen showed them, and waits for the round's start in the
+        pictures. The run ends with one line (``cannot_start``) when the match began with the
+        bot at other settings."""
+        from hil.menus import MenuError, VersusMenuDriver
 
         assert self.screens is not None
         self.menus_ran = True
-        seen: list[str] = []
-        read = _menu_reader(self.screens, seen, previous)
+        newest, send = self._menu_io([])
+        driver = VersusMenuDriver(newest, send, self._read, say=self.say)
+        try:
+            res = driver.start_match(level, speed)
+        except (MenuError, ValueError, CaptureError) as e:
+            self._cannot_start(f"cannot start the match at level {level} speed {speed}: {e}")
+            return
+        self.levels.started()
+        self.tracker.cfg.opponent = (res.level1, res.speed1)
+        self.tracker.begin_level(level, speed, res.start_frame, wait_for_start=True)
+        self.log.write(
+            "start_pressed",
+            frame=res.start_frame,
+            level=level,
+            speed=speed,
+            p1_level=res.level1,
+            p1_speed=res.speed1,
+            menus=res.screens,
+            menu_presses=res.presses,
+            menu_frames=res.frames,
+        )
+
+    def _read(self, image: Any) -> Any:
+        assert self.screens is not None
+        return self.screens(image)
+
+    def _menu_io(
+        self, seen: list[str]
+    ) -> tuple[Callable[[], tuple[int, Any] | None], Callable[[Sequence[int]], int]]:
+        """The menu drivers' two callables on this loop's capture and link (hil.menus): the
+        newest captured picture and the console frame it shows (the link fed while waiting),
+        and masks sent from the first frame a schedule can still reach."""
+        from hil.menus import MenuError
+
         last = [time.perf_counter_ns(), time.thread_time_ns()]
 
         def newest() -> tuple[int, Any] | None:
@@ -153,6 +198,20 @@ class LevelStarts:
                     raise MenuError("the controller link was lost while setting the options screen")
             return first
 
+        return newest, send
+
+    def _menu_start(self, level: int, speed: int, previous: LevelEnd | None) -> None:
+        """Starts ``level`` at ``speed`` through the menus, closed-loop on the captured
+        pictures (hil.menus.MenuDriver: from the title, the options screen, the demo, a stage
+        clear or a game over; a finished level's screen by the soft reset). The run ends with
+        one line (``cannot_start``) when the screen does not come to show the level."""
+        from hil.menus import MenuDriver, MenuError
+
+        assert self.screens is not None
+        self.menus_ran = True
+        seen: list[str] = []
+        read = _menu_reader(self.screens, seen, previous)
+        newest, send = self._menu_io(seen)
         # After a finished level, a level screen that stays is the game's chained level: left by
         # the soft reset soon (a stage clear read late has taken the reset's Start as its own).
         wait = 400 if previous is None else 90

@@ -88,6 +88,9 @@ class TrackedLevel:
         self.speed = speed
         self.start_frame = start_frame  # the frame the Start that begins the level latched in
         self.last_start = start_frame  # ... at the latest (begin_level)
+        # The Start's frame is not known (a person presses it): wait for the intro's first
+        # picture (Tracker.begin_level)
+        self.wait_start = False
         # The base frame as the intro's pictures give it (None until the whole board is seen):
         # the first picture with every virus is the frame before State 0's.
         self.base_prior: int | None = None

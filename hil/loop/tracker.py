@@ -48,6 +48,7 @@ from hil.loop.matching import (
     SEND_PILL_FINISHED,
     SOFT_MISMATCHES,
     mismatches,
+    pill_cells,
     predicted_observation,
 )
 from hil.loop.resync import Resync
@@ -150,7 +151,13 @@ class Tracker:
     # ---- levels --------------------------------------------------------------------------------
 
     def begin_level(
-        self, level: int, speed: int, start_frame: int, last_start: int | None = None
+        self,
+        level: int,
+        speed: int,
+        start_frame: int,
+        last_start: int | None = None,
+        *,
+        wait_for_start: bool = False,
     ) -> None:
         """A Start press that begins ``level`` at ``speed`` latches in frame ``start_frame``
         or later, by ``last_start`` at the latest (default ``start_frame``): captures of frames
@@ -161,10 +168,22 @@ class Tracker:
         levelIntro [$9CAB] adds one virus a frame; the first picture that shows all
         ``(min(level, 20) + 1) * 4`` of them comes one frame before the engine's State 0, so a
         partly drawn bottle is never taken for the board, whatever the intro's length (addVirus
-        retries, initData_level overrunning its frame) and on any console."""
+        retries, initData_level overrunning its frame) and on any console.
+
+        ``wait_for_start``: the Start's frame is not known (a person presses it, at any time
+        after ``start_frame``): captures are ignored while they show a pill in the bottle (the
+        last round's end, shown until the Start) or no virus (another screen, the screen
+        loading, the fields cleared before the next round's intro, fullStatusUpdate [$96FD]);
+        the first with viruses and no pill (the intro: levelIntro adds one a frame) goes on to
+        the alignment (a ``start_seen`` event), ``last_start`` then the latest of those
+        captures' frames less the viruses drawn. Without it, the last round's end, still shown
+        while the person waits, would be taken for the intro's board once
+        ``MAX_INTRO_FRAMES`` passed. (A round that ended with viruses and no pill in this
+        bottle would end the wait at once.)"""
         prev = self.lv
         self.lv = TrackedLevel(level, speed, start_frame)
         self.lv.last_start = start_frame if last_start is None else max(start_frame, last_start)
+        self.lv.wait_start = wait_for_start
         if self.cfg.opponent is not None:
             if self.match_goes_on and prev is not None and prev.base is not None and prev.history:
                 end = prev.confirmed
@@ -284,6 +303,18 @@ class Tracker:
         lv = self.lv
         if lv is not None and frames.stop - 1 < lv.start_frame:
             return events  # still the screen before this level (the capture lags the console)
+        if lv is not None and lv.wait_start:
+            level_shown = obs.kind != ScreenKind.OTHER
+            if level_shown and pill_cells(obs.field):
+                return events  # the last round's end, shown until the person's Start
+            # no pill: another screen, the screen loading, the fields cleared, or the intro
+            # adding its viruses one a frame (levelIntro [$9CAB]) since about Start + load
+            drawn = obs.virus_count if level_shown else 0
+            lv.last_start = max(lv.last_start, frames.stop - 1 - drawn)
+            if not drawn:
+                return events
+            lv.wait_start = False
+            self.log(Event("start_seen", lv.last_start, {"viruses": drawn}))
         if lv is not None:
             prev = lv.last_seen
             playing = self.state in (LevelState.TRACKING, LevelState.BLIND)
