@@ -311,12 +311,24 @@ def capture_faults(faults: list[FaultSpec]) -> list[Any]:
     return out
 
 
-def _open_emu_versus(req: RunRequest) -> Opened:
+def _open_emu_versus(req: RunRequest, say: Callable[[str], None]) -> Opened:
+    """The real game in two players. With screens prepared for the ROM that read the
+    two-player options screen, it is played as on the rig: player 1 a person at the menus (from
+    the title, each Start unannounced), the bot setting its level and speed off the picture
+    (hil.menus.VersusMenuDriver); else the options screen is set by RAM."""
     from hil.consoles.emu_versus import EmuVersusRun
 
     assert req.rom is not None
     prof = naming_rom(req.profile, req.rom, req.verify_crc)
     setup, opponent = _versus_setup(req)
+    screens = rom_screens(prof) if _reads_versus_options(prof) else None
+    say(
+        "hil run: the two-player options screen is set as on the rig: off the picture, player "
+        "1 a person at the menus"
+        if screens is not None
+        else "hil run: no two-player screens prepared for this ROM (hil prepare --rom ROM): "
+        "the options screen is set by RAM"
+    )
     build = functools.partial(
         EmuVersusRun,
         req.rom,
@@ -329,9 +341,10 @@ def _open_emu_versus(req: RunRequest) -> Opened:
         realtime=not req.lockstep,
         link_faults=[f for f in req.faults if f.kind in LINK_FAULTS],
         p1_wait=req.versus.p1_wait if req.versus else 0,
+        person=screens is not None,
     )
     console = _console_here(build, req) if req.lockstep else _console_process(build, req, "emu")
-    return Opened(console, None, prof)
+    return Opened(console, screens, prof)
 
 
 def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Opened:
@@ -339,7 +352,7 @@ def _open_emu(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
 
     assert req.rom is not None
     if req.versus is not None:
-        return _open_emu_versus(req)
+        return _open_emu_versus(req, say)
     drmario = req.game == "drmario"
     prof = naming_rom(req.profile, req.rom, req.verify_crc) if drmario else req.profile
     screens = rom_screens(prof) if drmario else None

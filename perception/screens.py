@@ -473,8 +473,9 @@ class ScreenReader:
 def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]]]:
     """(picture, kind, truth) of the clean-room screens: the title (both cursor rows, both
     shine phases), the options screen at every level, speed and highlighted row (music
-    varied), the two-player options screen at every level and speed pair of player 2, level
-    screens of the engine's LevelFlow (intro, play with random input, a
+    varied), the two-player options screen at every level and speed pair of player 2, the
+    two-player level screen (engine.Versus, random pads), level screens of the engine's
+    LevelFlow (intro, play with random input, a
     game over), the demo (engine.Game.demo) and blank frames."""
     import engine
     from engine.menu_render import render_blank, render_options, render_title
@@ -498,6 +499,11 @@ def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]
             truth = {"level": level, "speed": speed, "players": 2, "section": section}
             yield pic, OPTIONS, {**truth, "level2": level2, "speed2": speed2}
     yield render_blank(), BLANK, {}
+    v = engine.Versus(int(rng.integers(21)), 1, int(rng.integers(21)), 2, 0x8988, 0)
+    for k in range(600):  # the two-player level screen, random pads
+        v.step(int(rng.choice([0, 0, 1, 2, 4, 0x80])), int(rng.choice([0, 0, 1, 2, 4, 0x40])))
+        if k % 20 == 0:
+            yield engine.render_versus(v), LEVEL, {}
     for level, speed, policy in ((0, 2, True), (3, 1, True), (9, 2, False), (16, 1, False)):
         flow = engine.LevelFlow(level, speed, int(rng.integers(2, 0xFFFF)), frame_counter=3)
         yield from _flow_pictures(flow, rng, policy)

@@ -252,8 +252,10 @@ def _versus_options(
     say: Callable[[str], None],
 ) -> Iterator[tuple[U8, int, dict[str, int]]]:
     """From the options screen: B to the title, Down to 2 players, Start; ``combos`` settings of
-    the two-player options screen reached with both pads; then B, Up to 1 player, Start: the
-    one-player options screen again."""
+    the two-player options screen reached with both pads; Start, a two-player round's intro and
+    play with random input on both pads (its level screen, which the one-player prototypes do
+    not hold), the soft reset; then Up to 1 player, Start: the one-player options screen
+    again."""
     for players, move in ((2, DOWN), (1, UP)):
         for _ in range(3):
             if run.ram(R.MODE) == 0:
@@ -288,6 +290,15 @@ def _versus_options(
                 yield from go(0, keep=1)
             if n % 40 == 39:
                 say(f"two-player options {n + 1}/{combos}")
+        say("two-player level screen")
+        yield from go(START)
+        moves = [0, 0, 0, 0, LEFT, RIGHT, A_BTN, B_BTN, DOWN]
+        for _ in range(420):
+            yield from go(int(rng.choice(moves)) | int(rng.choice(moves)) << 8)
+        for _ in range(6):
+            yield from go(A_BTN | B_BTN | SELECT | START)
+        for _ in range(12):
+            yield from go(0)
 
 
 def _clear(

@@ -64,7 +64,10 @@ from policy.versus import (  # noqa: E402
 
 WAIT = 7  # idle options-screen frames per match index: each match's own RNG and frameCounter
 MODE_PLAY = 4
+NEXT_ROUND = (3, 8)  # initData_level, levelIntro: the Start was taken (mode 7, a top-out's
+# end screen, waits for it like mode 4 after a clear)
 FIELDS = (0x0400, 0x0500)
+BETWEEN_ROUNDS_MAX = 5_000  # frames from a round's end to the next one's play, at most
 START_AFTER_END, START_REPEAT = 120, 64  # hil.consoles.emu_versus: when the game takes Start
 IN_ROUND = (int(Phase.PLAYING), int(Phase.PAUSED), int(Phase.ROUND_LOST))
 
@@ -102,7 +105,7 @@ def play_rom_match(job: Job) -> tuple[MatchResult, int]:
     queue: list[list[int]] = [[], []]
     start = 0  # the round's first frame of play (c.frames)
     end: int | None = None  # the last round's end (c.frames)
-    left_play = True  # the game left mode 4 since the last round's end (a new round can load)
+    begun = True  # the next round's intro began (mode 3 or 8) since the last round's end
     won0 = (0, 0)
     while True:
         m1 = m2 = 0
@@ -116,13 +119,16 @@ def play_rom_match(job: Job) -> tuple[MatchResult, int]:
                         r.pills[i] += 1
             m1 = queue[0].pop(0) if queue[0] else 0
             m2 = queue[1].pop(0) if queue[1] else 0
-        elif v is None and end is not None and not left_play:  # (a later press would pause)
+        elif v is None and end is not None and not begun:  # (a later press would pause)
             k = c.frames - end - START_AFTER_END
             m1 = START if k >= 0 and k % START_REPEAT == 0 else 0
         c.step(m1, m2)
         if v is None:
-            left_play = left_play or c[MODE] != MODE_PLAY
-            if c[MODE] == MODE_PLAY and left_play:
+            if end is not None and c.frames - end > BETWEEN_ROUNDS_MAX:
+                rounds.append(Round(winner=0, end="time-out", frames=0))  # never began
+                break
+            begun = begun or c[MODE] in NEXT_ROUND
+            if c[MODE] == MODE_PLAY and begun:
                 v = engine.Versus.from_ram(c.ram())
                 won0 = (int(v.victories[0]), int(v.victories[1]))
                 r, queue, start = Round(winner=0, end="time-out", frames=0), [[], []], c.frames
@@ -156,7 +162,7 @@ def play_rom_match(job: Job) -> tuple[MatchResult, int]:
             rounds.append(r)
             if int(v.phase) == int(Phase.MATCH_OVER):
                 break
-            v, r, end, left_play = None, None, c.frames, False
+            v, r, end, begun = None, None, c.frames, False
         elif r.frames > job.cfg.max_round_frames:
             rounds.append(r)
             break

@@ -70,6 +70,7 @@ MODE_INTRO = 8  # levelIntro [$9CAB]: one virus a frame for each bottle that nee
 START_AFTER_END = 120
 START_AFTER_MATCH = 200
 START_REPEAT = 64
+PERSON_REACTION = 15  # frames a person takes to see player 2's setting and move on
 FIELDS = (0x0400, 0x0500)  # p1_field, p2_field
 
 
@@ -94,6 +95,7 @@ class EmuVersusRun(EmuRun):
         link_faults: Sequence[Any] = (),
         device: Any = None,
         p1_wait: int = 0,
+        person: bool = False,
     ) -> None:
         super().__init__(
             rom,
@@ -104,7 +106,7 @@ class EmuVersusRun(EmuRun):
             max_frames=max_frames,
             verify_crc=verify_crc,
             emulator=emulator,
-            ram_menus=True,
+            ram_menus=not person,
             realtime=realtime,
             link_faults=link_faults,
             device=device,
@@ -112,6 +114,9 @@ class EmuVersusRun(EmuRun):
         self.setup = setup
         self.opponent = opponent
         self.p1_wait = p1_wait  # player 1's Start this many frames late, the loop not told when
+        # Player 1 as a person on the rig (the menus from the title, every Start unannounced):
+        self.person = person
+        self._seen = 0  # frames the options screen has shown player 2's setting of the row
         self.emu.pad1 = self._pad1
         self._menu_p1: dict[int, int] = {}  # console frame -> player 1's menu press
         self._start_at: int | None = None  # console frame from which player 1 presses Start
@@ -134,12 +139,51 @@ class EmuVersusRun(EmuRun):
         frame = self.emu.video_frame - self.base_video
         v = self.v
         in_play = v is not None and Phase(int(v.phase)) in PLAYING
+        if self.person and not in_play and self._start_at is None:
+            return self._person(frame)
         if self._start_at is not None and frame >= self._start_at and not in_play:
             if self.emu.ram(DrMarioRam.MODE) == MODE_OPTIONS:
                 return int(Button.START) if frame % 2 == 0 else 0
             return int(Button.START) if (frame - self._start_at) % START_REPEAT == 0 else 0
         if v is not None and int(v.phase) == int(Phase.PLAYING):
             return int(self.opponent(v)) & 0xFF
+        return 0
+
+    def _person(self, frame: int) -> int:
+        """Player 1 as a person at the menus (``person``): on the title Down to 2 players and
+        Start; on the options screen its own level and speed, the highlight left on each row
+        until player 2's setting has shown for PERSON_REACTION frames (the bot sets it on port
+        2), then Down, then Start; after a match's last round Start from START_AFTER_MATCH +
+        ``p1_wait`` frames after its end (the options screen). A press every other frame."""
+        r, s = self.emu.ram, self.setup
+        mode = r(DrMarioRam.MODE)
+        if r(DrMarioRam.DEMO):
+            return int(Button.START) if frame % 2 == 0 else 0
+        if mode == 0:  # the title
+            if frame % 2:
+                return 0
+            return int(Button.DOWN if r(DrMarioRam.PLAYERS) != 2 else Button.START)
+        if mode == MODE_OPTIONS:
+            section = r(DrMarioRam.OPTION_SECTION)
+            own = (r(DrMarioRam.LEVEL), r(DrMarioRam.SPEED))
+            bot = (r(P2_LEVEL), r(P2_SPEED))
+            row = min(section, 1)
+            self._seen = self._seen + 1 if bot[row] == (s.level2, s.speed2)[row] else 0
+            if frame % 2:
+                return 0
+            if section == 2:
+                return int(Button.UP)
+            want = (s.level1, s.speed1)[row]
+            if own[row] != want:
+                return int(Button.RIGHT if own[row] < want else Button.LEFT)
+            if self._seen < PERSON_REACTION:
+                return 0
+            self._seen = 0
+            return int(Button.DOWN if section == 0 else Button.START)
+        last = self.rounds[-1] if self.rounds else None
+        if last is not None and last.end_frame is not None and 3 in last.victories:
+            k = frame - last.end_frame - START_AFTER_MATCH - self.p1_wait
+            return int(Button.START) if k >= 0 and k % START_REPEAT == 0 else 0
         return 0
 
     # ---- the Console interface -------------------------------------------------------------
@@ -197,7 +241,7 @@ class EmuVersusRun(EmuRun):
                 wait = START_AFTER_MATCH if 3 in last.victories else START_AFTER_END
                 start = max(start, last.end_frame + wait)
             self._start_at = start + self.p1_wait
-        if self.p1_wait:
+        if self.p1_wait or self.person:
             return StartPresses(first_frame, [0], first_frame, start_unseen=True)
         return StartPresses(first_frame, [0], start)
 
