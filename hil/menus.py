@@ -286,7 +286,8 @@ class VersusMenuDriver(MenuDriver):
     updateLvlCursor [$9ADF], updateSpeedCursor [$9B37] on each pad), so the bot taps its
     cursors on port 2 whenever the options screen shows two players and the row of a setting
     still wrong is highlighted, reading them back off the picture (perception.screens: player
-    2's level number, both speed cursors, the highlighted row). ``say`` tells the person what
+    2's level number, both speed cursors, the highlighted row; a picture counts when the one
+    before it read the same). ``say`` tells the person what
     the bot waits for (once each). The constructor's other arguments are MenuDriver's;
     ``max_frames`` bounds the wait for the person (default 10 minutes)."""
 
@@ -319,11 +320,20 @@ class VersusMenuDriver(MenuDriver):
         if speed not in (0, 1, 2):
             raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {speed}")
         self._first, self._presses, self._screens = -1, 0, []
-        last: ScreenReading | None = None  # the newest two-player options reading
+        last: ScreenReading | None = None  # the newest settled two-player options reading
         last_frame = -1
+        seen: tuple[Any, ...] = ()  # the reading of the picture before
         want = f"level {level} {SPEEDS[speed]}"
         while True:
             r = self._look()
+            now = (r.kind, r.players, r.level, r.speed, r.level2, r.speed2, r.section)
+            settled, seen = now == seen, now
+            if not settled:
+                # A picture counts when the one before read the same: the options screen's last
+                # picture as the Start is taken shows its cursors otherwise, and its first as it
+                # loads is read as a one-player one (the real game).
+                self._ready = self._frame + 1
+                continue
             if r.kind == "OPTIONS" and r.players == 2 and r.level2 is not None:
                 last, last_frame = r, self._frame
                 if r.level2 != level and r.section == 0:

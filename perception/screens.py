@@ -499,11 +499,13 @@ def clean_room_pictures(seed: int = 0) -> Iterator[tuple[U8, int, dict[str, int]
             truth = {"level": level, "speed": speed, "players": 2, "section": section}
             yield pic, OPTIONS, {**truth, "level2": level2, "speed2": speed2}
     yield render_blank(), BLANK, {}
-    v = engine.Versus(int(rng.integers(21)), 1, int(rng.integers(21)), 2, 0x8988, 0)
-    for k in range(600):  # the two-player level screen, random pads
-        v.step(int(rng.choice([0, 0, 1, 2, 4, 0x80])), int(rng.choice([0, 0, 1, 2, 4, 0x40])))
-        if k % 20 == 0:
-            yield engine.render_versus(v), LEVEL, {}
+    grid = (0, 3, 7, 12, 20)
+    for n, (lv1, lv2) in enumerate((a, b) for a in grid for b in grid):  # two-player screen
+        v = engine.Versus(lv1, n % 3, lv2, n // 3 % 3, int(rng.integers(2, 0xFFFF)), 0)
+        for k in range(200):  # random pads
+            if k % 100 == 0:
+                yield engine.render_versus(v), LEVEL, {}
+            v.step(int(rng.choice([0, 0, 1, 2, 4, 0x80])), int(rng.choice([0, 0, 1, 2, 4, 0x40])))
     for level, speed, policy in ((0, 2, True), (3, 1, True), (9, 2, False), (16, 1, False)):
         flow = engine.LevelFlow(level, speed, int(rng.integers(2, 0xFFFF)), frame_counter=3)
         yield from _flow_pictures(flow, rng, policy)

@@ -181,3 +181,14 @@ def test_a_start_before_the_bot_is_set_is_one_clear_error(reader):
     c = TwoPlayerOptions(person((3, 1), (15, 2), impatient=True))
     with pytest.raises(MenuError, match="Start came before the bot had set its level"):
         drive(c, reader, 15, 2, [])
+
+
+def test_the_two_player_level_screen_reads_as_a_level_screen(reader):
+    """The driver takes a level screen after the two-player options screen as the match begun;
+    the one-player prototypes alone read it as the title or the options screen."""
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        v = engine.Versus(int(rng.integers(21)), 1, int(rng.integers(21)), 1, 0x1234, 0)
+        for _ in range(int(rng.integers(0, 300))):
+            v.step(int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4])))
+        assert reader.read_nes(engine.render_versus(v)).kind == "LEVEL"
