@@ -1,7 +1,7 @@
 """Matches between placement policies on the real game in cynes (local check, not CI).
 
     python tools/versus_rom.py --rom drmario.nes --p1 onnx --p2 search-attack --level 10 \\
-        --speed med --matches 40 [--workers 2] [--out out/versus_rom]
+        --speed med --matches 40 [--first 0] [--out out/versus_rom]
 
 ``python -m policy.versus`` plays its matches in the engine; this plays them on the user's ROM,
 so that a win rate is the real game's (issue 38: "the bot at full strength wins at least 95 % of
@@ -24,10 +24,11 @@ player 1 presses Start, from 120 frames after a round's end, once every 64 frame
 hil.consoles.emu_versus). A match ends at MATCH_OVER (3 victories) or when a round runs past
 ``--max-round-frames`` (a time-out, counted).
 
-Prints policy.versus's table and a JSON summary; writes matches.jsonl (a line as each match
-ends), versus.json (every match: its seed and
-frameCounter as the game left them, its rounds) and versus.png under --out. Nothing derived
-from the ROM but these results is written.
+One process; ``--first`` numbers the matches, so two processes with their own ``--first`` and
+``--out`` play two parts of one set on two cores. Prints policy.versus's table and a JSON
+summary; writes matches.jsonl (a line as each match ends), versus.json (every match: its seed
+and frameCounter as the game left them, its rounds) and versus.png under --out. Nothing
+derived from the ROM but these results is written.
 """
 
 from __future__ import annotations
@@ -182,7 +183,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--strength2", type=int, default=5, help="p2's strength 1..5 (5: full)")
     ap.add_argument("--matches", type=int, default=10)
     ap.add_argument("--first", type=int, default=0, help="index of the first match")
-    ap.add_argument("--workers", type=int, default=1, help="local Ray CPUs")
     ap.add_argument("--max-round-frames", type=int, default=40_000)
     ap.add_argument("--out", default="out/versus_rom")
     args = ap.parse_args(argv)
@@ -203,15 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     from rich.progress import Progress
 
-    from policy.parallel import ordered_map
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     done: list[tuple[MatchResult, int]] = []
     with (out / "matches.jsonl").open("w") as log, Progress() as bar:
         task = bar.add_task("matches", total=len(jobs))
-        for m, n in ordered_map(play_rom_match, jobs, workers=args.workers):
+        for m, n in map(play_rom_match, jobs):
             done.append((m, n))
             log.write(json.dumps({**m.as_dict(), "shadow_mismatch_frames": n}) + "\n")
             log.flush()  # a match as it ends
