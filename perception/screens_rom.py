@@ -195,14 +195,7 @@ def rom_pictures(
     order = rng.permutation(len(targets))[:combos]
     for n, t in enumerate(order):
         level, speed, section = targets[int(t)]
-        for _ in range(400):
-            mask = menu_press(run, level, speed, section)
-            if mask == 0:
-                break
-            yield from go(mask, keep=1)
-            yield from go(0, keep=1)
-        for _ in range(3):
-            yield from go(0, keep=1)
+        yield from _reach(go, lambda: menu_press(run, level, speed, section))  # noqa: B023
         if n % 40 == 39:
             say(f"options {n + 1}/{len(order)}")
     yield from _versus_options(run, go, rng, versus_combos, say)
@@ -244,6 +237,21 @@ def rom_pictures(
             yield from go(0)
 
 
+def _reach(
+    go: Callable[..., Iterator[tuple[U8, int, dict[str, int]]]], press: Callable[[], int]
+) -> Iterator[tuple[U8, int, dict[str, int]]]:
+    """An options setting reached: ``press()`` (the buttons toward it, 0 when there) one frame
+    in two, every picture kept, then 3 frames of the setting settled."""
+    for _ in range(400):
+        mask = press()
+        if mask == 0:
+            break
+        yield from go(mask, keep=1)
+        yield from go(0, keep=1)
+    for _ in range(3):
+        yield from go(0, keep=1)
+
+
 def _versus_options(
     run: RomRun,
     go: Callable[..., Iterator[tuple[U8, int, dict[str, int]]]],
@@ -280,14 +288,7 @@ def _versus_options(
             levels = (int(rng.integers(21)), n % 21)
             speeds = (int(rng.integers(3)), int(rng.integers(3)))
             section = int(rng.integers(3))
-            for _ in range(400):
-                mask = versus_menu_press(run, levels, speeds, section)
-                if mask == 0:
-                    break
-                yield from go(mask, keep=1)
-                yield from go(0, keep=1)
-            for _ in range(3):
-                yield from go(0, keep=1)
+            yield from _reach(go, lambda: versus_menu_press(run, levels, speeds, section))  # noqa: B023
             if n % 40 == 39:
                 say(f"two-player options {n + 1}/{combos}")
         say("two-player level screen")
