@@ -378,6 +378,153 @@ class VersusMenuDriver(MenuDriver):
             self._ready = self._frame + 1
 
 
+class BothMenuDriver(MenuDriver):
+    """A two-player match's options screen with the bot on both ports (bot against bot, no
+    person): port 1 (``send1``, as ``send``) chooses 2 players on the title (Down, then Start:
+    title_cursor), moves the highlight and presses Start; each port taps its own player's level
+    and speed while their row is highlighted (toDemo_orOptions [$9961]: only pad 1 moves the
+    highlight, each pad its own cursors). Everything is read back off the picture
+    (perception.screens: both players' level and speed, the highlighted row, the players), a
+    picture counting when the one before it read the same. From another screen it goes to the
+    title as :class:`MenuDriver` does (B on a one-player options screen: @backToTitle). The
+    constructor's other arguments are MenuDriver's."""
+
+    def __init__(
+        self,
+        newest: Callable[[], tuple[int, Any] | None],
+        send: Callable[[Sequence[int]], int],
+        send1: Callable[[Sequence[int]], int],
+        read: Callable[[Any], ScreenReading],
+        *,
+        settle_frames: int = 3,
+        max_frames: int = 9000,
+        level_wait: int = 400,
+    ) -> None:
+        super().__init__(
+            newest,
+            send,
+            read,
+            settle_frames=settle_frames,
+            max_frames=max_frames,
+            level_wait=level_wait,
+        )
+        self.send1 = send1
+
+    def _tap1(self, mask: int, times: int = 1) -> int:
+        """Taps on port 1; returns the frame of the first."""
+        masks = [mask, 0] * times
+        first = int(self.send1(masks))
+        self._presses += times
+        self._ready = max(self._ready, first + len(masks) - 1 + self.settle)
+        return first
+
+    def start_match(
+        self, level1: int, speed1: int, level: int, speed: int, *, reset_ok: bool = False
+    ) -> VersusStartResult:
+        """Player 1 at ``level1``/``speed1`` (port 1), player 2 at ``level``/``speed`` (port 2)
+        on the two-player options screen, then Start on port 1. Raises ValueError for a target
+        out of range, MenuError when the screen does not come to show them within
+        ``max_frames`` or Start did not begin the match."""
+        for lv, sp in ((level1, speed1), (level, speed)):
+            if not 0 <= lv <= 20:
+                raise ValueError(f"level must be 0..20 on the options screen, got {lv}")
+            if sp not in (0, 1, 2):
+                raise ValueError(f"speed must be 0 (LOW), 1 (MED) or 2 (HI), got {sp}")
+        self._first, self._presses, self._screens = -1, 0, []
+        seen: tuple[Any, ...] = ()
+        confirmed = 0
+        level_since = -1
+        while True:
+            r = self._look()
+            now = (r.kind, r.players, r.level, r.speed, r.level2, r.speed2, r.section)
+            settled, seen = now == seen, now
+            if r.kind != "LEVEL":
+                level_since = -1
+            if not settled or r.kind == "BLANK":
+                self._ready = self._frame + 1
+                continue
+            if r.kind != "OPTIONS" or r.players != 2:
+                confirmed = 0
+            if r.kind == "TITLE":
+                self._tap1(DOWN if r.players != 2 else START)
+            elif r.kind in ("DEMO", "GAME_OVER"):
+                self._tap1(START)
+            elif r.kind == "OPTIONS" and r.players != 2:
+                self._tap1(int(Button.B))  # @backToTitle: choose 2 players there
+            elif r.kind == "OPTIONS":
+                if r.section == 2:
+                    self._tap1(UP)
+                    continue
+                if r.section is None or r.level is None or r.level2 is None:
+                    self._ready = self._frame + 1
+                    continue
+                if self._set_row(r, (level1, speed1), (level, speed)):
+                    confirmed = 0
+                    continue
+                confirmed += 1
+                if confirmed < 2:
+                    self._ready = self._frame + 1
+                    continue
+                first = self._tap1(START)
+                after = self._look()
+                if after.kind == "OPTIONS":
+                    raise MenuError("Start on the two-player options screen did not begin a match")
+                return VersusStartResult(
+                    level=level,
+                    speed=speed,
+                    level1=level1,
+                    speed1=speed1,
+                    start_frame=first,
+                    screens=list(self._screens),
+                    presses=self._presses,
+                    frames=first - self._first,
+                )
+            elif r.kind in ("LEVEL", "STAGE_CLEAR"):
+                if level_since < 0:
+                    level_since = self._frame
+                if self._frame - level_since > self.level_wait:
+                    if not reset_ok:
+                        raise MenuError(
+                            "a level is in play: finish it or allow the soft reset "
+                            "(A+B+Select+Start) to reach the title"
+                        )
+                    first = int(self.send1([RESET] * STAGE_CLEAR_RESET_HOLD + [0]))
+                    self._ready = first + STAGE_CLEAR_RESET_HOLD + self.settle
+                    level_since = -1
+                else:
+                    self._ready = self._frame + 1
+            else:
+                self._ready = self._frame + 1
+
+    def _set_row(self, r: ScreenReading, want1: tuple[int, int], want2: tuple[int, int]) -> bool:
+        """One step toward both players' settings on the highlighted row (each port taps its
+        own cursor; port 1 moves the highlight once the row is right for both, to SPEED and
+        back to VIRUS LEVEL); False when every setting already matches."""
+        section = r.section
+        assert section in (0, 1)
+        got1 = (r.level, r.speed)[section]
+        got2 = (r.level2, r.speed2)[section]
+        w1, w2 = want1[section], want2[section]
+        moved = False
+        if got1 != w1:
+            assert got1 is not None
+            self._tap1(RIGHT if got1 < w1 else LEFT, abs(w1 - got1))
+            moved = True
+        if got2 != w2:
+            assert got2 is not None
+            self._tap(RIGHT if got2 < w2 else LEFT, abs(w2 - got2))
+            moved = True
+        if moved:
+            return True
+        other = 1 - section
+        if (r.level, r.speed, r.level2, r.speed2) == (*want1, *want2):
+            return False
+        if (r.level, r.speed)[other] != want1[other] or (r.level2, r.speed2)[other] != want2[other]:
+            self._tap1(DOWN if section == 0 else UP)
+            return True
+        return False
+
+
 class SimMenuConsole:
     """The simulated console's screens for the menu driver: engine.Menu (title, options,
     demo) and engine.LevelFlow (a level after Start, its stage clear and game over), drawn with

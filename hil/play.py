@@ -72,7 +72,8 @@ class VersusRequest:
     """A two-player run: player 1's level 0..20, speed and player (``p1``: one of
     VERSUS_OPPONENTS, a placement policy of policy.versus played by the simulated console),
     the matches to play (first to 3 rounds won) and the bot's ``strength`` 1..5
-    (hil.loop.policies.Handicapped; 5: the full player)."""
+    (hil.loop.policies.Handicapped; 5: the full player). ``both``: the bot plays player 1 too,
+    on controller port 1 (bot against bot; ``p1`` is then not used)."""
 
     level1: int
     speed1: int
@@ -80,6 +81,7 @@ class VersusRequest:
     matches: int = 1
     strength: int = 5
     p1_wait: int = 0  # frames player 1's Start comes late, unannounced (sim and emu)
+    both: bool = False
 
 
 @dataclass
@@ -223,6 +225,8 @@ def _versus_setup(req: RunRequest) -> tuple[Any, Any]:
     assert vs is not None
     lp = req.levels[0]
     setup = VersusSetup(vs.level1, vs.speed1, lp.level, lp.speed, tuple(req.seeds))
+    if vs.both:
+        return setup, None  # player 1's pad is the firmware's port 1: the bot's
     if vs.p1 == "idle":
         return setup, Opponent(None)
     match = Match(vs.level1, vs.speed1, lp.level, lp.speed, req.seeds[0], 0)
@@ -321,14 +325,24 @@ def _open_emu_versus(req: RunRequest, say: Callable[[str], None]) -> Opened:
     assert req.rom is not None
     prof = naming_rom(req.profile, req.rom, req.verify_crc)
     setup, opponent = _versus_setup(req)
+    both = req.versus is not None and req.versus.both
     screens = rom_screens(prof) if _reads_versus_options(prof) else None
-    say(
-        "hil run: the two-player options screen is set as on the rig: off the picture, player "
-        "1 a person at the menus"
-        if screens is not None
-        else "hil run: no two-player screens prepared for this ROM (hil prepare --rom ROM): "
-        "the options screen is set by RAM"
-    )
+    if screens is None:
+        say(
+            "hil run: no two-player screens prepared for this ROM (hil prepare --rom ROM): "
+            "the options screen is set by RAM"
+            + (", each round started by player 1's script" if both else "")
+        )
+    elif both:
+        say(
+            "hil run: bot against bot as on the rig: both players' options set off the picture "
+            "and every Start pressed by the bot on port 1"
+        )
+    else:
+        say(
+            "hil run: the two-player options screen is set as on the rig: off the picture, "
+            "player 1 a person at the menus"
+        )
     build = functools.partial(
         EmuVersusRun,
         req.rom,
@@ -341,7 +355,8 @@ def _open_emu_versus(req: RunRequest, say: Callable[[str], None]) -> Opened:
         realtime=not req.lockstep,
         link_faults=[f for f in req.faults if f.kind in LINK_FAULTS],
         p1_wait=req.versus.p1_wait if req.versus else 0,
-        person=screens is not None,
+        person=screens is not None and not both,
+        bot_menus=screens is not None and both,
     )
     console = _console_here(build, req) if req.lockstep else _console_process(build, req, "emu")
     return Opened(console, screens, prof)
@@ -419,6 +434,7 @@ def _open_rig(req: RunRequest, say: Callable[[str], None], log: EventLog) -> Ope
         latency if latency is not None else profile.timing.latency_frames,
         profile.timing.jitter_ms,
         versus=req.versus is not None,
+        both=req.versus is not None and req.versus.both,
     )
     screens = rom_screens(profile)
     if req.versus is not None and (screens is None or not _reads_versus_options(profile)):
@@ -574,14 +590,21 @@ def run(
         raise
     console = opened.console
     try:
+        both = req.versus is not None and req.versus.both
         try:
             policy = make_policy(policy_kind)
             if req.versus is not None and req.versus.strength < 5:
                 policy = Handicapped(policy, req.versus.strength)
+            # bot against bot: player 1 plays the same policy, at full strength, its own copy
+            p1_policy = make_policy(policy_kind) if both else None
         except ValueError as e:
             raise RunError(str(e)) from None
         reader = make_reader(
-            reader_kind, opened.profile, req.model, player=2 if req.versus is not None else 1
+            reader_kind,
+            opened.profile,
+            req.model,
+            player=2 if req.versus is not None else 1,
+            both=both,
         )
         model_line = getattr(reader, "model_line", None)  # the ONNX reader names its model
         if model_line:
@@ -595,6 +618,7 @@ def run(
             stop_on_top_out=req.console == "rig",  # a rig's console cannot be reset
             opponent=None if req.versus is None else (req.versus.level1, req.versus.speed1),
             matches=1 if req.versus is None else req.versus.matches,
+            both=both,
             **req.tuning,
         )
         summary = play(
@@ -608,6 +632,7 @@ def run(
             say=say,
             on_frame=on_frame,
             screens=opened.screens,
+            p1_policy=p1_policy,
         )
     finally:
         log.close()

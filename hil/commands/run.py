@@ -179,6 +179,19 @@ def _add_versus_args(run: argparse.ArgumentParser) -> None:
         "on the simulated console and --emu ROM player 1 is a script (--p1), on the rig the "
         "person on port 1 (docs/VERSUS.md)",
     )
+    side = run.add_mutually_exclusive_group()
+    side.add_argument(
+        "--port2-only",
+        action="store_true",
+        help="--versus: the bot plays port 2 only, player 1 is the script or the person (the "
+        "default)",
+    )
+    side.add_argument(
+        "--both",
+        action="store_true",
+        help="--versus: the bot plays both ports, bot against bot: player 1 on port 1 at "
+        "--p1-level/--p1-speed with the same --policy at full strength",
+    )
     run.add_argument(
         "--p1",
         choices=list(VERSUS_OPPONENTS),
@@ -273,6 +286,10 @@ def _versus(
         given.append("--p1-wait")
     if args.p1 is not None:
         given.append("--p1")
+    if args.both:
+        given.append("--both")
+    if args.port2_only:
+        given.append("--port2-only")
     if not args.versus:
         if args.policy == "search-attack":
             given.append("--policy search-attack")
@@ -281,8 +298,16 @@ def _versus(
         return None
     if args.levels or args.max_levels is not None:
         raise SystemExit("hil run: --versus plays one level: give --level and --speed")
+    if args.both and (args.p1 is not None or args.p1_wait is not None):
+        raise SystemExit(
+            f"hil run: {'--p1' if args.p1 is not None else '--p1-wait'} is the scripted player "
+            "1's; with --both the bot plays player 1"
+        )
     if console == "rig":
-        scripted = [f for f in given if f not in ("--matches", "--strength")]
+        ours = ["--matches", "--strength", "--both", "--port2-only"]
+        if args.both:
+            ours += ["--p1-level", "--p1-speed"]
+        scripted = [f for f in given if f not in ours]
         if scripted:
             raise SystemExit(
                 f"hil run: {scripted[0]} is the simulated player 1's; on the rig player 1 is "
@@ -296,6 +321,7 @@ def _versus(
         matches=args.matches,
         strength=5 if args.strength is None else args.strength,
         p1_wait=args.p1_wait or 0,
+        both=args.both,
     )
 
 

@@ -131,13 +131,16 @@ class StartPresses:
     of earlier frames are ignored). ``reset``: the console was reset first (logged).
     ``start_unseen``: the console cannot say when the Start comes (a person presses it: player 1
     of a two-player match on the rig, or a simulated player 1 told to wait); the tracker then
-    waits for the level's start in the pictures (hil.loop.tracker.Tracker.begin_level)."""
+    waits for the level's start in the pictures (hil.loop.tracker.Tracker.begin_level).
+    ``port``: the controller port the masks are for (None: the bot's own; 1 when the bot plays
+    both ports and player 1 begins a two-player round)."""
 
     first_frame: int
     masks: list[int]
     start_frame: int
     reset: bool = False
     start_unseen: bool = False
+    port: int | None = None
 
     @property
     def last_start(self) -> int:
@@ -146,6 +149,28 @@ class StartPresses:
         which may come after ``start_frame``; a cutscene needs a second press)."""
         held = [i for i, m in enumerate(self.masks) if m & int(Button.START)]
         return self.first_frame + (held[-1] if held else 0)
+
+
+# A two-player round's end to the first frame the game takes player 1's Start for the next:
+# 114 after a clear (checkVirusLeft [$B269]: noVirusLeft_delay $40, the STAGE CLEAR box, two
+# statusUpdate_delay $10), 98 after a top-out (playerLoses_endScreen [$959A]: endScreen_delay
+# $40, fullStatusUpdate); measured on the real game (original release). Pressed once, later.
+VERSUS_START_AFTER_END = 120
+# ... and after a match's last round: the options screen, from 194 frames after its end.
+VERSUS_START_AFTER_MATCH = 200
+
+
+def versus_round_start(
+    first_frame: int, previous: LevelEnd | None, after: int = VERSUS_START_AFTER_END
+) -> StartPresses:
+    """A two-player round begun by the bot on port 1 (bot against bot): Start once, for one
+    frame, ``after`` frames after the last round's end (``previous.end_frame``, as the loop
+    knows it; at ``first_frame`` when unknown or past). One press only: a second, after the
+    game took the first, would pause the next round (checkPauseReset [$979E])."""
+    end = None if previous is None else previous.end_frame
+    start = first_frame if end is None else max(first_frame, end + after)
+    masks = [0] * (start - first_frame) + [int(Button.START), 0]
+    return StartPresses(first_frame, masks, start, port=1)
 
 
 def chains_to(previous: LevelEnd | None, level: int, speed: int) -> bool:

@@ -1,6 +1,7 @@
 """``hil run --versus --emu ROM``: the user's Dr. Mario in cynes playing two-player matches, the
 bot on controller port 2 (the firmware core's port 2, protocol 2), player 1 a script on port 1
-(docs/VERSUS.md, "hil run --versus").
+(docs/VERSUS.md, "hil run --versus"), or the bot on both ports (``opponent`` None: bot against
+bot, player 1's byte in play the firmware core's port 1).
 
 It is EmuRun's console (hil.consoles.emu_run: the clock, real time or lockstep, the capture
 chain) with the two-player game. :meth:`EmuVersusRun.prepare` drives the title and the options
@@ -46,7 +47,7 @@ import engine
 from calibration import Profile
 from engine.constants import Button, Phase
 from engine.ram import MODE_INIT_LEVEL, MODE_OPTIONS, MODE_PLAY, P2_LEVEL, P2_SPEED, DrMarioRam
-from hil.consoles.base import CannotStart, LevelEnd, StartPresses
+from hil.consoles.base import CannotStart, LevelEnd, StartPresses, versus_round_start
 from hil.consoles.emu import EmuError, Emulator
 from hil.consoles.emu_menus import MenuResult, navigate_menus
 from hil.consoles.emu_run import EmuRun
@@ -77,8 +78,9 @@ FIELDS = (0x0400, 0x0500)  # p1_field, p2_field
 class EmuVersusRun(EmuRun):
     """The module docstring. ``setup``: the match options (its ``seeds`` are not used: the
     game's own RNG runs on); ``opponent``: player 1's pad in play (``mask = opponent(versus)``
-    each frame). The rest as EmuRun's (its level and speed are player 2's). Raises RomError,
-    EmuError, ValueError."""
+    each frame), None: the firmware's port 1 on every frame (the bot plays both ports; the
+    script's Starts are added to it). The rest as EmuRun's (its level and speed are player
+    2's). Raises RomError, EmuError, ValueError."""
 
     def __init__(
         self,
@@ -86,7 +88,7 @@ class EmuVersusRun(EmuRun):
         setup: VersusSetup,
         profile: Profile,
         *,
-        opponent: Callable[[engine.Versus], int],
+        opponent: Callable[[engine.Versus], int] | None,
         capture_seed: int = 0,
         max_frames: int = 200_000,
         verify_crc: bool = True,
@@ -96,6 +98,7 @@ class EmuVersusRun(EmuRun):
         device: Any = None,
         p1_wait: int = 0,
         person: bool = False,
+        bot_menus: bool = False,
     ) -> None:
         super().__init__(
             rom,
@@ -106,7 +109,7 @@ class EmuVersusRun(EmuRun):
             max_frames=max_frames,
             verify_crc=verify_crc,
             emulator=emulator,
-            ram_menus=not person,
+            ram_menus=not (person or bot_menus),
             realtime=realtime,
             link_faults=link_faults,
             device=device,
@@ -116,6 +119,11 @@ class EmuVersusRun(EmuRun):
         self.p1_wait = p1_wait  # player 1's Start this many frames late, the loop not told when
         # Player 1 as a person on the rig (the menus from the title, every Start unannounced):
         self.person = person
+        # ... or no player 1 at all: the bot on both ports sets the options screen off the
+        # picture and presses every Start on port 1 (bot against bot on the rig)
+        self.bot_menus = bot_menus
+        if bot_menus and opponent is not None:
+            raise ValueError("bot_menus: the bot plays port 1 (opponent None)")
         self._seen = 0  # frames the options screen has shown player 2's setting of the row
         self.emu.pad1 = self._pad1
         self._menu_p1: dict[int, int] = {}  # console frame -> player 1's menu press
@@ -136,7 +144,15 @@ class EmuVersusRun(EmuRun):
         runtime's: video frames, the lag frames too)."""
         if latch in self._menu_p1:
             return self._menu_p1.pop(latch)
-        frame = self.emu.video_frame - self.base_video
+        press = 0 if self.bot_menus else self._script(self.emu.video_frame - self.base_video)
+        if self.opponent is None:  # the bot on port 1: the byte its firmware port armed
+            words = self.emu.device.pio_words
+            press |= (words[-1] >> 24) & 0xFF if words else 0
+        return press
+
+    def _script(self, frame: int) -> int:
+        """Player 1's script for video frame ``frame`` from :meth:`start`: its Starts, its
+        person at the menus, its opponent in play."""
         v = self.v
         in_play = v is not None and Phase(int(v.phase)) in PLAYING
         if self.person and not in_play and self._start_at is None:
@@ -145,7 +161,7 @@ class EmuVersusRun(EmuRun):
             if self.emu.ram(DrMarioRam.MODE) == MODE_OPTIONS:
                 return int(Button.START) if frame % 2 == 0 else 0
             return int(Button.START) if (frame - self._start_at) % START_REPEAT == 0 else 0
-        if v is not None and int(v.phase) == int(Phase.PLAYING):
+        if v is not None and int(v.phase) == int(Phase.PLAYING) and self.opponent is not None:
             return int(self.opponent(v)) & 0xFF
         return 0
 
@@ -234,6 +250,8 @@ class EmuVersusRun(EmuRun):
                 f"player 2 plays level {s.level2} speed {s.speed2} in this match, "
                 f"not level {level} speed {speed}"
             )
+        if self.bot_menus:  # the bot presses player 1's Start, as on the rig
+            return versus_round_start(first_frame, previous)
         with self._lock:
             start = first_frame
             last = self.rounds[-1] if self.rounds else None

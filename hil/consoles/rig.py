@@ -33,6 +33,7 @@ from hil.consoles.base import (
     NewestFrame,
     StartPresses,
     start_with_pad,
+    versus_round_start,
 )
 
 Clock = Callable[[], int]  # ns
@@ -268,12 +269,14 @@ class RigConsole:
         jitter_ms: float,
         *,
         versus: bool = False,
+        both: bool = False,
     ) -> None:
         self.capture = capture
         self._port = port
         self.latency_frames = latency_frames
         self.jitter_ms = jitter_ms
         self.versus = versus  # the Pico on port 2, a person on port 1 (docs/VERSUS.md)
+        self.both = both  # ... or the Pico on both ports (bot against bot)
 
     @property
     def port(self) -> str:
@@ -294,7 +297,10 @@ class RigConsole:
         """Start on the options screen (the user set it), then the game's chain. Raises
         CannotStart for any other level. Two players (``versus``): a round after a match's
         first is begun by the person's Start on port 1, when they like: nothing is pressed,
-        and the tracker is told that the Start's frame is not known (``start_unseen``)."""
+        and the tracker is told that the Start's frame is not known (``start_unseen``); with the
+        bot on both ports (``both``) it presses Start on port 1 (versus_round_start)."""
+        if self.both:
+            return versus_round_start(first_frame, previous)
         if self.versus:
             return StartPresses(first_frame, [0], first_frame, start_unseen=True)
         return start_with_pad(level, speed, first_frame, previous)

@@ -1,6 +1,7 @@
 """The simulated console playing two-player matches (``hil run --versus``): engine.Versus at
 60.0988 Hz, player 2's pad the firmware's port 2 (the bot: hil.link.vdevice.VirtualDevice
-latches both ports at once), player 1's a scripted opponent (a placement policy, or nothing),
+latches both ports at once), player 1's a scripted opponent (a placement policy, or nothing)
+or, bot against bot (``opponent`` None), the firmware's port 1,
 the picture engine.render_versus through the capture chain (docs/VERSUS.md, "hil run --versus").
 
 It is SimConsole's clock, controller port and capture card (hil.consoles.sim) with the
@@ -42,9 +43,15 @@ import numpy as np
 
 import engine
 from calibration import Profile
-from engine.constants import Phase, level_viruses
+from engine.constants import Button, Phase, level_viruses
 from engine.placement import at_spawn
-from hil.consoles.base import CannotStart, LevelEnd, StartPresses
+from hil.consoles.base import (
+    VERSUS_START_AFTER_MATCH,
+    CannotStart,
+    LevelEnd,
+    StartPresses,
+    versus_round_start,
+)
 from hil.consoles.sim import MASKS_KEPT, PICTURES_KEPT, READ_GAP_US, SimConsole, SimLevel
 
 # Frames between the frame that takes Start and the first virus drawn: s + 7 from the options
@@ -53,6 +60,12 @@ from hil.consoles.sim import MASKS_KEPT, PICTURES_KEPT, READ_GAP_US, SimConsole,
 LOAD_FRAMES = 6
 NEXT_ROUND_LOAD_FRAMES = 19
 ROUND_END_WAIT = 120  # frames from a round's end before the next Start is taken
+# ... as the real game takes a Start pressed on port 1 (``bot_starts``): from 114 frames after
+# a clear (checkVirusLeft [$B269]), 98 after a top-out or a draw (playerLoses_endScreen
+# [$959A]) and 194 after a match's last round (the options screen); measured on the real game.
+START_TAKEN_AFTER = {"clear": 114, "top-out": 98, "draw": 98}
+START_TAKEN_AFTER_MATCH = 194
+START = int(Button.START)
 PLAYING = (Phase.INTRO, Phase.PLAYING, Phase.PAUSED, Phase.ROUND_LOST)
 
 
@@ -127,8 +140,10 @@ class Opponent:
 
 class SimVersusConsole(SimConsole):
     """The module docstring. ``setup``: the match options; ``opponent``: player 1's pad
-    (``mask = opponent(versus)`` each frame of play). The rest as SimConsole's (its ``levels``
-    is the bot's level). Raises ValueError for bad arguments."""
+    (``mask = opponent(versus)`` each frame of play), None: the firmware's port 1 (the bot
+    plays both ports; the Starts are still the console's, as player 1's script presses them).
+    The rest as SimConsole's (its ``levels`` is the bot's level). Raises ValueError for bad
+    arguments."""
 
     name = "sim"
 
@@ -137,7 +152,7 @@ class SimVersusConsole(SimConsole):
         setup: VersusSetup,
         profile: Profile,
         *,
-        opponent: Callable[[engine.Versus], int],
+        opponent: Callable[[engine.Versus], int] | None,
         realtime: bool = False,
         capture_seed: int = 0,
         console_seed: int = 0,
@@ -145,7 +160,10 @@ class SimVersusConsole(SimConsole):
         device: Any = None,
         link_faults: Sequence[Any] = (),
         p1_wait: int = 0,
+        bot_starts: bool = False,
     ) -> None:
+        if bot_starts and opponent is not None:
+            raise ValueError("bot_starts: the bot plays port 1 (opponent None)")
         super().__init__(
             [SimLevel(setup.level2, setup.speed2, setup.seeds[0])],
             profile,
@@ -159,6 +177,10 @@ class SimVersusConsole(SimConsole):
         self.setup = setup
         self.opponent = opponent
         self.p1_wait = p1_wait  # player 1's Start this many frames late, the loop not told when
+        # Every Start is port 1's, the bot's, taken when the real game would take it (a Start
+        # pressed too early is lost, as on a console): bot against bot with no script
+        self.bot_starts = bot_starts
+        self._held1 = 0  # port 1's byte last frame (a press is a new bit)
         self.menu = None  # no menus: black until the first round
         self.v: engine.Versus | None = None
         self.rounds: list[RoundRecord] = []
@@ -180,10 +202,14 @@ class SimVersusConsole(SimConsole):
         reads = getattr(self.device, "read_ports", None)
         if reads is None:
             raise ValueError("the two-player console needs a controller with both ports")
-        _, mask2 = reads(us)
-        if reads(us + READ_GAP_US)[1] != mask2:
+        mask1, mask2 = reads(us)
+        if tuple(reads(us + READ_GAP_US)) != (mask1, mask2):
             raise AssertionError("the two reads of one frame differ")
-        if self._start_at is not None and g >= self._start_at:
+        if self.bot_starts:
+            if mask1 & START and not self._held1 & START and self._takes_start(g):
+                self._begin_round(g)
+            self._held1 = mask1
+        elif self._start_at is not None and g >= self._start_at:
             self._begin_round(g)
         v = self.v
         shown: tuple[str, Any] = ("black", None)
@@ -195,7 +221,7 @@ class SimVersusConsole(SimConsole):
             self._intro = None
             if Phase(int(v.phase)) in PLAYING:
                 shown = ("play", v.clone())
-                v.step(self.opponent(v), mask2)
+                v.step(mask1 if self.opponent is None else self.opponent(v), mask2)
                 self.masks[g] = mask2
                 if Phase(int(v.phase)) not in PLAYING:
                     self._round_ended(g + 1)
@@ -206,6 +232,18 @@ class SimVersusConsole(SimConsole):
         self.masks.pop(g - MASKS_KEPT, None)
         self.frame = g + 1
         self._pending_close = g
+
+    def _takes_start(self, g: int) -> bool:
+        """``bot_starts``: whether the game takes a Start pressed in frame g: before the first
+        round (the options screen), or after a round's end screens open (START_TAKEN_AFTER)."""
+        if self.v is None:
+            return True
+        if Phase(int(self.v.phase)) in PLAYING or self._ended_at is None or not self.rounds:
+            return False
+        last = self.rounds[-1]
+        if int(self.v.phase) == int(Phase.MATCH_OVER):
+            return g >= self._ended_at + START_TAKEN_AFTER_MATCH
+        return g >= self._ended_at + START_TAKEN_AFTER.get(last.end or "clear", 114)
 
     def _begin_round(self, g: int) -> None:
         """Player 1's Start latched in frame g: the next round, or a new match."""
@@ -247,6 +285,11 @@ class SimVersusConsole(SimConsole):
                 f"player 2 plays level {s.level2} speed {s.speed2} in this match, "
                 f"not level {level} speed {speed}"
             )
+        if self.bot_starts:  # the bot presses Start on port 1, timed off the loop's round end
+            over = self.v is not None and int(self.v.phase) == int(Phase.MATCH_OVER)
+            if over:
+                return versus_round_start(first_frame, previous, VERSUS_START_AFTER_MATCH)
+            return versus_round_start(first_frame, previous)
         with self._lock:
             start = first_frame
             if self._ended_at is not None:

@@ -22,8 +22,8 @@ class Controller:
     callable returning the current path (the simulated console's pty changes on replug).
     ``now_ns``: the clock the backoff and the give-up time are measured on, the runtime's
     (the console's sim time in lockstep, so a reconnection lands on the same console frame on
-    any host, however busy). ``nes_port``: the NES controller port (1 or 2) the link plays
-    (:class:`hil.link.link.Link`)."""
+    any host, however busy). ``nes_port``: the NES controller port (1 or 2) the link plays,
+    ``needs`` the ports the firmware must drive (:class:`hil.link.link.Link`)."""
 
     def __init__(
         self,
@@ -33,9 +33,11 @@ class Controller:
         timeout_s: float = 0.5,
         now_ns: Callable[[], int] = time.monotonic_ns,
         nes_port: int = 1,
+        needs: tuple[int, ...] | None = None,
     ):
         self.port = port
         self.nes_port = nes_port
+        self.needs = needs
         self.now_ns = now_ns
         self.timeout_s = timeout_s
         self.log = log
@@ -59,7 +61,9 @@ class Controller:
     def connect(self) -> bool:
         path = self._path()
         try:
-            self.link = Link(path, timeout_s=self.timeout_s, nes_port=self.nes_port)
+            self.link = Link(
+                path, timeout_s=self.timeout_s, nes_port=self.nes_port, needs=self.needs
+            )
         except LinkError as exc:
             self.link = None
             self.last_error = str(exc)

@@ -158,7 +158,9 @@ class Link:
     every STATUS is kept in (:meth:`hil.link.protocol.Status.for_port`: its ``mask``,
     ``flags``, ``queue_depth``, ``underruns`` and ``late_schedules``), so a runtime written
     for port 1 plays port 2 unchanged. Both ports' fields stay in each STATUS (``*_p2``
-    in port 1's view). The handshake raises LinkFatal if the firmware does not drive it.
+    in port 1's view). ``needs``: the ports the firmware must drive (default ``(nes_port,)``;
+    ``(1, 2)`` for a host that plays both, bot against bot). The handshake raises LinkFatal
+    if the firmware does not drive them.
     """
 
     def __init__(
@@ -169,10 +171,14 @@ class Link:
         retries: int = 2,
         handshake: bool = True,
         nes_port: int = 1,
+        needs: tuple[int, ...] | None = None,
     ) -> None:
         if nes_port not in p.PORTS:
             raise ValueError(f"nes_port is a controller port, 1 or 2, not {nes_port!r}")
         self.nes_port = nes_port
+        self.needs = (nes_port,) if needs is None else tuple(needs)
+        if not self.needs or any(port not in p.PORTS for port in self.needs):
+            raise ValueError(f"needs names controller ports 1 and 2, not {needs!r}")
         self.name = port if isinstance(port, str) else str(getattr(port, "port", port))
         self.timeout_s = timeout_s
         self.retries = retries
@@ -235,11 +241,12 @@ class Link:
                 f"{self.name}: firmware speaks protocol version {ack.version}, "
                 f"host speaks {p.PROTOCOL_VERSION}; flash the matching firmware"
             )
-        if self.nes_port not in ack.ports:
+        missing = [port for port in self.needs if port not in ack.ports]
+        if missing:
             raise LinkFatal(
                 f"{self.name}: the firmware drives controller port(s) "
-                f"{', '.join(map(str, ack.ports)) or 'none'}, not port {self.nes_port} "
-                "(board pins: firmware/README.md, Wiring)"
+                f"{', '.join(map(str, ack.ports)) or 'none'}, not port "
+                f"{' and '.join(map(str, missing))} (board pins: firmware/README.md, Wiring)"
             )
         bad = [
             f"{what} {value}"

@@ -303,15 +303,19 @@ def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
 
 def _make_state0(lv: TrackedLevel, fc0: int) -> engine.Game:
     """The level's state 0 from its voted board and preview, frameCounter ``fc0`` (two
-    players: player 2's nbPlayers-2 Game, engine.attack, with a later round's stale bytes as
-    engine.Versus.next_round takes them)."""
+    players: the tracked player's nbPlayers-2 Game, engine.attack, with a later round's stale
+    bytes as engine.Versus.next_round takes them)."""
     assert lv.board is not None
     if lv.opponent is None:
         g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
     else:
         seed = _usable_seed(max(lv.level, lv.opponent[0]))
-        v = engine.Versus(*lv.opponent, lv.level, lv.speed, seed, frame_counter=0)
-        g = v.p2.game()
+        if lv.player == 1:
+            v = engine.Versus(lv.level, lv.speed, *lv.opponent, seed, frame_counter=0)
+            g = v.p1.game()
+        else:
+            v = engine.Versus(*lv.opponent, lv.level, lv.speed, seed, frame_counter=0)
+            g = v.p2.game()
         g.frame_counter[...] = fc0
         if lv.stale is not None:  # a later round: initData_level [$8216] leaves these bytes
             for name in ("hor_velocity", "match_flag", "chain_length0", "score_multiplier"):

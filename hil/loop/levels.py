@@ -70,6 +70,10 @@ class Levels:
         self.done = False
         self.retries = 0  # levels played again after the console left them
         self._counted = (0, 0)  # the tracker's (desyncs, resyncs) at the last level's end
+        # Bot against bot: player 1's tracker (the Runtime's Seat); each round's record gets
+        # its result as player 1 saw it and its desyncs and re-syncs (``p1``).
+        self.p1: Tracker | None = None
+        self._counted_p1 = (0, 0)
 
     def next_due(self, now_frame: int, tracker: Tracker, frames_seen: int) -> LevelPlan | None:
         """The level to start now, if one is due: the first once the console has been seen
@@ -142,6 +146,17 @@ class Levels:
             "pills": lv.decided_spawn,
             **self._count(tracker),
         }
+        if self.p1 is not None:
+            d0, r0 = self._counted_p1
+            p1 = self.p1
+            self._counted_p1 = (p1.desyncs, p1.resyncs)
+            rec["p1"] = {
+                "result": round_result(p1),
+                "base_frame": None if p1.lv is None else p1.lv.base,
+                "pills": None if p1.lv is None else p1.lv.decided_spawn,
+                "desyncs": p1.desyncs - d0,
+                "resyncs": p1.resyncs - r0,
+            }
         if self.matches is not None:
             rec["round"] = self.versus.add(round_result(tracker))
             tracker.match_goes_on = any(self.versus.victories)

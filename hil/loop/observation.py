@@ -103,7 +103,10 @@ class VirusAnimation:
 
 
 class Reader(Protocol):
-    """Perception as the runtime uses it: ``reader(frame) -> Observation``. ``name`` is logged."""
+    """Perception as the runtime uses it: ``reader(frame) -> Observation``. ``name`` is logged.
+    A reader made for both players (``make_reader(..., both=True)``: bot against bot) also has
+    ``pair(frame) -> (player 1's Observation, player 2's)``, each with the screen's kind
+    (:func:`versus_kind`)."""
 
     name: str
 
@@ -122,16 +125,29 @@ class OracleReader:
     name = "oracle"
 
     def __call__(self, frame: Any) -> Observation:
+        facts = self._truth(frame)["facts"]
+        if facts is None:
+            return blank_observation(source=self.name)
+        return observation_from_facts(facts, source=self.name)
+
+    def pair(self, frame: Any) -> tuple[Observation, Observation]:
+        """Both bottles of a two-player screen (the truth's ``versus``: engine.VersusFacts),
+        player 1's and player 2's; blank observations on other screens."""
+        facts = self._truth(frame).get("versus")
+        if facts is None:
+            blank = blank_observation(source=self.name)
+            return blank, blank
+        p1, p2 = (observation_from_facts(facts.player(i), source=self.name) for i in (0, 1))
+        return p1, p2
+
+    def _truth(self, frame: Any) -> dict[str, Any]:
         truth = getattr(frame, "truth", None)
         if not isinstance(truth, dict) or "facts" not in truth:
             raise ValueError(
                 "the oracle reader needs a simulated frame carrying its ground truth; "
                 "real captures need the perception reader (--reader onnx)"
             )
-        facts = truth["facts"]
-        if facts is None:
-            return blank_observation(source=self.name)
-        return observation_from_facts(facts, source=self.name)
+        return truth
 
 
 class OnnxReader:
@@ -141,11 +157,15 @@ class OnnxReader:
     ``virus_label`` is set. ``profile``: the capture chain's calibration.Profile; ``model``:
     its ONNX file, default ``perception.store.choose_model``: the model ``hil prepare`` made for
     the profile's ROM, else the shipped one (``model_line`` says which, ``path`` is it). Raises
-    ValueError for a missing or bad model, ImportError where perception is not installed."""
+    ValueError for a missing or bad model, ImportError where perception is not installed.
+    ``player`` 2: player 2's bottle of the two-player screen; ``both``: :meth:`pair` reads
+    both bottles in every frame (bot against bot)."""
 
     name = "onnx"
 
-    def __init__(self, profile: Any, model: Any = None, player: int = 1) -> None:
+    def __init__(
+        self, profile: Any, model: Any = None, player: int = 1, both: bool = False
+    ) -> None:
         from perception.layout import VERSUS_VIEW_X
         from perception.reader import BoardReader
         from perception.store import choose_model
@@ -159,11 +179,13 @@ class OnnxReader:
         self.net = BoardReader(profile, choice.path)
         # player 2 of the two-player screen: both bottles' crops (perception.layout) in one
         # inference a frame, player 2's Observation with the screen's kind (_versus)
-        self.versus = player == 2
+        self.versus = player == 2 or both
+        self.both = both
         self.views = [self.net.sampler_at(x) for x in VERSUS_VIEW_X] if self.versus else []
         self._p1: Observation | None = None  # player 1's bottle as last read
         self._reads = 0
         self.virus_anim = VirusAnimation()
+        self.virus_anim_p1 = VirusAnimation()  # player 1's bottle (both)
         # The runtime clears this while the tracker has no use for the label (it is compared
         # while aligning a level): ~0.3 ms less per frame in play.
         self.virus_label = True
@@ -197,15 +219,38 @@ class OnnxReader:
         g = self.net.profile.geometry
         self.net.infer(self.net.preprocess(np.zeros((g.height, g.width, 3), np.uint8))[None])
 
-    def __call__(self, frame: Any) -> Observation:
-        from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
+    def pair(self, frame: Any) -> tuple[Observation, Observation]:
+        """Both bottles of a two-player screen in one inference, every frame: player 1's and
+        player 2's Observation, each with the screen's kind (:func:`versus_kind`) and its own
+        virus animation label. Raises ValueError (perception.reader) for a picture of another
+        size than the profile's."""
+        from calibration.forward import check_captured
 
+        net = self.net
+        image = check_captured(net.profile, frame.image)
+        crops = np.stack([view(image) for view in self.views])
+        out = net.infer(crops)
+        p1, p2 = net.postprocess(out, 0, None), net.postprocess(out, 1, None)
+        self._p1 = p1
+        return (
+            self._label(versus_kind(p1, p2, 1), crops[0], self.virus_anim_p1),
+            self._label(versus_kind(p1, p2, 2), crops[1], self.virus_anim),
+        )
+
+    def __call__(self, frame: Any) -> Observation:
         net = self.net
         if self.versus:
             obs, crop = self._versus(frame.image)
         else:
             crop = net.preprocess(frame.image)
             obs = net.postprocess(net.infer(crop[None]), 0, crop)
+        return self._label(obs, crop, self.virus_anim)
+
+    def _label(self, obs: Observation, crop: Any, anim: VirusAnimation) -> Observation:
+        """``obs`` with its virus animation label (``anim`` on the bottle's pixels of the
+        model's ``crop``) while the runtime asks for it on a level."""
+        from perception.layout import BOTTLE_X, BOTTLE_Y, CELL, CROP_X, CROP_Y
+
         if obs.kind != ScreenKind.LEVEL or not self.virus_label:
             return obs
         y0, x0 = BOTTLE_Y - CROP_Y, BOTTLE_X - CROP_X
@@ -213,35 +258,39 @@ class OnnxReader:
         looks = bottle.reshape(16, CELL // 2, 2, 8, CELL // 2, 2, 3).mean(axis=(2, 5))
         looks = looks.transpose(0, 2, 1, 3, 4).reshape(16, 8, -1)
         sure = np.where(obs.confidence >= 0.9, obs.field, 0xFF).astype(np.uint8)
-        label = self.virus_anim(looks, sure)
+        label = anim(looks, sure)
         return replace(obs, virus_frame=label)
 
 
-def versus_kind(p1: Observation, p2: Observation) -> Observation:
-    """Player 2's Observation of a two-player screen with the screen's kind, from both bottles:
-    the pause from player 1's crop (its PAUSE text is there); a top-out when either crop reads
-    one (the loser's sign is drawn at its own bottle, updateSprites_2p_endGame [$887C]); a
-    stage clear when either bottle, in play, holds no virus (checkVirusLeft [$B269] ends the
-    round for both: the winner's bottle is the only sign of it in player 2's crop when player 1
-    cleared)."""
+def versus_kind(p1: Observation, p2: Observation, player: int = 2) -> Observation:
+    """Player ``player``'s (1 or 2) Observation of a two-player screen with the screen's kind,
+    from both bottles: the pause from player 1's crop (its PAUSE text is there); a top-out when
+    either crop reads one (the loser's sign is drawn at its own bottle,
+    updateSprites_2p_endGame [$887C]); a stage clear when either bottle, in play, holds no
+    virus (checkVirusLeft [$B269] ends the round for both: the winner's bottle is the only sign
+    of it in the other player's crop)."""
+    own = p2 if player == 2 else p1
     if p1.kind == ScreenKind.PAUSED:
-        return replace(p2, kind=ScreenKind.PAUSED, kind_confidence=p1.kind_confidence)
+        return replace(own, kind=ScreenKind.PAUSED, kind_confidence=p1.kind_confidence)
     if ScreenKind.TOP_OUT in (p1.kind, p2.kind):
-        return replace(p2, kind=ScreenKind.TOP_OUT)
+        return replace(own, kind=ScreenKind.TOP_OUT)
     playing = [o for o in (p1, p2) if o.kind in (ScreenKind.LEVEL, ScreenKind.STAGE_CLEAR)]
     if len(playing) == 2 and not (p1.intro or p2.intro):
         if p1.virus_count == 0 or p2.virus_count == 0:
-            return replace(p2, kind=ScreenKind.STAGE_CLEAR, intro=False)
-        if p2.kind == ScreenKind.STAGE_CLEAR:
-            return replace(p2, kind=ScreenKind.LEVEL)
-    return p2
+            return replace(own, kind=ScreenKind.STAGE_CLEAR, intro=False)
+        if own.kind == ScreenKind.STAGE_CLEAR:
+            return replace(own, kind=ScreenKind.LEVEL)
+    return own
 
 
-def make_reader(name: str, profile: Any = None, model: Any = None, player: int = 1) -> Reader:
+def make_reader(
+    name: str, profile: Any = None, model: Any = None, player: int = 1, both: bool = False
+) -> Reader:
     """``oracle`` (the simulated console's ground truth; sim only) or ``onnx``
     (:class:`OnnxReader`, once perception is installed). ``player``: 1 the one-player screen,
     2 player 2's bottle of the two-player screen (the oracle's truth is the bottle the console
-    plays). Raises ValueError otherwise, or for a missing or bad model."""
+    plays); ``both``: the reader's ``pair`` reads both bottles (bot against bot). Raises
+    ValueError otherwise, or for a missing or bad model."""
     if name == "oracle":
         return OracleReader()
     if name == "onnx":
@@ -252,5 +301,5 @@ def make_reader(name: str, profile: Any = None, model: Any = None, player: int =
                 f"the ONNX board reader is not installed in this checkout ({exc}); "
                 "the simulated console can use --reader oracle"
             ) from None
-        return OnnxReader(profile, model, player=player)
+        return OnnxReader(profile, model, player=player, both=both)
     raise ValueError(f"unknown reader {name!r}; choose oracle (sim only) or onnx")

@@ -35,7 +35,7 @@ def costs(rt: Runtime) -> dict[str, Any]:
         "underruns": st.underruns,
         "watchdog_trips": st.watchdog_trips,
         "missed_decisions": st.missed_decisions,
-        "timing_slips": rt.tracker.timing_slips,
+        "timing_slips": sum(t.timing_slips for t in rt.trackers),
         "stalls": st.stalls,
         "repeated_frames": st.repeated_frames,
         "missed_frames": cap() if callable(cap) else 0,
@@ -72,6 +72,16 @@ def snapshot(rt: Runtime, frame: Frame, events: list[Event]) -> dict[str, Any]:
     }
 
 
+def _mirrored(p2: str | None, p1: str | None) -> bool:
+    """Whether two players' round results (hil.loop.levels.round_result) tell the same end:
+    one won what the other lost, the same way ("won_clear" against "lost_clear")."""
+    if not p1 or not p2 or "unknown" in (p1, p2):
+        return False
+    flip = {"won": "lost", "lost": "won"}
+    side, _, how = p2.partition("_")
+    return p1 == f"{flip.get(side, side)}_{how}"
+
+
 def summary(rt: Runtime) -> dict[str, Any]:
     """The run's summary (docs/RUN.md, "Event log and summary"), also logged."""
     st = rt.stats
@@ -92,9 +102,10 @@ def summary(rt: Runtime) -> dict[str, Any]:
         "menu_frames": st.menu_frames,
         "decisions": st.decisions,
         "missed_decisions": st.missed_decisions,
-        "desyncs": tr.desyncs,
-        "resyncs": tr.resyncs,
-        "timing_slips": tr.timing_slips,
+        # (bot against bot: both trackers'; the versus section has player 1's own)
+        "desyncs": sum(t.desyncs for t in rt.trackers),
+        "resyncs": sum(t.resyncs for t in rt.trackers),
+        "timing_slips": sum(t.timing_slips for t in rt.trackers),
         "late_schedules": st.late_schedules,
         "late_frames": st.late_frames,
         "schedules": st.schedules,
@@ -136,6 +147,21 @@ def summary(rt: Runtime) -> dict[str, Any]:
             "matches_asked": rt.s.matches,
             "attacks_seen": tr.attacks,
         }
+        if rt.p1 is not None:
+            t1 = rt.p1.tracker
+            out["versus"]["p1"] = {
+                "policy": getattr(rt.p1.decision.policy, "name", "?"),
+                "desyncs": t1.desyncs,
+                "resyncs": t1.resyncs,
+                "timing_slips": t1.timing_slips,
+                "attacks_seen": t1.attacks,
+                "ponder": rt.p1.decision.ponder_stats.summary(),
+                # rounds whose end player 1's tracker read as the mirror of player 2's
+                "rounds_agreed": sum(
+                    _mirrored(r.get("round", {}).get("result"), r.get("p1", {}).get("result"))
+                    for r in rt.results
+                ),
+            }
     out.update(rt.console.report())  # the console's own section: "sim", "emu", "rig"
     rt.log.write("summary", **out)
     return out

@@ -124,12 +124,29 @@ class RunSettings:
     # ``matches`` matches (first to 3 rounds won) or when the rounds run out.
     opponent: tuple[int, int] | None = None
     matches: int = 1
+    # ... and player 1 too, on controller port 1, at ``opponent``'s level and speed (bot
+    # against bot: hil run --versus --both): a second tracker, schedule and decision (Seat)
+    both: bool = False
 
 
 REALTIME_SWITCH_INTERVAL_S = 0.001  # the interpreter's switch interval while in real time
 
 
 # ---- the runtime ----------------------------------------------------------------------------
+
+
+@dataclass
+class Seat:
+    """Player 1's stages when the bot plays both controller ports (``RunSettings.both``): its
+    own tracker (player 1's bottle), schedule (port 1's frames) and decision (its policy,
+    pondering on workers of its own); the frame clock, the link, the reader, the level flow and
+    the statistics are the run's."""
+
+    tracker: Tracker
+    schedule: Schedule
+    decision: Decision
+    worker: Any
+    slow_worker: Any
 
 
 class Runtime:
@@ -150,9 +167,12 @@ class Runtime:
         say: Callable[[str], None] | None = None,
         on_frame: Callable[[Runtime, Frame], None] | None = None,
         screens: Callable[[Any], Any] | None = None,
+        p1_policy: Policy | None = None,
     ) -> None:
         if not settings.levels:
             raise ValueError("hil run needs at least one level to play")
+        if settings.both and (settings.opponent is None or p1_policy is None):
+            raise ValueError("the bot plays both ports in a two-player run, with player 1's policy")
         self.s = settings
         self.console = console
         self.source = console.capture
@@ -168,6 +188,8 @@ class Runtime:
         self.screens = screens
         self._stages(settings, console)
         self._link_and_decision(settings, console, policy, planner)
+        self.p1 = self._seat(settings, console, p1_policy, planner) if settings.both else None
+        self.levels.p1 = None if self.p1 is None else self.p1.tracker
         self.last_obs: Observation | None = None
         # Starting each level: the console's presses, or the menus read off the pictures.
         self.starts = LevelStarts(
@@ -183,6 +205,9 @@ class Runtime:
             screens=screens,
             start_menu_frames=settings.start_menu_frames,
             link_poll_s=self.LINK_POLL_S,
+            on_begin=self._p1_begin if self.p1 is not None else None,
+            both=settings.opponent if settings.both else None,
+            end_frame=self._round_end if settings.opponent is not None else None,
         )
         self.stall_log: list[dict[str, Any]] = []  # every stall: ms, where, cpu_ms
         self._last_small: U8 | None = None  # the last captured picture, subsampled
@@ -202,8 +227,10 @@ class Runtime:
             jitter_ns=jitter_ns,
             opponent=settings.opponent,
         )
+        self.config = config
         self.clock = FrameClock(config.hz, config.window_us)
         self.schedule = Schedule()
+        self.p1_schedule = Schedule() if settings.both else None  # port 1's (Seat)
         # Work no frame may wait for (pondering, the intro's tables): a thread in real time
         # (hil.loop.worker).
         self.worker = make_worker(console.lockstep)
@@ -224,7 +251,9 @@ class Runtime:
             self.say,
             timeout_s=LOCKSTEP_LINK_TIMEOUT_S if console.lockstep else 0.5,
             now_ns=console.now_ns,
-            nes_port=1 if settings.opponent is None else 2,
+            # bot against bot: the link keeps STATUS as the firmware sends it, both ports'
+            nes_port=1 if settings.opponent is None or settings.both else 2,
+            needs=(1, 2) if settings.both else None,
         )
         self.stats = Stats()
         self.feed_frames = (
@@ -253,10 +282,12 @@ class Runtime:
             self.stats,
             self.log,
             self.now,
-            on_latched=self.tracker.advance,
+            on_latched=self._latched,
             on_renumber=self._renumbered,
             margin_ms=settings.margin_ms,
             feed_frames=self.feed_frames,
+            port=2 if self.p1_schedule is not None else None,
+            others=None if self.p1_schedule is None else {1: self.p1_schedule},
         )
         # The decision (hil.loop.decision): the policy, the planner, the placement last sent;
         # it reaches the link through the Runtime's helpers.
@@ -278,6 +309,79 @@ class Runtime:
             worker=self.worker,
             slow_worker=self.slow_worker,
         )
+
+    def _seat(
+        self, settings: RunSettings, console: Console, policy: Policy | None, planner: Planner
+    ) -> Seat:
+        """Player 1's stages (:class:`Seat`) on port 1: its tracker sees player 2 as its
+        opponent; its events are logged with ``player: 1``."""
+        from dataclasses import replace
+
+        assert settings.opponent is not None and policy is not None
+        assert self.p1_schedule is not None
+        lp = settings.levels[0]
+        config = replace(self.config, opponent=(lp.level, lp.speed), player=1)
+        worker = make_worker(console.lockstep)
+        slow_worker = make_worker(console.lockstep)
+        tracker = Tracker(
+            config,
+            log=lambda ev: self.log.write(
+                ev.name, player=1, **{k: v for k, v in ev.to_json().items() if k != "event"}
+            ),
+            clock=self.clock,
+            schedule=self.p1_schedule,
+            worker=worker,
+        )
+        decision = Decision(
+            policy,
+            planner,
+            tracker,
+            self.p1_schedule,
+            first_free=self.wire.first_free,
+            feed=lambda ahead: self.wire.feed(ahead=ahead, port=1),
+            send=lambda first, masks, what: self.wire.send(first, masks, what, port=1),
+            lockstep=console.lockstep,
+            feed_frames=self.feed_frames,
+            log=lambda name, **data: self.log.write(name, player=1, **data),
+            stats=self.stats,
+            ponder=settings.ponder,
+            now_frame=lambda: self.clock.frame_at(self.now()),
+            horizon=self.wire.horizon,
+            worker=worker,
+            slow_worker=slow_worker,
+        )
+        return Seat(tracker, self.p1_schedule, decision, worker, slow_worker)
+
+    def _latched(self) -> None:
+        """A STATUS was taken: each tracker steps its shadow state."""
+        self.tracker.advance()
+        if self.p1 is not None:
+            self.p1.tracker.advance()
+
+    def _p1_begin(self, start_frame: int, last_start: int | None, wait: bool) -> None:
+        """A round's Start was sent (hil.loop.starts): player 1's tracker begins it too, at
+        player 1's level and speed."""
+        assert self.p1 is not None and self.s.opponent is not None
+        self.p1.tracker.match_goes_on = self.tracker.match_goes_on
+        level, speed = self.s.opponent
+        self.p1.tracker.begin_level(level, speed, start_frame, last_start, wait_for_start=wait)
+
+    def _round_end(self) -> int | None:
+        """Two players: the frame the last round ended in. A shadow that reached its own end
+        (a clear, a top-out) knows it exactly; a round ended by the opponent's clear leaves the
+        loser's shadow short of it, so then the other player's shadow (bot against bot), else
+        the frame the tracker saw the end in (at or after the real one: a Start timed from it
+        comes late, never early)."""
+        for tracker in self.trackers:
+            if tracker.end_frame is not None:
+                return tracker.end_frame
+        lv = self.tracker.lv
+        return None if lv is None else lv.end_frame
+
+    @property
+    def trackers(self) -> list[Tracker]:
+        """The run's trackers: player 2's (or the one player's), then player 1's (both)."""
+        return [self.tracker] + ([self.p1.tracker] if self.p1 is not None else [])
 
     @property
     def cannot_start(self) -> str | None:
@@ -309,7 +413,8 @@ class Runtime:
 
     def _renumbered(self, shift: int) -> None:
         """A restarted firmware numbers frame g as g - shift from now on (hil.loop.wire)."""
-        self.tracker.renumber(shift)
+        for tracker in self.trackers:
+            tracker.renumber(shift)
         self.levels.renumber(shift)
 
     def _tracker_event(self, ev: Event) -> None:
@@ -361,6 +466,9 @@ class Runtime:
             self.wire.release()
             self.worker.close()
             self.slow_worker.close()
+            if self.p1 is not None:
+                self.p1.worker.close()
+                self.p1.slow_worker.close()
             sys.setswitchinterval(switch)
         now = self.clock.frame_at(self.now()) if self.clock.ready else None
         self.levels.finish(self.tracker, now, self.end_reason)
@@ -394,8 +502,12 @@ class Runtime:
             self.stats.repeated_frames += 1
         else:
             if hasattr(self.reader, "virus_label"):
-                self.reader.virus_label = self.tracker.wants_virus_frame
-            obs = self.reader(frame)
+                self.reader.virus_label = any(t.wants_virus_frame for t in self.trackers)
+            obs1 = None
+            if self.p1 is not None:
+                obs1, obs = self.reader.pair(frame)  # type: ignore[attr-defined]
+            else:
+                obs = self.reader(frame)
             t_read = lap("read")
             self.stats.read_ms.append((t_read - t_got) / 1e6)
             # The statuses are read after the decision (below), off the path from a frame's
@@ -404,10 +516,14 @@ class Runtime:
             # (Schedule.mask_of), and the newest status is of a frame the capture shows only
             # ~latency frames later.
             events = self.tracker.on_frame(frame.time_ns, obs)
+            if self.p1 is not None and obs1 is not None:
+                events += self.p1.tracker.on_frame(frame.time_ns, obs1)
             self.last_obs = obs
             self._latency_sample(frame)
             lap("tracker")
         self.decision.on_frame(t_got, linked=self.wire.linked)
+        if self.p1 is not None:
+            self.p1.decision.on_frame(t_got, linked=self.wire.linked)
         lap("decision")
         self.wire.poll()
         lap("link")
@@ -529,11 +645,13 @@ def play(
     say: Callable[[str], None] | None = None,
     on_frame: Callable[[Runtime, Frame], None] | None = None,
     screens: Callable[[Any], Any] | None = None,
+    p1_policy: Policy | None = None,
 ) -> dict[str, Any]:
     """``hil run`` on any console (hil.consoles.base.Console: the simulated one, the emulator,
     the rig): the capture chain's latency and jitter are the console's, the console starts, the
     Runtime plays ``settings.levels``, the console closes. Returns the summary with the
-    console's own section (``console.report()``: "sim", "emu"). Raises what the console's
+    console's own section (``console.report()``: "sim", "emu"). ``p1_policy``: player 1's
+    policy when the bot plays both ports (``settings.both``). Raises what the console's
     ``start`` raises (the emulator's menus: EmuError). The caller closes the console."""
     settings.latency_frames = console.latency_frames
     settings.jitter_ms = console.jitter_ms
@@ -548,6 +666,7 @@ def play(
         say=say,
         on_frame=on_frame,
         screens=screens,
+        p1_policy=p1_policy,
     )
     rt.warm_up()
     console.start()

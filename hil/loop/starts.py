@@ -30,7 +30,11 @@ class LevelStarts:
     """See the module docstring. ``now``: the runtime's clock (ns). ``screens``: the screen
     reader (captured BGR -> perception.screens.ScreenReading) or None (the console's presses
     only). ``start_menu_frames``: console frames the menus may take. ``link_poll_s``: how long
-    the menus wait for a capture at a time (the link is fed meanwhile)."""
+    the menus wait for a capture at a time (the link is fed meanwhile). ``on_begin(start_frame,
+    last_start, wait_for_start)``: called after the tracker begins a level (bot against bot:
+    player 1's tracker begins the round too). ``both``: player 1's (level, speed) when the bot
+    plays both ports (the match's options set on both, its Starts on port 1). ``end_frame()``:
+    the frame the last level ended in, as best known (default the tracker's ``end_frame``)."""
 
     def __init__(
         self,
@@ -47,6 +51,9 @@ class LevelStarts:
         screens: Callable[[Any], Any] | None,
         start_menu_frames: int,
         link_poll_s: float,
+        on_begin: Callable[[int, int | None, bool], None] | None = None,
+        both: tuple[int, int] | None = None,
+        end_frame: Callable[[], int | None] | None = None,
     ) -> None:
         self.console = console
         self.source = console.capture
@@ -61,6 +68,11 @@ class LevelStarts:
         self.screens = screens
         self.start_menu_frames = start_menu_frames
         self.link_poll_s = link_poll_s
+        self.on_begin = on_begin
+        self.both = both  # bot against bot: player 1's (level, speed), set on port 1
+        # the frame the last level ended in, as best known (the console's start_level times
+        # a Start from it); default the tracker's shadow
+        self.end_frame = end_frame or (lambda: self.tracker.end_frame)
         self.cannot_start: str | None = None  # why the run could not start a level, if so
         self.menus_ran = False  # this frame's handling ran the menus (not a stall)
 
@@ -74,7 +86,7 @@ class LevelStarts:
         if nxt is None:
             return
         first = self.wire.first_free()
-        previous = self.levels.previous(self.tracker.end_frame)
+        previous = self.levels.previous(self.end_frame())
         versus = self.tracker.cfg.opponent is not None
         if self.screens is not None and versus and not self.tracker.match_goes_on:
             self._match_start(nxt.level, nxt.speed)  # a match's first round, on the rig
@@ -93,7 +105,7 @@ class LevelStarts:
         masks, first = presses.masks, presses.first_frame
         ok = True
         for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
-            ok &= self.wire.send(first + k, masks[k : k + 60], "start")
+            ok &= self.wire.send(first + k, masks[k : k + 60], "start", presses.port)
         if ok:
             self.levels.started()
             self.tracker.begin_level(
@@ -103,6 +115,8 @@ class LevelStarts:
                 presses.last_start,
                 wait_for_start=presses.start_unseen,
             )
+            if self.on_begin is not None:
+                self.on_begin(presses.start_frame, presses.last_start, presses.start_unseen)
             self.log.write(
                 "start_pressed", frame=presses.start_frame, level=nxt.level, speed=nxt.speed
             )
@@ -126,21 +140,32 @@ class LevelStarts:
         person's Start begins the match (hil.menus.VersusMenuDriver); the tracker takes player
         1's level and speed as the screen showed them, and waits for the round's start in the
         pictures. The run ends with one line (``cannot_start``) when the match began with the
-        bot at other settings."""
-        from hil.menus import MenuError, VersusMenuDriver
+        bot at other settings. With the bot on both ports (``both``: player 1's level and
+        speed) it sets both players and presses Start on port 1 (hil.menus.BothMenuDriver)."""
+        from hil.menus import BothMenuDriver, MenuError, VersusMenuDriver
 
         assert self.screens is not None
         self.menus_ran = True
         newest, send = self._menu_io([])
-        driver = VersusMenuDriver(newest, send, self._read, say=self.say)
         try:
-            res = driver.start_match(level, speed)
+            if self.both is not None:
+                _, send1 = self._menu_io([], port=1)
+                both = BothMenuDriver(
+                    newest, send, send1, self._read, max_frames=self.start_menu_frames
+                )
+                res = both.start_match(*self.both, level, speed, reset_ok=True)
+            else:
+                driver = VersusMenuDriver(newest, send, self._read, say=self.say)
+                res = driver.start_match(level, speed)
         except (MenuError, ValueError, CaptureError) as e:
             self._cannot_start(f"cannot start the match at level {level} speed {speed}: {e}")
             return
         self.levels.started()
         self.tracker.cfg.opponent = (res.level1, res.speed1)
-        self.tracker.begin_level(level, speed, res.start_frame, wait_for_start=True)
+        unseen = self.both is None  # the person's Start: when is not seen
+        self.tracker.begin_level(level, speed, res.start_frame, wait_for_start=unseen)
+        if self.on_begin is not None:
+            self.on_begin(res.start_frame, None, unseen)
         self.log.write(
             "start_pressed",
             frame=res.start_frame,
@@ -158,11 +183,12 @@ class LevelStarts:
         return self.screens(image)
 
     def _menu_io(
-        self, seen: list[str]
+        self, seen: list[str], port: int | None = None
     ) -> tuple[Callable[[], tuple[int, Any] | None], Callable[[Sequence[int]], int]]:
         """The menu drivers' two callables on this loop's capture and link (hil.menus): the
         newest captured picture and the console frame it shows (the link fed while waiting),
-        and masks sent from the first frame a schedule can still reach."""
+        and masks sent on controller ``port`` (None: the bot's) from the first frame a
+        schedule can still reach."""
         from hil.menus import MenuError
 
         last = [time.perf_counter_ns(), time.thread_time_ns()]
@@ -194,7 +220,7 @@ class LevelStarts:
             # Not time-critical: a frame of slack so a menu press is never late.
             first = self.wire.first_free(extra_ms=16.7)
             for k in range(0, len(masks), 60):  # SCHEDULE carries at most 64 frames
-                if not self.wire.send(first + k, masks[k : k + 60], "menu"):
+                if not self.wire.send(first + k, masks[k : k + 60], "menu", port):
                     raise MenuError("the controller link was lost while setting the options screen")
             return first
 

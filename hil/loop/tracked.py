@@ -47,9 +47,10 @@ class TrackerConfig:
     left_frames: consecutive captures of a screen that is no level (ScreenKind.OTHER) after
     which a level in play has ended, the console having left it (a RESET). opponent: a
     two-player round (hil run --versus): the level and speed of the other player; the tracked
-    bottle is then player 2's, its shadow state the nbPlayers-2 Game of engine.attack, and the
-    intro lasts as long as the bottle with more viruses takes to draw (levelIntro [$9CAB] adds
-    one virus a frame to each bottle that still needs one)."""
+    bottle is then player ``player``'s (2, or 1 when the bot plays both ports), its shadow state
+    the nbPlayers-2 Game of engine.attack, and the intro lasts as long as the bottle with more
+    viruses takes to draw (levelIntro [$9CAB] adds one virus a frame to each bottle that still
+    needs one)."""
 
     latency_ns: float = 0.0
     jitter_ns: float = 4e6
@@ -66,6 +67,7 @@ class TrackerConfig:
     left_frames: int = 30
     match: MatchConfig = field(default_factory=MatchConfig)
     opponent: tuple[int, int] | None = None
+    player: int = 2
 
 
 @dataclass
@@ -127,6 +129,7 @@ class TrackedLevel:
         # Two players (TrackerConfig.opponent): the opponent's (level, speed), and the frames
         # the intro goes on drawing the opponent's bottle after this one is whole.
         self.opponent: tuple[int, int] | None = None
+        self.player = 2  # the tracked bottle's player (TrackerConfig.player)
         self.intro_lead = 0
         # A match's later round: the bytes initData_level [$8216] leaves as the zero page held
         # them, from this bottle's state at the last round's end (engine next_round); None: a

@@ -191,6 +191,7 @@ class Tracker:
                     end = min(end, max(0, prev.end_frame - prev.base))
                 self.lv.stale = prev.history.get(end, prev.history[prev.confirmed])
             self.lv.opponent = self.cfg.opponent
+            self.lv.player = self.cfg.player
             self.lv.intro_lead = max(0, virus_target(self.cfg.opponent[0]) - virus_target(level))
         self.state = LevelState.ALIGNING
         self.levels_started += 1

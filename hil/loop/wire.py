@@ -5,11 +5,11 @@ and the pad released at the end (docs/RUN.md, "Frame clock" and "Errors")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hil.link.controller import Controller
 from hil.link.link import Link, LinkError
-from hil.link.protocol import Status
+from hil.link.protocol import ALL_PORTS, Status
 from hil.loop.clock import FrameClock, Renumbering
 from hil.loop.eventlog import EventLog
 from hil.loop.schedule import Schedule
@@ -24,7 +24,13 @@ class Wire:
     state); ``on_renumber(shift)``: a restarted firmware numbers frame g as g - shift from now
     on (the tracker's and the level flow's books; the schedule and the stats are renumbered
     here). ``margin_ms``: transport margin on a schedule's first frame. ``feed_frames``: "no
-    buttons" kept this far ahead."""
+    buttons" kept this far ahead.
+
+    Two ports (``hil run --versus --both``): ``port`` is the controller port ``schedule`` is
+    for (None: the link's own, ``Link.nes_port``) and ``others`` the other ports' schedules
+    (controller port -> Schedule); each STATUS gives each its own port's byte
+    (``Status.for_port``), :meth:`send` and :meth:`feed` take the port, and the firmware's
+    underruns are summed over the ports."""
 
     def __init__(
         self,
@@ -39,10 +45,17 @@ class Wire:
         on_renumber: Callable[[int], None],
         margin_ms: float,
         feed_frames: int,
+        port: int | None = None,
+        others: Mapping[int, Schedule] | None = None,
     ) -> None:
         self.ctl = ctl
         self.clock = clock
         self.schedule = schedule
+        self.port = port
+        # controller port (None: the link's own) -> its schedule
+        self.schedules: dict[int | None, Schedule] = {port: schedule}
+        for other, sched in (others or {}).items():
+            self.schedules[other] = sched
         self.stats = stats
         self.log = log
         self.now = now
@@ -111,7 +124,8 @@ class Wire:
             arrived = self._renumber()
         for st, at in arrived:
             self.clock.on_status(st.frame, st.first_latch_us, at)
-            self.schedule.on_latched(st.frame, st.mask)
+            for port, sched in self.schedules.items():
+                sched.on_latched(st.frame, st.mask if port is None else st.for_port(port).mask)
             self.on_latched()
             if self.stats.first_frame is None:
                 self.stats.first_frame = st.frame
@@ -119,7 +133,10 @@ class Wire:
             # The firmware's counters are cumulative since its boot; a firmware that restarted
             # (replugged) counts from 0 again on top of what the run had seen.
             base = self._counter_base
-            underruns = base[0] + st.underruns
+            underruns = base[0] + sum(
+                st.underruns if port is None else st.for_port(port).underruns
+                for port in self.schedules
+            )
             trips = base[1] + st.watchdog_trips
             if underruns > self.stats.underruns or trips > self.stats.watchdog_trips:
                 self.log.write(
@@ -127,7 +144,7 @@ class Wire:
                     frame=st.frame,
                     underruns=underruns,
                     watchdog_trips=trips,
-                    fed_to=self.schedule.feed_end,
+                    fed_to=min(s.feed_end for s in self.schedules.values()),
                 )
             self.stats.underruns = max(self.stats.underruns, underruns)
             self.stats.watchdog_trips = max(self.stats.watchdog_trips, trips)
@@ -155,7 +172,8 @@ class Wire:
             self.clock.on_pong(device_us, host_ns)
         if shift:
             self.on_renumber(shift)
-            self.schedule.renumber(shift)
+            for sched in self.schedules.values():
+                sched.renumber(shift)
             if self.stats.first_frame is not None:
                 self.stats.first_frame -= shift
         self.log.write(
@@ -199,47 +217,54 @@ class Wire:
         # the frames after the last STATUS read are not known otherwise), nothing after it.
         now = self.now()
         armed = self.clock.first_schedulable(now) - 1 if self.clock.ready else -1
-        self.schedule.released(max(armed, self.clock.last_frame))
+        for sched in self.schedules.values():
+            sched.released(max(armed, self.clock.last_frame))
 
-    def send(self, first: int, masks: Sequence[int], what: str) -> bool:
-        """Schedules ``masks`` from console frame ``first``. A hole between what was scheduled
-        before and ``first`` would be an underrun for each frame in it (the firmware streams
-        from its first frame): it is filled with "no buttons" where it can still be reached.
-        False when the link is gone."""
+    def send(self, first: int, masks: Sequence[int], what: str, port: int | None = None) -> bool:
+        """Schedules ``masks`` from console frame ``first`` on controller ``port`` (None:
+        ``schedule``'s). A hole between what was scheduled before and ``first`` would be an
+        underrun for each frame in it (the firmware streams from its first frame): it is
+        filled with "no buttons" where it can still be reached. False when the link is gone."""
         link = self.ctl.link
         if link is None or not masks or self.renumbering is not None:
             # (After a reconnection the firmware may count frames from 0 again: nothing is
             # scheduled until its STATUS messages say how they are numbered now.)
             return False
-        hole = self.schedule.hole(first, self.first_free()) if first > 0 else range(0)
+        sched = self.schedules[port if port in self.schedules else self.port]
+        hole = sched.hole(first, self.first_free()) if first > 0 else range(0)
         if hole:
             if len(hole) + len(masks) > MAX_SCHEDULE:
-                if not self._send_now(hole.start, [0] * len(hole), "feed"):
+                if not self._send_now(hole.start, [0] * len(hole), "feed", port):
                     return False
             else:
                 masks, first = [0] * len(hole) + list(masks), hole.start
-        return self._send_now(first, masks, what)
+        return self._send_now(first, masks, what, port)
 
-    def _send_now(self, first: int, masks: Sequence[int], what: str) -> bool:
+    def _send_now(
+        self, first: int, masks: Sequence[int], what: str, port: int | None = None
+    ) -> bool:
         link = self.ctl.link
         if link is None or not masks:
             return False
+        port = port if port in self.schedules else self.port
+        sched = self.schedules[port]
         data = bytes(int(m) & 0xFF for m in masks)
         try:
-            ack = link.schedule(first, data)
+            ack = link.schedule(first, data, nes_port=port)
         except LinkError as exc:
             self.lost(exc)
             return False
         self.stats.schedules += 1
         self._anomalies(link)
-        self.schedule.on_schedule(first, data)
-        self.schedule.last_tx_frame = self.clock.frame_at(self.now())
+        sched.on_schedule(first, data)
+        sched.last_tx_frame = self.clock.frame_at(self.now())
         if ack.late or ack.too_far:
             self.stats.late_schedules += int(ack.late > 0)
             self.stats.late_frames += ack.late
             self.log.write(
                 "late_schedule",
                 what=what,
+                **({} if port is None else {"nes_port": port}),
                 first_frame=first,
                 count=len(data),
                 late=ack.late,
@@ -262,28 +287,36 @@ class Wire:
             margin += 5.0
         return clock.first_schedulable(self.now(), margin * 1e6)
 
-    def feed(self, ahead: int | None = None) -> None:
-        """Keeps "no buttons" scheduled ``feed_frames`` ahead; pings when quiet."""
-        clock, sched = self.clock, self.schedule
+    def feed(self, ahead: int | None = None, port: int | None = None) -> None:
+        """Keeps "no buttons" scheduled ``feed_frames`` ahead on controller ``port`` (None:
+        every port the wire schedules); pings when quiet."""
+        clock = self.clock
         if self.ctl.link is None or not clock.ready:
             return
         now_frame = clock.frame_at(self.now())
         want = now_frame + (ahead if ahead is not None else self.feed_frames)
-        if sched.feed_end < want - self.feed_frames // 2:  # top up in chunks
-            # Not time-critical: a frame of slack so a feed is never late itself.
-            first = max(sched.feed_end + 1, self.first_free(extra_ms=16.7))
-            if want >= first:
-                self.send(first, [0] * (want - first + 1), "feed")
-        if now_frame - self.last_ping_frame >= 30 or now_frame - sched.last_tx_frame >= 6:
+        ports = list(self.schedules) if port is None or port not in self.schedules else [port]
+        for p in ports:
+            sched = self.schedules[p]
+            if sched.feed_end < want - self.feed_frames // 2:  # top up in chunks
+                # Not time-critical: a frame of slack so a feed is never late itself.
+                first = max(sched.feed_end + 1, self.first_free(extra_ms=16.7))
+                if want >= first:
+                    self.send(first, [0] * (want - first + 1), "feed", p)
+        last_tx = max(s.last_tx_frame for s in self.schedules.values())
+        if now_frame - self.last_ping_frame >= 30 or now_frame - last_tx >= 6:
             # Keeps the watchdog fed, and each PONG refines the device-to-host clock offset.
             self.ping()
-            sched.last_tx_frame = self.last_ping_frame = now_frame
+            self.last_ping_frame = now_frame
+            for sched in self.schedules.values():
+                sched.last_tx_frame = now_frame
 
     def release(self) -> None:
         link = self.ctl.link
         if link is not None:
             try:
-                link.clear()  # the controller goes back to "no buttons"
+                # the controller goes back to "no buttons" (both ports, when it plays both)
+                link.clear(ALL_PORTS if len(self.schedules) > 1 else None)
             except LinkError:
                 pass
             link.close()

@@ -1,0 +1,154 @@
+"""``hil run --versus --both``: the bot on both controller ports, bot against bot. Player 1's
+bottle has its own tracker, schedule and decision (hil.loop.runtime.Seat) on port 1, the
+frame clock, the link and the reader are shared; the options screen on the rig is set on both
+ports (hil.menus.BothMenuDriver)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import pytest
+
+from engine.constants import Button
+from hil.consoles.base import LevelEnd, versus_round_start
+from hil.loop.report import _mirrored
+from hil.menus import BothMenuDriver
+from perception.screens import ScreenReader, clean_room_prototypes
+from tests.test_versus_menus import TwoPlayerOptions
+
+
+def hil(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hil.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_bot_against_bot_plays_a_match_with_each_player_on_its_own_port():
+    """Player 1 (4 viruses) against player 2 (28): player 1's bottle is played through port 1
+    by the loop (an idle player 1 never clears, so its clears are the bot's), every round is
+    read the same by both trackers, and neither desyncs."""
+    run = hil(
+        "run", "--versus", "--both", "--fast", "--reader", "oracle",
+        "--profile", "ideal_720p_nearest", "--level", "6", "--speed", "1",
+        "--p1-level", "0", "--frames", "20000", "--view", "none",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    s = json.loads(run.stdout)
+    vs, truth = s["versus"], s["sim"]["rounds"]
+    assert vs["matches"] == 1 and vs["rounds"] == len(truth) >= 3
+    assert s["desyncs"] == 0 and vs["p1"]["desyncs"] == 0 and s["missed_decisions"] == 0
+    # player 1 won by clearing its bottle: its pills came from the loop on port 1
+    p1_clears = [r for r in truth if r["winner"] == 1 and r["end"] == "clear"]
+    assert p1_clears, truth
+    for rec, real in zip(s["levels"], truth, strict=True):
+        mine, theirs = rec["round"]["result"], rec["p1"]["result"]
+        assert mine.startswith("won") == (real["winner"] == 2), (mine, real)
+        assert theirs.startswith("won") == (real["winner"] == 1), (theirs, real)
+        assert rec["p1"]["pills"] > 0 and rec["p1"]["base_frame"] == real["start_frame"]
+    assert vs["p1"]["rounds_agreed"] == len(truth)
+    # both players' decisions are the run's
+    assert s["decisions"] >= sum(r["pills"] + r["p1"]["pills"] for r in s["levels"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--both"], "--both is for --versus"),
+        (["--versus", "--both", "--p1", "greedy"], "with --both the bot plays player 1"),
+        (["--versus", "--both", "--p1-wait", "5"], "with --both the bot plays player 1"),
+        (["--versus", "--both", "--port2-only"], "not allowed with argument"),
+    ],
+)
+def test_bad_both_options_are_one_line_and_exit_2(argv, says):
+    run = hil("run", "--view", "none", *argv, timeout=60)
+    assert run.returncode == 2, run.stderr
+    assert says in run.stderr and run.stderr.strip().count("\n") == 0, run.stderr
+
+
+def test_on_the_rig_both_takes_player_1_s_level_and_speed():
+    """--p1-level and --p1-speed are the bot's own settings with --both (not a simulated
+    player's): the run gets past them to the next check (the capture)."""
+    run = hil("run", "--versus", "--both", "--port", "/dev/ttyACM9", "--capture", "0",
+              "--p1-level", "3", "--p1-speed", "2", "--view", "none", timeout=60)  # fmt: skip
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0, run.stderr
+    assert "player 1 is the person" not in run.stderr
+
+
+class BothPorts(TwoPlayerOptions):
+    """TwoPlayerOptions with pad 1 from the driver's port-1 schedule (no person)."""
+
+    def __init__(self, *, title: bool) -> None:
+        self.masks1: dict[int, int] = {}
+        super().__init__(lambda c: c.masks1.pop(c.frame, 0), title=title)
+
+    def send1(self, masks: Sequence[int]) -> int:
+        first = max(self.frame + self.lead, max(self.masks1, default=-1) + 1)
+        for i, m in enumerate(masks):
+            self.masks1[first + i] = int(m)
+        return first
+
+
+@pytest.mark.parametrize(("title", "p1", "p2"), [(True, (3, 0), (12, 2)), (False, (20, 2), (0, 0))])
+def test_the_bot_sets_both_players_and_starts_the_match_on_port_1(title, p1, p2):
+    c = BothPorts(title=title)
+    reader = ScreenReader(clean_room_prototypes())
+    driver = BothMenuDriver(c.newest, c.send, c.send1, reader.read_nes)
+    res = driver.start_match(*p1, *p2)
+    assert c.screen == "level" and c.started_at is not None
+    assert (c.levels[0], c.speeds[0], c.levels[1], c.speeds[1]) == (*p1, *p2)
+    assert res.start_frame == c.started_at  # its own Start: the frame is known
+    assert (res.level1, res.speed1, res.level, res.speed) == (*p1, *p2)
+
+
+def test_a_later_round_s_start_is_one_press_on_port_1_after_the_end_screen_opens():
+    p = versus_round_start(1000, LevelEnd(4, 1, "stage_clear", 990))
+    assert p.port == 1 and p.start_frame == 1110
+    assert [i for i, m in enumerate(p.masks) if m] == [110] and p.masks[110] == int(Button.START)
+    assert versus_round_start(1000, None).start_frame == 1000
+
+
+def test_two_players_results_mirror_each_other():
+    assert _mirrored("won_clear", "lost_clear") and _mirrored("lost_top_out", "won_top_out")
+    assert not _mirrored("won_clear", "lost_top_out") and not _mirrored("won_clear", "won_clear")
+    assert not _mirrored("unknown", "unknown") and not _mirrored(None, "won_clear")
+
+
+def test_the_bot_s_own_starts_are_timed_off_the_round_s_end_as_the_loop_saw_it():
+    """The rig's rounds with the bot on both ports: every Start is one press on port 1 timed
+    from the last round's end as the loop knows it, and the console takes it only once the end
+    screens open (114 frames after a clear, 98 after a top-out), as the real game does. A round
+    player 1 cleared leaves player 2's shadow short of the end: timed off it alone, the Start
+    came too early and was lost (the real game in real time, round 3 never began)."""
+    from calibration import Profile
+    from hil.consoles.sim_versus import SimVersusConsole, VersusSetup
+    from hil.loop.levels import LevelPlan
+    from hil.loop.observation import make_reader
+    from hil.loop.policies import make_policy
+    from hil.loop.runtime import EnginePlanner, RunSettings, play
+
+    profile = Profile.load("ideal_720p_nearest")
+    setup = VersusSetup(0, 1, 6, 1)  # player 1 (4 viruses) clears first, every round
+    console = SimVersusConsole(setup, profile, opponent=None, bot_starts=True)
+    settings = RunSettings(
+        levels=[LevelPlan(6, 1)] * 5, max_frames=20_000, opponent=(0, 1), both=True
+    )
+    try:
+        s = play(
+            settings,
+            console,
+            make_reader("oracle", both=True),
+            make_policy("heuristic"),
+            EnginePlanner(),
+            p1_policy=make_policy("heuristic"),
+        )
+    finally:
+        console.close()
+    truth = s["sim"]["rounds"]
+    assert s["versus"]["matches"] == 1 and len(truth) >= 3, truth
+    assert any(r["winner"] == 1 and r["end"] == "clear" for r in truth), truth
+    for prev, nxt in zip(truth, truth[1:], strict=False):
+        assert nxt["start_press"] - prev["end_frame"] <= 200, (prev, nxt)  # one press, taken
+    assert s["desyncs"] == 0
