@@ -152,3 +152,90 @@ def test_the_bot_s_own_starts_are_timed_off_the_round_s_end_as_the_loop_saw_it()
     for prev, nxt in zip(truth, truth[1:], strict=False):
         assert nxt["start_press"] - prev["end_frame"] <= 200, (prev, nxt)  # one press, taken
     assert s["desyncs"] == 0
+
+
+class _FakeLink:
+    """What hil.loop.wire.Wire uses of a Link: STATUS messages to take, SCHEDULEs recorded."""
+
+    def __init__(self) -> None:
+        from collections import deque
+
+        self.statuses: deque = deque()
+        self.anomalies: deque = deque()
+        self.sent: list[tuple[int, bytes, int | None]] = []
+        self.last_status_frame = None
+        self.hello = None
+
+    def poll(self) -> list:
+        return []
+
+    def schedule(self, first: int, data: bytes, nes_port: int | None = None):
+        from hil.link.protocol import Ack
+
+        self.sent.append((first, bytes(data), nes_port))
+        return Ack(accepted=len(data))
+
+
+def _wire(both: bool):
+    from types import SimpleNamespace
+
+    from hil.loop.clock import FrameClock
+    from hil.loop.eventlog import EventLog
+    from hil.loop.schedule import Schedule
+    from hil.loop.stats import Stats
+    from hil.loop.wire import Wire
+
+    link = _FakeLink()
+    ctl = SimpleNamespace(link=link)
+    scheds = {2: Schedule(), 1: Schedule()} if both else {None: Schedule()}
+    primary = next(iter(scheds))
+    wire = Wire(
+        ctl,  # type: ignore[arg-type]
+        FrameClock(),
+        scheds[primary],
+        Stats(),
+        EventLog(None),
+        lambda: 0,
+        on_latched=lambda: None,
+        on_renumber=lambda shift: None,
+        margin_ms=3.0,
+        feed_frames=30,
+        port=primary,
+        others={1: scheds[1]} if both else None,
+    )
+    return wire, link, scheds
+
+
+def test_the_wire_gives_each_port_its_own_byte_and_schedules_each_on_its_own_port():
+    from hil.link.protocol import Status
+
+    wire, link, scheds = _wire(both=True)
+    link.statuses.append(Status(frame=39, first_latch_us=0))
+    wire.poll()
+    assert wire._send_now(40, [8, 8], "plan", 1) and wire._send_now(40, [4], "plan")
+    assert link.sent == [(40, bytes([8, 8]), 1), (40, bytes([4]), 2)]
+    assert scheds[1].planned == {40: 8, 41: 8} and scheds[2].planned == {40: 4}
+    link.statuses.append(
+        Status(frame=40, first_latch_us=16639, mask=8, mask_p2=4, underruns=1, underruns_p2=2)
+    )
+    wire.poll()
+    assert scheds[1].latched[40] == 8 and scheds[2].latched[40] == 4
+    assert wire.stats.underruns == 3  # both ports'
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_watchdog_trip_releases_what_was_scheduled_and_the_feed_starts_again(both):
+    """The firmware flushes its queues when the host is silent past the watchdog (PROTOCOL.md,
+    "Host watchdog"): the host must not count on the frames it had scheduled (a placement
+    there never plays) nor wait for its old feed's end to send more."""
+    from hil.link.protocol import Status
+
+    wire, link, scheds = _wire(both)
+    for sched in scheds.values():
+        sched.on_schedule(10, [0] * 40 + [1, 1])  # fed to frame 51, a placement at 50-51
+    link.statuses.append(Status(frame=20, first_latch_us=1000, watchdog_trips=1))
+    wire.poll()
+    assert wire.stats.watchdog_trips == 1
+    for sched in scheds.values():
+        assert sched.feed_end == -1 and max(sched.planned) <= 20
+        assert sched.mask_of(50) == 0

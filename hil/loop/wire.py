@@ -146,6 +146,15 @@ class Wire:
                     watchdog_trips=trips,
                     fed_to=min(s.feed_end for s in self.schedules.values()),
                 )
+            if trips > self.stats.watchdog_trips:
+                # The host was silent past the watchdog: the firmware flushed every port's
+                # queue and serves "no buttons" until the next SCHEDULE (firmware/PROTOCOL.md,
+                # "Host watchdog"). Nothing scheduled after this frame plays: the feed starts
+                # again now, and the shadow no longer counts on the flushed frames (else every
+                # frame up to the old feed's end was an underrun, 46 on the real game beside
+                # two CPU-bound processes, and a placement sent before the trip was lost).
+                for sched in self.schedules.values():
+                    sched.released(st.frame)
             self.stats.underruns = max(self.stats.underruns, underruns)
             self.stats.watchdog_trips = max(self.stats.watchdog_trips, trips)
             self.stats.arm_misses = max(self.stats.arm_misses, base[2] + st.arm_misses)
