@@ -14,7 +14,7 @@ import pytest
 
 from engine.constants import Button
 from hil.consoles.base import LevelEnd, versus_round_start
-from hil.loop.report import _mirrored
+from hil.loop.report import mirrored
 from hil.menus import BothMenuDriver
 from perception.screens import ScreenReader, clean_room_prototypes
 from tests.test_versus_menus import TwoPlayerOptions
@@ -111,9 +111,9 @@ def test_a_later_round_s_start_is_one_press_on_port_1_after_the_end_screen_opens
 
 
 def test_two_players_results_mirror_each_other():
-    assert _mirrored("won_clear", "lost_clear") and _mirrored("lost_top_out", "won_top_out")
-    assert not _mirrored("won_clear", "lost_top_out") and not _mirrored("won_clear", "won_clear")
-    assert not _mirrored("unknown", "unknown") and not _mirrored(None, "won_clear")
+    assert mirrored("won_clear", "lost_clear") and mirrored("lost_top_out", "won_top_out")
+    assert not mirrored("won_clear", "lost_top_out") and not mirrored("won_clear", "won_clear")
+    assert not mirrored("unknown", "unknown") and not mirrored(None, "won_clear")
 
 
 def test_the_bot_s_own_starts_are_timed_off_the_round_s_end_as_the_loop_saw_it():

@@ -72,7 +72,7 @@ def snapshot(rt: Runtime, frame: Frame, events: list[Event]) -> dict[str, Any]:
     }
 
 
-def _mirrored(p2: str | None, p1: str | None) -> bool:
+def mirrored(p2: str | None, p1: str | None) -> bool:
     """Whether two players' round results (hil.loop.levels.round_result) tell the same end:
     one won what the other lost, the same way ("won_clear" against "lost_clear")."""
     if not p1 or not p2 or "unknown" in (p1, p2):
@@ -158,7 +158,7 @@ def summary(rt: Runtime) -> dict[str, Any]:
                 "ponder": rt.p1.decision.ponder_stats.summary(),
                 # rounds whose end player 1's tracker read as the mirror of player 2's
                 "rounds_agreed": sum(
-                    _mirrored(r.get("round", {}).get("result"), r.get("p1", {}).get("result"))
+                    mirrored(r.get("round", {}).get("result"), r.get("p1", {}).get("result"))
                     for r in rt.results
                 ),
             }

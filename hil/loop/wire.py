@@ -151,8 +151,9 @@ class Wire:
                 # queue and serves "no buttons" until the next SCHEDULE (firmware/PROTOCOL.md,
                 # "Host watchdog"). Nothing scheduled after this frame plays: the feed starts
                 # again now, and the shadow no longer counts on the flushed frames (else every
-                # frame up to the old feed's end was an underrun, 46 on the real game beside
-                # two CPU-bound processes, and a placement sent before the trip was lost).
+                # frame up to the old feed's end could be an underrun, 129 on the real game
+                # beside two CPU-bound processes, and a placement sent before the trip was
+                # lost).
                 for sched in self.schedules.values():
                     sched.released(st.frame)
             self.stats.underruns = max(self.stats.underruns, underruns)
