@@ -245,11 +245,15 @@ class MenuDriver:
             return 1
         return None
 
+    def _started(self, first: int, what: str) -> int:
+        """Start was sent for frame ``first``: MenuError (``what`` did not begin) when the next
+        picture still shows the options screen; else ``first``."""
+        if self._look().kind == "OPTIONS":
+            raise MenuError(f"Start on the options screen did not begin {what}")
+        return first
+
     def _press_start(self, level: int, speed: int) -> StartResult:
-        first = self._send([START, 0])
-        r = self._look()
-        if r.kind == "OPTIONS":
-            raise MenuError("Start on the options screen did not start a level")
+        first = self._started(self._send([START, 0]), "a level")
         return StartResult(
             level=level,
             speed=speed,
@@ -465,10 +469,7 @@ class BothMenuDriver(MenuDriver):
                 if confirmed < 2:
                     self._ready = self._frame + 1
                     continue
-                first = self._tap1(START)
-                after = self._look()
-                if after.kind == "OPTIONS":
-                    raise MenuError("Start on the two-player options screen did not begin a match")
+                first = self._started(self._tap1(START), "the match")
                 return VersusStartResult(
                     level=level,
                     speed=speed,
