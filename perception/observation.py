@@ -211,6 +211,8 @@ class Observation:
     virus_frame: the small viruses' animation frame 0 / 1 (a label relative to the reader,
         hil.loop.observation.VirusAnimation, for a pixel reader), None when unknown.
     source: which reader made it ("onnx", "oracle", "prediction", a replay reader's name).
+    opponent_viruses: two players, the viruses the other player's bottle shows in the same
+        picture (read in the same inference), None when it was not read with this one.
 
     Raises ValueError when ``field`` is not uint8 [16, 8] or ``confidence`` not [16, 8].
     """
@@ -224,6 +226,7 @@ class Observation:
     kind_confidence: float = 1.0
     virus_frame: int | None = None
     source: str = "unknown"
+    opponent_viruses: int | None = None
 
     def __post_init__(self) -> None:
         f = np.asarray(self.field)

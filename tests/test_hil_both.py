@@ -239,3 +239,47 @@ def test_a_watchdog_trip_releases_what_was_scheduled_and_the_feed_starts_again(b
     for sched in scheds.values():
         assert sched.feed_end == -1 and max(sched.planned) <= 20
         assert sched.mask_of(50) == 0
+
+
+@pytest.mark.parametrize("both", [True, False])
+def test_a_round_s_base_is_the_game_s_when_a_bottle_s_intro_takes_an_extra_frame(both):
+    """addVirus [$9D19] may place no virus in a frame, so the bottle with fewer viruses is not
+    whole exactly their difference before the intro ends (the real game: 9 frames for 28
+    against 20 viruses, not 8). With the other bottle read in the same picture the alignment
+    takes the frame both are whole, which is exact: every base is the console's, for each
+    player (before, player 2's base came out one frame off)."""
+    from calibration import Profile
+    from hil.consoles.sim_versus import Opponent, SimVersusConsole, VersusSetup
+    from hil.loop.levels import LevelPlan
+    from hil.loop.observation import make_reader
+    from hil.loop.policies import make_policy
+    from hil.loop.runtime import EnginePlanner, RunSettings, play
+
+    setup = VersusSetup(6, 1, 4, 1)  # 28 against 20 viruses; player 1's intro a frame longer
+    console = SimVersusConsole(
+        setup,
+        Profile.load("ideal_720p_nearest"),
+        opponent=None if both else Opponent(None),
+        intro_retries=(1, 0),
+    )
+    settings = RunSettings(
+        levels=[LevelPlan(4, 1)] * 5, max_frames=6_000, opponent=(6, 1), both=both
+    )
+    try:
+        s = play(
+            settings,
+            console,
+            make_reader("oracle", both=both),
+            make_policy("heuristic"),
+            EnginePlanner(),
+            p1_policy=make_policy("heuristic") if both else None,
+        )
+    finally:
+        console.close()
+    truth = s["sim"]["rounds"]
+    ended = [r for r in s["levels"] if "base_frame" in r]
+    assert ended, s["levels"]
+    for rec, real in zip(ended, truth, strict=False):
+        assert rec["base_frame"] == real["start_frame"], (rec, real)
+        if both:
+            assert rec["p1"]["base_frame"] == real["start_frame"], (rec, real)

@@ -161,6 +161,7 @@ class SimVersusConsole(SimConsole):
         link_faults: Sequence[Any] = (),
         p1_wait: int = 0,
         bot_starts: bool = False,
+        intro_retries: tuple[int, int] = (0, 0),
     ) -> None:
         if bot_starts and opponent is not None:
             raise ValueError("bot_starts: the bot plays port 1 (opponent None)")
@@ -180,6 +181,9 @@ class SimVersusConsole(SimConsole):
         # Every Start is port 1's, the bot's, taken when the real game would take it (a Start
         # pressed too early is lost, as on a console): bot against bot with no script
         self.bot_starts = bot_starts
+        # Frames each bottle's intro loses to addVirus [$9D19] placing no virus ("start again
+        # next frame"), at its start: player 1's, player 2's (the real game's vary by round)
+        self.intro_retries = intro_retries
         self._held1 = 0  # port 1's byte last frame (a press is a new bit)
         self.menu = None  # no menus: black until the first round
         self.v: engine.Versus | None = None
@@ -190,7 +194,7 @@ class SimVersusConsole(SimConsole):
         self._intro: engine.Versus | None = None  # state 0, shown partly until then
         self._ended_at: int | None = None  # first frame after the last round's end
         self._end_state: engine.Versus | None = None  # the last round's end, as shown
-        self._most = 0  # viruses of the fuller bottle: the intro's frames
+        self._most = 0  # the intro's frames: the slower bottle's viruses and retries
         self._shown: dict[int, tuple[str, Any]] = {}  # frame -> ("black"|"intro"|"play", ...)
 
     # ---- the game --------------------------------------------------------------------------
@@ -214,9 +218,12 @@ class SimVersusConsole(SimConsole):
         v = self.v
         shown: tuple[str, Any] = ("black", None)
         if v is not None and self._intro is not None and g < self._state0_frame:
-            k = g - (self._state0_frame - 1 - self._most)  # viruses drawn by now
+            k = g - (self._state0_frame - 1 - self._most)  # intro frames so far
             if k > 0:
-                shown = ("intro", (self._intro, k))
+                shown = (
+                    "intro",
+                    (self._intro, (k - self.intro_retries[0], k - self.intro_retries[1])),
+                )
         elif v is not None:
             self._intro = None
             if Phase(int(v.phase)) in PLAYING:
@@ -249,7 +256,8 @@ class SimVersusConsole(SimConsole):
         """Player 1's Start latched in frame g: the next round, or a new match."""
         self._start_at = None
         s = self.setup
-        self._most = max(level_viruses(s.level1), level_viruses(s.level2))
+        r1, r2 = self.intro_retries
+        self._most = max(level_viruses(s.level1) + r1, level_viruses(s.level2) + r2)
         first = self.v is None or int(self.v.phase) == int(Phase.MATCH_OVER)
         load = LOAD_FRAMES if first else NEXT_ROUND_LOAD_FRAMES
         self._state0_frame = g + 1 + load + self._most
@@ -389,10 +397,12 @@ def _redrawn(v: engine.Versus) -> engine.Versus:
     return out
 
 
-def _partial_intro(state: engine.Versus, k: int) -> engine.Versus:
-    """Round state 0 with only the first ``k`` viruses of each bottle drawn (field order)."""
+def _partial_intro(state: engine.Versus, ks: tuple[int, int]) -> engine.Versus:
+    """Round state 0 with only the first ``ks[i]`` viruses of player i's bottle drawn (field
+    order)."""
     out = state.clone()
-    for i in range(2):
+    for i, k in enumerate(ks):
+        k = max(0, k)
         p = out.player(i)
         viruses = np.flatnonzero((np.asarray(p.field) & 0xF0) == 0xD0)
         for pos in viruses[k:]:

@@ -177,6 +177,9 @@ class Alignment:
             lv.tables, lv.table_throw, lv.table_lock = intro_tables(states, self.cfg.intro_frames)
             w = self.cfg.align_window
             assert lv.base_prior is not None
+            both = _first_both_full(lv, lv.observations[:n])
+            if both is not None:  # two players, both bottles read: the intro's end, exactly
+                lv.base_prior = both + 1
             prior = lv.base_prior
             lv.misses = {(b, c): 0 for b in range(prior - w, prior + w + 1) for c in range(16)}
             for seen, o in lv.observations[:n]:
@@ -189,6 +192,18 @@ class Alignment:
         assert lv.board is not None
         whole: bool | None = None
         agree: dict[tuple[int, bool], bool] = {}  # (id of a prediction, next known) -> agrees
+        # Two players: the intro ends when both bottles are whole (levelIntro [$9CAB] loops
+        # while either player has a virus to add), and addVirus [$9D19] may place none in a
+        # frame ("start again next frame"), so a bottle can take more frames than it has
+        # viruses: the bottle with fewer is whole about intro_lead frames before the end, a
+        # frame or two either way (the real game: 9 frames for 28 against 20 viruses). Where the
+        # other bottle was read in the same picture, "whole" is both bottles whole, which
+        # frame b - 1 shows exactly; a picture without it says nothing near the lead's frame.
+        lead = lv.intro_lead
+        both = lv.opponent is not None and obs.opponent_viruses is not None
+        if both:
+            lead = 0
+        unsure = range(0) if both or not lead else range(-3 - lead, 2 - lead)
         for (b, c), miss in lv.misses.items():
             table = lv.tables[c]
             ok = False
@@ -197,13 +212,16 @@ class Alignment:
                 e = g - b
                 if e < 0:
                     # The last virus is drawn by the NMI of the frame before State 0's picture:
-                    # frame b - 1 shows the whole board, every earlier frame a partial one (two
-                    # players: the bottle is whole intro_lead frames earlier, while the
-                    # opponent's is still drawn).
+                    # frame b - 1 shows the whole board, every earlier frame a partial one.
+                    if e in unsure:
+                        continue
                     informative = True
                     if whole is None:
                         whole = obs.kind == ScreenKind.LEVEL and same_board(obs, lv.board)
-                    ok |= whole if e >= -1 - lv.intro_lead else not whole
+                        if both:
+                            assert lv.opponent is not None and obs.opponent_viruses is not None
+                            whole &= obs.opponent_viruses >= virus_target(lv.opponent[0])
+                    ok |= whole if e >= -1 - lead else not whole
                 elif e < len(table):
                     informative = True
                     key = (id(table[e]), e < lv.table_throw[c])
@@ -290,6 +308,23 @@ def _first_of_run(c: int, tied: set[int]) -> int:
     does not. ``c`` when the tied phases are not one run."""
     starts = [t for t in tied if (t - 1) % 16 not in tied]
     return starts[0] if len(starts) == 1 else c
+
+
+def _first_both_full(lv: TrackedLevel, seen: list[tuple[range, Observation]]) -> int | None:
+    """Two players: the first frame a capture showed both bottles whole (this one as the voted
+    board, the other with its level's viruses, read in the same picture), or None (one
+    player, the other bottle not read with this one, or not whole yet). levelIntro [$9CAB]
+    ends when both are: the frame before state 0."""
+    if lv.opponent is None or lv.board is None:
+        return None
+    target = virus_target(lv.opponent[0])
+    for frames, obs in seen:
+        other = obs.opponent_viruses
+        if other is None or other < target or obs.kind != ScreenKind.LEVEL:
+            continue
+        if same_board(obs, lv.board) and not pill_cells(obs.field):
+            return frames.stop - 1
+    return None
 
 
 def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:

@@ -125,10 +125,16 @@ class OracleReader:
     name = "oracle"
 
     def __call__(self, frame: Any) -> Observation:
-        facts = self._truth(frame)["facts"]
+        truth = self._truth(frame)
+        facts = truth["facts"]
         if facts is None:
             return blank_observation(source=self.name)
-        return observation_from_facts(facts, source=self.name)
+        obs = observation_from_facts(facts, source=self.name)
+        versus = truth.get("versus")
+        if versus is not None:  # player 2's bottle; player 1's is in the same picture
+            other = observation_from_facts(versus.player(0), source=self.name)
+            obs = replace(obs, opponent_viruses=other.virus_count)
+        return obs
 
     def pair(self, frame: Any) -> tuple[Observation, Observation]:
         """Both bottles of a two-player screen (the truth's ``versus``: engine.VersusFacts),
@@ -138,7 +144,10 @@ class OracleReader:
             blank = blank_observation(source=self.name)
             return blank, blank
         p1, p2 = (observation_from_facts(facts.player(i), source=self.name) for i in (0, 1))
-        return p1, p2
+        return (
+            replace(p1, opponent_viruses=p2.virus_count),
+            replace(p2, opponent_viruses=p1.virus_count),
+        )
 
     def _truth(self, frame: Any) -> dict[str, Any]:
         truth = getattr(frame, "truth", None)
@@ -210,7 +219,10 @@ class OnnxReader:
         if both:
             self._p1 = net.postprocess(out, 0, None)
         assert self._p1 is not None
-        return versus_kind(self._p1, p2), crops[-1]
+        own = versus_kind(self._p1, p2)
+        if both:  # player 1's bottle read in this very picture
+            own = replace(own, opponent_viruses=self._p1.virus_count)
+        return own, crops[-1]
 
     def warm_up(self) -> None:
         """One inference on a black frame: onnxruntime's first run of a session takes far
@@ -232,9 +244,11 @@ class OnnxReader:
         out = net.infer(crops)
         p1, p2 = net.postprocess(out, 0, None), net.postprocess(out, 1, None)
         self._p1 = p1
+        one = replace(versus_kind(p1, p2, 1), opponent_viruses=p2.virus_count)
+        two = replace(versus_kind(p1, p2, 2), opponent_viruses=p1.virus_count)
         return (
-            self._label(versus_kind(p1, p2, 1), crops[0], self.virus_anim_p1),
-            self._label(versus_kind(p1, p2, 2), crops[1], self.virus_anim),
+            self._label(one, crops[0], self.virus_anim_p1),
+            self._label(two, crops[1], self.virus_anim),
         )
 
     def __call__(self, frame: Any) -> Observation:
