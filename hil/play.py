@@ -493,10 +493,13 @@ def rom_screens(profile: Profile) -> Callable[[Any], Any] | None:
 def _warmed(reader: Any, profile: Profile) -> Callable[[Any], Any]:
     """``reader`` (perception.screens.ScreenReader) as a callable of a captured frame, read
     once first: the first read maps the profile's geometry and pages the prototypes in (110
-    ms on a busy 2-core machine, 30-50 ms after), before a real-time console starts."""
+    ms on a busy 2-core machine, 30-50 ms after), before a real-time console starts; every
+    matcher once (ScreenReader.warm_up: the two-player options screen's first read took 266
+    ms, quiet)."""
     g = profile.geometry
     noise = np.random.default_rng(0).integers(0, 256, (g.height, g.width, 3), np.uint8)
     reader.read(noise, profile)
+    reader.warm_up()
     return lambda image: reader.read(image, profile)
 
 
