@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -122,36 +123,47 @@ def test_the_bot_s_own_starts_are_timed_off_the_round_s_end_as_the_loop_saw_it()
     screens open (114 frames after a clear, 98 after a top-out), as the real game does. A round
     player 1 cleared leaves player 2's shadow short of the end: timed off it alone, the Start
     came too early and was lost (the real game in real time, round 3 never began)."""
-    from calibration import Profile
-    from hil.consoles.sim_versus import SimVersusConsole, VersusSetup
-    from hil.loop.levels import LevelPlan
-    from hil.loop.observation import make_reader
-    from hil.loop.policies import make_policy
-    from hil.loop.runtime import EnginePlanner, RunSettings, play
-
-    profile = Profile.load("ideal_720p_nearest")
-    setup = VersusSetup(0, 1, 6, 1)  # player 1 (4 viruses) clears first, every round
-    console = SimVersusConsole(setup, profile, opponent=None, bot_starts=True)
-    settings = RunSettings(
-        levels=[LevelPlan(6, 1)] * 5, max_frames=20_000, opponent=(0, 1), both=True
-    )
-    try:
-        s = play(
-            settings,
-            console,
-            make_reader("oracle", both=True),
-            make_policy("heuristic"),
-            EnginePlanner(),
-            p1_policy=make_policy("heuristic"),
-        )
-    finally:
-        console.close()
+    # player 1 (4 viruses) clears first, every round
+    s = _sim_match((0, 1), (6, 1), 20_000, both=True, bot_starts=True)
     truth = s["sim"]["rounds"]
     assert s["versus"]["matches"] == 1 and len(truth) >= 3, truth
     assert any(r["winner"] == 1 and r["end"] == "clear" for r in truth), truth
     for prev, nxt in zip(truth, truth[1:], strict=False):
         assert nxt["start_press"] - prev["end_frame"] <= 200, (prev, nxt)  # one press, taken
     assert s["desyncs"] == 0
+
+
+def _sim_match(
+    p1: tuple[int, int], p2: tuple[int, int], frames: int, *, both: bool, **console: Any
+) -> dict[str, Any]:
+    """One match on the simulated two-player console, lockstep, the oracle reader, the
+    heuristic on the bot's port(s) (player 1 idle unless ``both``); ``console``: more
+    SimVersusConsole options. Returns the run's summary."""
+    from calibration import Profile
+    from hil.consoles.sim_versus import Opponent, SimVersusConsole, VersusSetup
+    from hil.loop.levels import LevelPlan
+    from hil.loop.observation import make_reader
+    from hil.loop.policies import make_policy
+    from hil.loop.runtime import EnginePlanner, RunSettings, play
+
+    sim = SimVersusConsole(
+        VersusSetup(*p1, *p2),
+        Profile.load("ideal_720p_nearest"),
+        opponent=None if both else Opponent(None),
+        **console,
+    )
+    settings = RunSettings(levels=[LevelPlan(*p2)] * 5, max_frames=frames, opponent=p1, both=both)
+    try:
+        return play(
+            settings,
+            sim,
+            make_reader("oracle", both=both),
+            make_policy("heuristic"),
+            EnginePlanner(),
+            p1_policy=make_policy("heuristic") if both else None,
+        )
+    finally:
+        sim.close()
 
 
 class _FakeLink:
@@ -248,34 +260,8 @@ def test_a_round_s_base_is_the_game_s_when_a_bottle_s_intro_takes_an_extra_frame
     against 20 viruses, not 8). With the other bottle read in the same picture the alignment
     takes the frame both are whole, which is exact: every base is the console's, for each
     player (before, player 2's base came out one frame off)."""
-    from calibration import Profile
-    from hil.consoles.sim_versus import Opponent, SimVersusConsole, VersusSetup
-    from hil.loop.levels import LevelPlan
-    from hil.loop.observation import make_reader
-    from hil.loop.policies import make_policy
-    from hil.loop.runtime import EnginePlanner, RunSettings, play
-
-    setup = VersusSetup(6, 1, 4, 1)  # 28 against 20 viruses; player 1's intro a frame longer
-    console = SimVersusConsole(
-        setup,
-        Profile.load("ideal_720p_nearest"),
-        opponent=None if both else Opponent(None),
-        intro_retries=(1, 0),
-    )
-    settings = RunSettings(
-        levels=[LevelPlan(4, 1)] * 5, max_frames=6_000, opponent=(6, 1), both=both
-    )
-    try:
-        s = play(
-            settings,
-            console,
-            make_reader("oracle", both=both),
-            make_policy("heuristic"),
-            EnginePlanner(),
-            p1_policy=make_policy("heuristic") if both else None,
-        )
-    finally:
-        console.close()
+    # 28 against 20 viruses; player 1's intro a frame longer
+    s = _sim_match((6, 1), (4, 1), 6_000, both=both, intro_retries=(1, 0))
     truth = s["sim"]["rounds"]
     ended = [r for r in s["levels"] if "base_frame" in r]
     assert ended, s["levels"]
