@@ -189,7 +189,6 @@ class OnnxReader:
         # player 2 of the two-player screen: both bottles' crops (perception.layout) in one
         # inference a frame, player 2's Observation with the screen's kind (_versus)
         self.versus = player == 2 or both
-        self.both = both
         self.views = [self.net.sampler_at(x) for x in VERSUS_VIEW_X] if self.versus else []
         self._p1: Observation | None = None  # player 1's bottle as last read
         self._reads = 0
