@@ -61,6 +61,7 @@ from perception.preprocess import CropSampler, Placement
 MAX_GAME_FRAMES = 8000
 TERMINAL_COPIES = 6
 THROW_RATE = 0.12  # share of the next pill's throw frames sampled (training)
+MOVE_RATE = 0.2  # share of frames sampled where the falling pill moved or turned (training)
 WINDOW_MARGIN = 20.0  # capture pixels around the crop: filter support and JPEG block rows
 
 
@@ -234,22 +235,46 @@ def inject_board(game: engine.Game | engine.VersusPlayer, field: np.ndarray) -> 
     game.shown[:] = shown.astype(np.uint8)
 
 
+LATE_RATE = 0.5  # share of pills that also move on the way down (Player)
+
+
 class Player:
     """Plays a game with scripted inputs: for each pill a random target (rotations, columns to
     move) played as button presses on alternate frames, then the pill is dropped (Down held, or
     left to fall some of the time). Greedy play tries several scripts on clones and keeps one
     that kills the most viruses. Now and then it pauses. Call :meth:`mask` once per frame
     before ``game.step``. (The exact planner, ``engine.plan``, costs 20-70 ms per pill: too slow
-    for data generation, and any reachable placement does here.)"""
+    for data generation, and any reachable placement does here.)
 
-    def __init__(self, rng: np.random.Generator, greedy: float, pause_rate: float) -> None:
+    A share ``late`` of the pills (default :data:`LATE_RATE`) also gets 1-6 taps (Left, Right,
+    a fifth of them A) as it passes random rows below the top three (pill y 0-12): the pill
+    slides and turns beside and under what lies in the bottle on its way down, as a person's
+    tucks do. (A player that moved only at the top never moved a pill beside a cell below row
+    4; most of the ROM models' last errors on the real game's frames were cells beside or
+    under a falling pill: docs/PERCEPTION.md.)"""
+
+    def __init__(
+        self, rng: np.random.Generator, greedy: float, pause_rate: float, late: float = LATE_RATE
+    ) -> None:
         self.rng = rng
         self.greedy = greedy
         self.pause_rate = pause_rate
+        self.late = late
         self.queue: list[int] = []
         self.falling = False
         self.fresh = False
         self.drop = 1.0
+        self.taps: dict[int, int] = {}  # late taps: the pill's y (game_logic: 15 top) -> buttons
+
+    def _late_taps(self) -> dict[int, int]:
+        rng = self.rng
+        if rng.random() >= self.late:
+            return {}
+        taps = {}
+        for y in rng.integers(0, 13, size=int(rng.integers(1, 7))):
+            r = rng.random()
+            taps[int(y)] = int(Button.A if r < 0.2 else Button.LEFT if r < 0.6 else Button.RIGHT)
+        return taps
 
     def _script(self) -> list[int]:
         rng = self.rng
@@ -284,9 +309,14 @@ class Player:
         if self.fresh:  # a new pill is in play
             self.queue = self._pick(game)
             self.drop = float(self.rng.choice([1.0, 0.7, 0.3]))
+            self.taps = self._late_taps()
         self.falling = falling
         if self.queue:
             return self.queue.pop(0)
+        if falling and int(game.pill_y) in self.taps:
+            # a tap on the way down, released the next frame (Down held resumes after it)
+            self.queue = [0]
+            return self.taps.pop(int(game.pill_y))
         if playing and self.rng.random() < self.pause_rate:
             self.queue = [0] * int(self.rng.integers(2, 40)) + [Button.START, 0]
             return int(Button.START)
@@ -364,6 +394,7 @@ class GameStream:
         boards = not endgame and rng.random() < self.board_rate
         prev = game.clone()
         sent = False  # a falling pill has been drawn (the level's intro is over)
+        facts: engine.ScreenFacts | None = None
         for _ in range(MAX_GAME_FRAMES):
             mask = player.mask(game)
             if boards and player.fresh and rng.random() < 0.35:
@@ -375,6 +406,7 @@ class GameStream:
             before = prev
             prev = game.clone()
             game.step(mask)
+            was = facts.falling if facts is not None else None
             facts = engine.screen_facts(game)
             sent_before, sent = sent, sent or facts.falling is not None
             ended = Phase(int(game.phase)) in TERMINAL_PHASES
@@ -394,6 +426,8 @@ class GameStream:
                 p, lock = 0.3, True
             elif facts.next is not None and facts.next.throw_frame:
                 p = max(p, THROW_RATE)
+            elif _moved(was, facts.falling):
+                p = max(p, MOVE_RATE)
             elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
                 p = max(p, 0.3)
             if (ended and self.hard) or rng.random() < p:
@@ -437,6 +471,13 @@ def keep_few_viruses(game: engine.Game | engine.VersusPlayer, rng: np.random.Gen
         if i not in keep:
             game.field[i] = game.shown[i] = 0xFF
     game.virus_left_bcd[...] = len(keep)
+
+
+def _moved(was: engine.FallingPill | None, now: engine.FallingPill | None) -> bool:
+    """The falling pill moved sideways or turned since the frame before: the frame's sprites
+    beside and over cells they were not over a frame ago (through interlace combing, the
+    capture's odd lines still show the old place)."""
+    return was is not None and now is not None and (was.x, was.rotation) != (now.x, now.rotation)
 
 
 def _sprite_over_pill(facts: engine.ScreenFacts | engine.PlayerFacts) -> bool:
@@ -710,6 +751,7 @@ class VersusStream(GameStream):
         boards = rng.random() < self.board_rate
         prev = v.clone()
         sent = [False, False]
+        facts: engine.VersusFacts | None = None
         for _ in range(MAX_GAME_FRAMES):
             masks = []
             for i, player in enumerate(players):
@@ -721,6 +763,7 @@ class VersusStream(GameStream):
             before = prev
             prev = v.clone()
             v.step(masks[0], masks[1])
+            was = facts.players if facts is not None else None
             facts = engine.versus_screen_facts(v)
             for i in range(2):
                 sent[i] = sent[i] or facts.players[i].falling is not None
@@ -739,6 +782,8 @@ class VersusStream(GameStream):
                 p_emit, lock = 0.3, True
             elif ((mine.bottle >= 0xF0) & (mine.bottle < 0xFF)).any():
                 p_emit = 0.3
+            elif was is not None and _moved(was[who].falling, mine.falling):
+                p_emit = MOVE_RATE
             if (ended and self.hard) or rng.random() < p_emit:
                 intro = int(v.phase) == Phase.INTRO or not sent[who]
                 labels = player_labels(facts.kind, mine.bottle, mine.falling, mine.next, intro)

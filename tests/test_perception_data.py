@@ -15,6 +15,7 @@ from calibration.window import aligned_window, forward_window
 from perception.appearance import randomize
 from perception.data import (
     GameStream,
+    Player,
     TrainingSamples,
     alike_classes,
     crop_of,
@@ -264,3 +265,27 @@ def test_crop_sampler_reads_every_nes_line_of_combed_captures_below_two_lines_pe
         profile = Profile(geometry=g, artifacts=Artifacts(combing=True))
         captured = forward(profile, picture, previous=picture)
         assert (CropSampler(profile)(captured) == crop_of(picture)).all()
+
+
+def _moves_low(late: float) -> int:
+    """Frames where the falling pill moved sideways or turned below its top three rows
+    (pill y <= 12), over three games of the data player."""
+    moves = 0
+    for seed in range(3):
+        g = engine.Game(8, 1, 0x2468 + 2 * seed)
+        player = Player(np.random.default_rng(seed), greedy=0.0, pause_rate=0.0, late=late)
+        last = None
+        for _ in range(3000):
+            g.step(player.mask(g))
+            if int(g.phase) != engine.Phase.PLAYING:
+                continue
+            now = (int(g.pill_x), int(g.pill_rotation), int(g.pills_counter))
+            if last is not None and now != last and now[2] == last[2] and int(g.pill_y) <= 12:
+                moves += 1
+            last = now
+    return moves
+
+
+def test_data_player_moves_some_pills_on_their_way_down():
+    assert _moves_low(0.0) == 0
+    assert _moves_low(1.0) >= 10
