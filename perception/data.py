@@ -474,10 +474,16 @@ def keep_few_viruses(game: engine.Game | engine.VersusPlayer, rng: np.random.Gen
 
 
 def _moved(was: engine.FallingPill | None, now: engine.FallingPill | None) -> bool:
-    """The falling pill moved sideways or turned since the frame before: the frame's sprites
+    """The falling pill moved sideways or turned since the frame before, below the bottle's
+    top three rows (pill y <= 12, where the field has cells beside it): the frame's sprites
     beside and over cells they were not over a frame ago (through interlace combing, the
     capture's odd lines still show the old place)."""
-    return was is not None and now is not None and (was.x, was.rotation) != (now.x, now.rotation)
+    return (
+        was is not None
+        and now is not None
+        and now.y <= 12
+        and (was.x, was.rotation) != (now.x, now.rotation)
+    )
 
 
 def _sprite_over_pill(facts: engine.ScreenFacts | engine.PlayerFacts) -> bool:
