@@ -236,6 +236,47 @@ def inject_board(game: engine.Game | engine.VersusPlayer, field: np.ndarray) -> 
 
 
 LATE_RATE = 0.5  # share of pills that also move on the way down (Player)
+TUCK_RATE = 0.15  # share of pills moved to a place beside or under the bottle's cells (tuck)
+
+
+def tuck(target: engine.Game | engine.VersusPlayer, rng: np.random.Generator) -> bool:
+    """Move the falling pill (as it is turned) to a random empty place in rows 4-15 with a
+    filled cell above it (under an overhang) half of the time, beside it 30 %, anywhere
+    else 20 %, by writing ``pill_x`` / ``pill_y``; the game then goes on from there (the pill
+    falls and locks as the engine plays it). Returns whether it moved the pill.
+
+    A person's tuck slides a pill under an overhang or into a gap beside a virus; a random
+    player rarely gets a pill there (the real game's frames of ``perception.realcheck``'s
+    random player had a pill under an overhang on 1.7 % of the falling frames, training's
+    player on 0.1 %), and the cells above and beside such a pill were the ROM models' last
+    errors on the real game's two-player frames: a virus right above the falling pill read as
+    empty, sure. The place may be one no inputs reach (a closed hole): the picture is still
+    one the game draws, the pill over cells the nametable holds."""
+    field = np.asarray(target.field).reshape(16, 8)
+    filled = field != 0xFF
+    vertical = int(target.pill_rotation) & 1
+    groups: list[list[tuple[int, int]]] = [[], [], []]  # under, beside, else: (x, y)
+    for row in range(4, 16):
+        for x in range(8 - (0 if vertical else 1)):
+            cells = [(row, x), (row - 1, x)] if vertical else [(row, x), (row, x + 1)]
+            if any(filled[r, c] for r, c in cells):
+                continue
+            top = min(r for r, _ in cells)
+            under = any(filled[:top, c].any() for _, c in cells)
+            beside = any(
+                0 <= c + d < 8 and (r, c + d) not in cells and filled[r, c + d]
+                for r, c in cells
+                for d in (-1, 1)
+            )
+            groups[0 if under else 1 if beside else 2].append((x, 15 - row))
+    weights = np.array([0.5, 0.3, 0.2]) * [len(g) > 0 for g in groups]
+    if weights.sum() == 0.0:
+        return False
+    group = groups[int(rng.choice(3, p=weights / weights.sum()))]
+    x, y = group[int(rng.integers(len(group)))]
+    target.pill_x[...] = x
+    target.pill_y[...] = y
+    return True
 
 
 class Player:
@@ -265,6 +306,7 @@ class Player:
         self.fresh = False
         self.drop = 1.0
         self.taps: dict[int, int] = {}  # late taps: the pill's y (game_logic: 15 top) -> buttons
+        self.tuck_in = -1  # frames until this pill is tucked (:func:`tuck`); -1: never
 
     def _late_taps(self) -> dict[int, int]:
         rng = self.rng
@@ -302,6 +344,20 @@ class Player:
                 best, best_kills = script, kills
         return best
 
+    def tuck(self, target: engine.Game | engine.VersusPlayer, game: engine.Game) -> bool:
+        """Call once per frame after :meth:`mask` (``game``: the state ``mask`` saw;
+        ``target``: what to write to, the game or a two-player round's player): a share
+        :data:`TUCK_RATE` of the pills is moved by :func:`tuck` 2-11 frames after its spawn,
+        once. Returns whether it moved the pill this frame (its picture shows the pill jump,
+        and through combing in two places: do not sample this frame or the next)."""
+        if self.tuck_in < 0 or not self.falling:
+            return False
+        self.tuck_in -= 1
+        if self.tuck_in > 0 or int(game.next_action) != ACTION_PILL_FALLING:
+            return False
+        self.tuck_in = -1
+        return tuck(target, self.rng)
+
     def mask(self, game: engine.Game) -> int:
         playing = int(game.phase) == Phase.PLAYING
         falling = playing and int(game.next_action) == ACTION_PILL_FALLING
@@ -310,6 +366,7 @@ class Player:
             self.queue = self._pick(game)
             self.drop = float(self.rng.choice([1.0, 0.7, 0.3]))
             self.taps = self._late_taps()
+            self.tuck_in = int(self.rng.integers(2, 12)) if self.rng.random() < TUCK_RATE else -1
         self.falling = falling
         if self.queue:
             return self.queue.pop(0)
@@ -395,6 +452,7 @@ class GameStream:
         prev = game.clone()
         sent = False  # a falling pill has been drawn (the level's intro is over)
         facts: engine.ScreenFacts | None = None
+        quiet = 0  # frames not to sample (a tucked pill's jump)
         for _ in range(MAX_GAME_FRAMES):
             mask = player.mask(game)
             if boards and player.fresh and rng.random() < 0.35:
@@ -403,9 +461,12 @@ class GameStream:
                 # ROM model's remaining board errors were: docs/PERCEPTION.md, run 8)
                 top = 0 if rng.random() < 0.2 else int(rng.integers(1, 14))
                 inject_board(game, random_board(rng, top))
+            if player.tuck(game, game):
+                quiet = 2  # the pill jumped: the next picture and its combing show it twice
             before = prev
             prev = game.clone()
             game.step(mask)
+            quiet -= 1
             was = facts.falling if facts is not None else None
             facts = engine.screen_facts(game)
             sent_before, sent = sent, sent or facts.falling is not None
@@ -430,6 +491,8 @@ class GameStream:
                 p = max(p, MOVE_RATE)
             elif ((facts.bottle >= 0xF0) & (facts.bottle < 0xFF)).any():
                 p = max(p, 0.3)
+            if quiet > 0 and not ended:
+                p = 0.0
             if (ended and self.hard) or rng.random() < p:
                 labels = labels_from_facts(facts, int(game.phase), sent)
                 labels.level = level
@@ -758,17 +821,22 @@ class VersusStream(GameStream):
         prev = v.clone()
         sent = [False, False]
         facts: engine.VersusFacts | None = None
+        quiet = [0, 0]
         for _ in range(MAX_GAME_FRAMES):
             masks = []
             for i, player in enumerate(players):
                 p = v.player(i)
-                masks.append(player.mask(p.game()))
+                g = p.game()
+                masks.append(player.mask(g))
                 if boards and player.fresh and rng.random() < 0.35:
                     top = 0 if rng.random() < 0.2 else int(rng.integers(1, 14))
                     inject_board(p, random_board(rng, top))
+                if player.tuck(p, g):
+                    quiet[i] = 2  # as GameStream: the jump's picture is not sampled
             before = prev
             prev = v.clone()
             v.step(masks[0], masks[1])
+            quiet = [q - 1 for q in quiet]
             was = facts.players if facts is not None else None
             facts = engine.versus_screen_facts(v)
             for i in range(2):
@@ -790,6 +858,8 @@ class VersusStream(GameStream):
                 p_emit = 0.3
             elif was is not None and _moved(was[who].falling, mine.falling):
                 p_emit = MOVE_RATE
+            if quiet[who] > 0 and not ended:
+                p_emit = 0.0
             if (ended and self.hard) or rng.random() < p_emit:
                 intro = int(v.phase) == Phase.INTRO or not sent[who]
                 labels = player_labels(facts.kind, mine.bottle, mine.falling, mine.next, intro)

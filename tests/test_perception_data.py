@@ -20,7 +20,10 @@ from perception.data import (
     alike_classes,
     crop_of,
     falling_cells,
+    inject_board,
     labels_from_facts,
+    random_board,
+    tuck,
 )
 from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, KindLabel, cell_classes
 from perception.preprocess import CropSampler, Placement
@@ -289,3 +292,26 @@ def _moves_low(late: float) -> int:
 def test_data_player_moves_some_pills_on_their_way_down():
     assert _moves_low(0.0) == 0
     assert _moves_low(1.0) >= 10
+
+
+def test_tuck_puts_the_falling_pill_in_empty_cells_often_under_an_overhang():
+    rng = np.random.default_rng(3)
+    under = tucked = 0
+    for k in range(60):
+        g = engine.Game(10, 1, 0x1234 + 2 * k)
+        while int(g.next_action) != 0 or int(g.phase) != engine.Phase.PLAYING:
+            g.step(0)
+        inject_board(g, random_board(rng, 4))
+        if not tuck(g, rng):  # a board with no two empty cells side by side below row 3
+            continue
+        tucked += 1
+        field = g.field.reshape(16, 8)
+        row, x = 15 - int(g.pill_y), int(g.pill_x)
+        cells = [(row, x), (row - 1, x)] if int(g.pill_rotation) & 1 else [(row, x), (row, x + 1)]
+        assert row >= 4 and all(field[r, c] == 0xFF for r, c in cells)
+        under += any((field[: min(r for r, _ in cells), c] != 0xFF).any() for _, c in cells)
+        g.step(0)  # the engine plays on from there: the pill is drawn where it was put
+        falling = engine.screen_facts(g).falling
+        assert falling is not None and (falling.x, falling.y) == (x, 15 - row)
+    assert tucked >= 45
+    assert under >= 0.3 * tucked  # half of the tucks and more: random boards have many holes
