@@ -11,10 +11,12 @@ Games (:class:`GameStream`): a random level 0..24, speed, 16-bit seed and ``fram
 even seeds for training, odd seeds for evaluation, so no held-out board is ever trained on.
 The player (:class:`Player`) moves and turns each pill at random, or greedily (the most viruses
 killed among a few tries), drops it, sometimes pauses, and some games start with all
-but 1-3 viruses removed so that stage clears happen. Frames are sampled from the whole game
+but 1-3 viruses removed so that stage clears happen. Some pills also move on their way down,
+and some are tucked (:func:`tuck`) beside or under the bottle's cells. Frames are sampled from the whole game
 (intro, throws, clears, cascades, late boards, the top-out or clear), more often where the
-picture is hard: the falling pill's sprite over a drawn pill (the lock frame), clearing tiles
-(not so much more that the model expects a drawn pill under every sprite).
+picture is hard: the falling pill's sprite over a drawn pill (the lock frame; not so much more
+that the model expects a drawn pill under every sprite), clearing tiles, frames where the
+falling pill moved.
 
 Capture (:func:`training_profile`): ``calibration.Profile.random`` with, for a third of the
 samples, heavier artifacts; only the window of the capture the crop needs is produced
