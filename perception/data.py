@@ -10,13 +10,13 @@ drawn; the next pill; the screen kind), never from the game RAM.
 Games (:class:`GameStream`): a random level 0..24, speed, 16-bit seed and ``frame_counter``;
 even seeds for training, odd seeds for evaluation, so no held-out board is ever trained on.
 The player (:class:`Player`) moves and turns each pill at random, or greedily (the most viruses
-killed among a few tries), drops it, sometimes pauses, and some games start with all
-but 1-3 viruses removed so that stage clears happen. Some pills also move on their way down,
-and some are tucked (:func:`tuck`) beside or under the bottle's cells. Frames are sampled from the whole game
-(intro, throws, clears, cascades, late boards, the top-out or clear), more often where the
-picture is hard: the falling pill's sprite over a drawn pill (the lock frame; not so much more
-that the model expects a drawn pill under every sprite), clearing tiles, frames where the
-falling pill moved.
+killed among a few tries), drops it, sometimes pauses, and some games start with all but 1-3
+viruses removed so that stage clears happen. Some pills also move on their way down, and in
+training some are tucked (:func:`tuck`) beside or under the bottle's cells. Frames are sampled
+from the whole game (intro, throws, clears, cascades, late boards, the top-out or clear), more
+often where the picture is hard: the falling pill's sprite over a drawn pill (the lock frame;
+not so much more that the model expects a drawn pill under every sprite), clearing tiles,
+frames where the falling pill moved.
 
 Capture (:func:`training_profile`): ``calibration.Profile.random`` with, for a third of the
 samples, heavier artifacts; only the window of the capture the crop needs is produced
@@ -294,15 +294,22 @@ class Player:
     slides and turns beside and under what lies in the bottle on its way down, as a person's
     tucks do. (A player that moved only at the top never moved a pill beside a cell below row
     4; most of the ROM models' last errors on the real game's frames were cells beside or
-    under a falling pill: docs/PERCEPTION.md.)"""
+    under a falling pill: docs/PERCEPTION.md.) A share ``tuck_rate`` (default :data:`TUCK_RATE`;
+    the streams give the held-out games none) is moved by :meth:`tuck`."""
 
     def __init__(
-        self, rng: np.random.Generator, greedy: float, pause_rate: float, late: float = LATE_RATE
+        self,
+        rng: np.random.Generator,
+        greedy: float,
+        pause_rate: float,
+        late: float = LATE_RATE,
+        tuck_rate: float = TUCK_RATE,
     ) -> None:
         self.rng = rng
         self.greedy = greedy
         self.pause_rate = pause_rate
         self.late = late
+        self.tuck_rate = tuck_rate
         self.queue: list[int] = []
         self.falling = False
         self.fresh = False
@@ -349,7 +356,7 @@ class Player:
     def tuck(self, target: engine.Game | engine.VersusPlayer, game: engine.Game) -> bool:
         """Call once per frame after :meth:`mask` (``game``: the state ``mask`` saw;
         ``target``: what to write to, the game or a two-player round's player): a share
-        :data:`TUCK_RATE` of the pills is moved by :func:`tuck` 2-11 frames after its spawn,
+        ``tuck_rate`` of the pills is moved by :func:`tuck` 2-11 frames after its spawn,
         once. Returns whether it moved the pill this frame (its picture shows the pill jump,
         and through combing in two places: do not sample this frame or the next)."""
         if self.tuck_in < 0 or not self.falling:
@@ -368,7 +375,8 @@ class Player:
             self.queue = self._pick(game)
             self.drop = float(self.rng.choice([1.0, 0.7, 0.3]))
             self.taps = self._late_taps()
-            self.tuck_in = int(self.rng.integers(2, 12)) if self.rng.random() < TUCK_RATE else -1
+            tucked = self.rng.random() < self.tuck_rate
+            self.tuck_in = int(self.rng.integers(2, 12)) if tucked else -1
         self.falling = falling
         if self.queue:
             return self.queue.pop(0)
@@ -449,7 +457,9 @@ class GameStream:
         vary = self.randomize_tiles and rng.random() < 0.65
         tiles = randomize(self.base_tiles, rng, self.shapes) if vary else self.base_tiles
         greedy = 0.9 if endgame else float(rng.choice([0.0, 0.3, 0.8]))
-        player = Player(rng, greedy=greedy, pause_rate=1 / 1500)
+        # tucks are training's alone: the held-out games are play as inputs make it
+        tucks = TUCK_RATE if self.split == "train" else 0.0
+        player = Player(rng, greedy=greedy, pause_rate=1 / 1500, tuck_rate=tucks)
         boards = not endgame and rng.random() < self.board_rate
         prev = game.clone()
         sent = False  # a falling pill has been drawn (the level's intro is over)
@@ -815,9 +825,10 @@ class VersusStream(GameStream):
             keep_few_viruses(v.p1, rng)
             keep_few_viruses(v.p2, rng)
         greedy = float(rng.choice([0.0, 0.3, 0.8]))
+        tucks = TUCK_RATE if self.split == "train" else 0.0  # as GameStream
         players = [
-            Player(rng, greedy=greedy, pause_rate=1 / 1500),
-            Player(rng, greedy=float(rng.choice([0.0, 0.3, 0.8])), pause_rate=0.0),
+            Player(rng, greedy=greedy, pause_rate=1 / 1500, tuck_rate=tucks),
+            Player(rng, greedy=float(rng.choice([0.0, 0.3, 0.8])), pause_rate=0.0, tuck_rate=tucks),
         ]
         boards = rng.random() < self.board_rate
         prev = v.clone()
