@@ -390,7 +390,9 @@ def _install(
             f"{dest / MODEL_FILE} --steps 3000 --lr 3e-4"
             + (f" --profile {args.profile}" if args.profile else "")
             + (" --no-crc" if args.no_crc else "")
-            + "; or use it as it is: add --install-anyway (docs/PERCEPTION.md)"
+            + f"; or use it as it is: hil run --model {dest / MODEL_FILE} (this run only), "
+            "or add --install-anyway to this command (trains the same model again and installs "
+            "it; docs/PERCEPTION.md)"
         )
     return result
 

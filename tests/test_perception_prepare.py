@@ -153,6 +153,7 @@ def test_a_model_that_misses_a_goal_is_not_installed(made_up_rom, tmp_path, monk
     assert not out["installed"] and out["kept"] is None and prepared_model(crc) is None
     assert out["model"] == str(folder / "candidate" / "board.onnx")
     assert "--init " + out["model"] in out["advice"] and "--install-anyway" in out["advice"]
+    assert "hil run --model " + out["model"] in out["advice"]
     assert (folder / "candidate" / "panel.npz").is_file()
     assert not json.loads((folder / "candidate" / "board.report.json").read_text())["meta"][
         "installed"
