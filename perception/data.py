@@ -250,10 +250,10 @@ def tuck(target: engine.Game | engine.VersusPlayer, rng: np.random.Generator) ->
     A person's tuck slides a pill under an overhang or into a gap beside a virus; a random
     player rarely gets a pill there (the real game's frames of ``perception.realcheck``'s
     random player had a pill under an overhang on 1.7 % of the falling frames, training's
-    player on 0.1 %), and the cells above and beside such a pill were the ROM models' last
-    errors on the real game's two-player frames: a virus right above the falling pill read as
-    empty, sure. The place may be one no inputs reach (a closed hole): the picture is still
-    one the game draws, the pill over cells the nametable holds."""
+    player, moving pills only at the top, on none), and the cells above and beside such a pill
+    were the ROM models' last errors on the real game's two-player frames: a virus right above
+    the falling pill read as empty, sure. The place may be one no inputs reach (a closed hole):
+    the picture is still one the game draws, the pill over cells the nametable holds."""
     field = np.asarray(target.field).reshape(16, 8)
     filled = field != 0xFF
     vertical = int(target.pill_rotation) & 1
