@@ -14,7 +14,14 @@ type has its own shape. What it changes, each with some probability:
   patterns and colours;
 - the speed colours and the colours of the background palettes other than the field's;
 - the NES RGB palette: hue rotation, saturation and brightness (a TV's tint / colour / bright
-  knobs) and a small independent change of every colour.
+  knobs) and a small independent change of every colour;
+- a whole new family of field drawings (``FAMILY_RATE``, ``drawing_family``): pill halves,
+  single, viruses and clearing tile drawn from scratch, with a size and a place inside the cell,
+  rounded corners on a half's far side, a gap or a join toward its partner, and detail pixels
+  (a shine, a virus's eyes) in another palette entry of the field's palette; a virus may be
+  drawn differently for each colour. Real ROMs do all of these: the original release's pill
+  tiles are 7 x 7 in the top-left of the cell with a shine in another colour's entry, and its
+  three virus colours have three drawings (CHR tiles $D0-$D2).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ SINGLE, VIRUS, CLEARING = 0x80, 0xD0, 0xF0  # templates: +0, +1, +2 for the thre
 BACKGROUND_TILES = (0xFC, 0xFD)  # the pattern around the bottle in the clean-room layout
 GLASS_TILES = tuple(range(0xA0, 0xAC)) + tuple(range(0xB0, 0xB8))  # bottle walls, HUD boxes
 FIELD_PALETTE = 2  # background palette 2 / sprite palette 2: the pill colours
+FAMILY_RATE = 0.5  # share of the randomised tile sets whose field drawings are a new family
 YUV = np.array([[0.299, 0.587, 0.114], [-0.14713, -0.28886, 0.436], [0.615, -0.51499, -0.10001]])
 
 
@@ -86,6 +94,130 @@ def random_shape(rng: np.random.Generator, density: float) -> np.ndarray:
     return shape
 
 
+def _round_corners(block: np.ndarray, radius: dict[str, int]) -> np.ndarray:
+    """Clear the pixels near the named corners ("tl", "tr", "bl", "br") of the set area of
+    ``block`` (bool [8, 8]): radius r clears the pixels whose distance in x + y from the
+    corner pixel is under r (1: the corner pixel, 2: and its two neighbours)."""
+    out = block.copy()
+    ys, xs = np.nonzero(block)
+    if not ys.size:
+        return out
+    y0, y1, x0, x1 = ys.min(), ys.max(), xs.min(), xs.max()
+    yy, xx = np.mgrid[0:8, 0:8]
+    for name, r in radius.items():
+        cy = y0 if name[0] == "t" else y1
+        cx = x0 if name[1] == "l" else x1
+        out &= ~((np.abs(yy - cy) + np.abs(xx - cx)) < r)
+    return out
+
+
+def drawing_family(rng: np.random.Generator) -> dict[int, list[np.ndarray]]:
+    """A new family of field drawings: {tile: [drawing of colour 0, 1, 2]} for the pill halves
+    ($40 top, $50 bottom, $60 left, $70 right), the single ($80), the virus's two animation
+    frames (keys ``VIRUS`` and ``VIRUS + 0x100``: banks 0 and 1) and the clearing tile ($F0).
+
+    A drawing is int8 [8, 8]: 0 transparent (palette entry 0), 1 the colour's own entry, 2 a
+    detail pixel (``palette_details`` says which entry). Every type keeps its own shape: a half
+    is a block with its far side's corners rounded and its partner's side square (reaching the
+    cell's edge, or one pixel short of it), the single has all four corners rounded."""
+    size = int(rng.integers(5, 9))
+    ox, oy = (int(v) for v in rng.integers(0, 9 - size, size=2))
+    block = np.zeros((8, 8), bool)
+    block[oy : oy + size, ox : ox + size] = True
+    far = int(rng.integers(1, 3 if size < 7 else 4))  # a small block stays a block
+    near = int(far > 1 and rng.random() < 0.25)  # the partner's side stays squarer
+    join = rng.random() < 0.5
+    shapes: dict[int, np.ndarray] = {}
+    for tile, toward in ((0x40, "b"), (0x50, "t"), (0x60, "r"), (0x70, "l")):
+        b = block.copy()
+        if join:  # reach the partner's edge of the cell
+            if toward == "b":
+                b[oy:, ox : ox + size] = True
+            elif toward == "t":
+                b[: oy + size, ox : ox + size] = True
+            elif toward == "r":
+                b[oy : oy + size, ox:] = True
+            else:
+                b[oy : oy + size, : ox + size] = True
+        corners = {"tl": far, "tr": far, "bl": far, "br": far}
+        for c in corners:
+            if toward in c:
+                corners[c] = near
+        shapes[tile] = _round_corners(b, corners)
+    single = int(rng.integers(max(1, far - 1), 4))
+    shapes[SINGLE] = _round_corners(block, {c: single for c in ("tl", "tr", "bl", "br")})
+    out: dict[int, list[np.ndarray]] = {}
+    shine = rng.random() < 0.6
+    for tile, mask in shapes.items():
+        d = mask.astype(np.int8)
+        if shine:  # a highlight line one pixel inside the top or left edge, along the cell
+            ys, xs = np.nonzero(mask)
+            if rng.random() < 0.5 or tile in (0x40, 0x50):
+                col = xs.min() + 1
+                rows = np.arange(ys.min() + 1, ys.max())
+                d[rows, col] = np.where(mask[rows, col], 2, d[rows, col])
+            else:
+                row = ys.min() + 1
+                cols = np.arange(xs.min() + 1, xs.max())
+                d[row, cols] = np.where(mask[row, cols], 2, d[row, cols])
+        out[tile] = [d, d, d]
+    per_colour = rng.random() < 0.5
+    eyes = rng.random() < 0.6
+    vsize = int(rng.integers(5, 9))
+    vx, vy = (int(v) for v in rng.integers(0, 9 - vsize, size=2))
+
+    def virus() -> np.ndarray:
+        shape = np.zeros((8, 8), np.int8)
+        half = rng.random((vsize, (vsize + 1) // 2)) < rng.uniform(0.45, 0.75)
+        full = np.concatenate([half, half[:, ::-1][:, vsize % 2 :]], axis=1)
+        shape[vy : vy + vsize, vx : vx + vsize] = full
+        if eyes:
+            for _ in range(int(rng.integers(1, 3))):
+                y, x = int(rng.integers(0, vsize)), int(rng.integers(0, vsize // 2))
+                shape[vy + y, vx + x] = shape[vy + y, vx + vsize - 1 - x] = 2
+        return shape
+
+    frames = [virus() for _ in range(3 if per_colour else 1)]
+    frames = frames * 3 if len(frames) == 1 else frames
+    out[VIRUS] = frames
+    moved = []  # the second animation frame: some rows of the first drawn anew
+    for f in frames:
+        g = f.copy()
+        rows = rng.random(8) < 0.4
+        redrawn = virus()
+        g[rows] = redrawn[rows]
+        moved.append(g)
+    out[VIRUS + 0x100] = moved
+    if rng.random() < 0.5:  # a ring: the block's outline
+        ring = _round_corners(_border(block)[0], {c: 1 for c in ("tl", "tr", "bl", "br")})
+        clear = ring if ring.any() else block
+    else:
+        clear = random_shape(rng, rng.uniform(0.25, 0.5))
+    out[CLEARING] = [clear.astype(np.int8)] * 3
+    return out
+
+
+def palette_details(rng: np.random.Generator) -> list[int]:
+    """The palette entry (0..3) of the detail pixels of each colour's drawings: another pill
+    colour's entry (the original release: yellow's shine in entry 3, red's and blue's in 1), one
+    entry for all three, or 0 (a hole)."""
+    mode = rng.random()
+    if mode < 0.5:
+        shift = int(rng.integers(1, 3))
+        return [(k + shift) % 3 + 1 for k in range(3)]
+    if mode < 0.8:
+        return [int(rng.integers(1, 4))] * 3
+    return [0, 0, 0]
+
+
+def _write_drawings(
+    patterns: np.ndarray, bank: int, tile: int, drawings: list[np.ndarray], details: list[int]
+) -> None:
+    for k in range(3):
+        d = drawings[k]
+        patterns[bank, tile + k] = np.where(d == 1, k + 1, np.where(d == 2, details[k], 0))
+
+
 def _shift_palette(rgb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     yuv = rgb.astype(np.float64) @ YUV.T
     angle = np.radians(rng.uniform(-12.0, 12.0))
@@ -105,6 +237,16 @@ def randomize(tiles: TileSet, rng: np.random.Generator, shapes: bool = True) -> 
         rgb = _shift_palette(tiles.rgb, rng) if rng.random() < 0.8 else tiles.rgb.copy()
         return tiles.replace(rgb=rgb, name=f"{tiles.name} (palette shifted)")
     patterns = tiles.patterns.copy()
+    if rng.random() < FAMILY_RATE:
+        family = drawing_family(rng)
+        details = palette_details(rng)
+        for tile, drawings in family.items():
+            banks = (1,) if tile == VIRUS + 0x100 else (0,) if tile == VIRUS else BG_BANKS
+            for bank in banks:
+                _write_drawings(patterns, bank, tile & 0xFF, drawings, details)
+            if tile in PILL_TILES:  # the falling pill's sprites
+                _write_drawings(patterns, SPR_BANK, tile, drawings, details)
+        return _recolour(tiles, patterns, rng, "new drawings")
     amount = int(rng.integers(0, 4))
     for tile in (*PILL_TILES, SINGLE):
         base = _template_mask(patterns, 0, tile)
@@ -129,6 +271,11 @@ def randomize(tiles: TileSet, rng: np.random.Generator, shapes: bool = True) -> 
         shape = perturb_shape(_template_mask(patterns, 0, CLEARING), rng, amount)
     for bank in BG_BANKS:
         _write_template(patterns, bank, CLEARING, shape)
+    return _recolour(tiles, patterns, rng, "randomised")
+
+
+def _recolour(tiles: TileSet, patterns: np.ndarray, rng: np.random.Generator, what: str) -> TileSet:
+    """The background, glass, palette and NES RGB changes shared by both kinds of drawings."""
     if rng.random() < 0.5:
         for tile in BACKGROUND_TILES:
             patterns[BG_BANKS, tile] = rng.integers(0, 4, size=(8, 8), dtype=np.uint8)
@@ -150,5 +297,5 @@ def randomize(tiles: TileSet, rng: np.random.Generator, shapes: bool = True) -> 
         palettes=palettes,
         speed_colors=speed_colors,
         rgb=rgb,
-        name=f"{tiles.name} (randomised)",
+        name=f"{tiles.name} ({what})",
     )

@@ -6,9 +6,10 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 
 1. reads the ROM (engine.ines: its CHR, palettes, level nametable and metasprites; read at run
    time, never copied or stored);
-2. fine-tunes the shipped network (perception.model.from_onnx) on renders drawn with the ROM's
+2. fine-tunes the shipped network (perception.model.from_onnx; trained across many made-up
+   tile sets, so it already reads most of a real ROM's boards) on renders drawn with the ROM's
    tiles, through random capture chains (perception.data), for ``--steps`` optimizer steps
-   (6000) however long they take; ``--versus-rate`` (0.2) of the samples are a bottle of the
+   (2000) however long they take; ``--versus-rate`` (0.4) of the samples are a bottle of the
    two-player screen (perception.data.VersusStream), so the same model reads both screens. The
    model is the same on a fast, slow or busy machine, only the time differs, shown as the
    progress bar's ETA (no time cap: a cap made a weaker model on a busy machine:
@@ -91,8 +92,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        default=6000,
-        help="optimizer steps (6000), however long they take: the time depends on the machine "
+        default=2000,
+        help="optimizer steps (2000), however long they take: the time depends on the machine "
         "and its load, the model does not (the progress bar shows the ETA)",
     )
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
@@ -145,8 +146,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--versus-rate",
         type=float,
-        default=0.2,
-        help="share of the training samples that are a bottle of the two-player screen (0.2; "
+        default=0.4,
+        help="share of the training samples that are a bottle of the two-player screen (0.4; "
         "0: one player only)",
     )
     p.add_argument(
@@ -529,7 +530,9 @@ def print_result(result: dict[str, Any]) -> None:
     if result["installed"]:
         where = f"model installed: {result['model']}"
     else:
-        using = result["kept"] or f"{SHIPPED_MODEL} (clean-room: it does not read a real console)"
+        using = (
+            result["kept"] or f"{SHIPPED_MODEL} (the shipped model: not fitted to a real console)"
+        )
         where = (
             f"model NOT installed, kept as a candidate: {result['model']}\n"
             f"hil run keeps using {using}\n{result['advice']}"

@@ -6,13 +6,16 @@ bar, exports ONNX (checked against the torch outputs), then evaluates the ONNX m
 (BoardReader on whole captured frames) on a held-out set and writes the accuracy report
 (perception.evaluate).
 
-    python -m perception.train                      # the shipped model (< 30 min on 2 cores)
     python -m perception.train --rom drmario.nes    # your own ROM's tiles (never stored)
+    python -m perception.train --device cuda --workers 14 --batch 256 --reuse 6 \
+        --buffer 1024 --lr 4e-3 --steps 9000        # the shipped model's base, on a GPU
     python -m perception.train --help
 
 Data generation runs in ``--workers`` processes (torch DataLoader); each sample is used
 ``--reuse`` times from a shuffled buffer, so the costly capture simulation is shared by a few
-gradient steps.
+gradient steps. ``--device cuda`` runs the steps on a GPU (bfloat16 autocast); the samples are
+made on the CPU either way, so the workers bound the rate (docs/PERCEPTION.md, "Reproduce the
+shipped models").
 """
 
 from __future__ import annotations
@@ -250,13 +253,16 @@ def export_onnx(model: BoardNet, path: Path, check: torch.Tensor) -> float:
     return diff
 
 
-def resolve_precision(precision: str) -> str:
-    """``auto`` -> ``bf16`` where the CPU computes bfloat16 natively (AVX-512 BF16 or AMX, as
-    torch.cpu reports), else ``fp32``; ``bf16`` and ``fp32`` are returned as given. On a CPU
+def resolve_precision(precision: str, device: str = "cpu") -> str:
+    """``auto`` -> ``bf16`` on a CUDA device or where the CPU computes bfloat16 natively
+    (AVX-512 BF16 or AMX, as torch.cpu reports), else ``fp32``; ``bf16`` and ``fp32`` are
+    returned as given. On a CPU
     without either (this project's 2-core AMD EPYC, AVX2 only), autocast's bfloat16 ran a step
     of 32 samples in ~4 s instead of fp32's ~0.3 s: 251 steps in 16 minutes."""
     if precision != "auto":
         return precision
+    if device.startswith("cuda"):
+        return "bf16"
     cpu = getattr(torch, "cpu", None)
     native = False
     for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
@@ -281,7 +287,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    args.precision = resolve_precision(args.precision)
+    device = torch.device(getattr(args, "device", "cpu"))
+    args.precision = resolve_precision(args.precision, device.type)
     init = getattr(args, "init", None)
     model = from_onnx(init) if init else BoardNet(tuple(args.width))
     verify = not getattr(args, "no_crc", False)
@@ -305,6 +312,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         num_workers=args.workers,
         persistent_workers=args.workers > 0,
         prefetch_factor=4 if args.workers > 0 else None,
+        pin_memory=device.type == "cuda",
     )
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     warm = max(1, args.steps // 20)
@@ -334,6 +342,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     # NHWC weights: the input arrives NHWC (the graph's permute keeps that layout); on 2 cores
     # a step of 32 took 0.20 s with one thread instead of 0.37 s in the default layout
     set_memory_format(model, torch.channels_last)
+    model.to(device)
     # on stderr: stdout is for results (python -m perception.prepare prints its JSON there)
     with Progress(*columns, disable=args.quiet, console=Console(stderr=True)) as progress:
         task = progress.add_task("train", total=args.steps, status="")
@@ -342,7 +351,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                 break
             for group in opt.param_groups:
                 group["lr"] = lr_at(step)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            b = {k: v.to(device, non_blocking=True) for k, v in b.items()}
+            with torch.autocast(
+                device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"
+            ):
                 out = model(b["image"], logits=True)
             out = tuple(o.float() for o in out)
             parts = losses(out, b, args.hard_cells, args.hard_samples)
@@ -373,6 +385,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     progress.console.print(f"step {step} ({spent:.0f} s{left}): {status}")
             progress.update(task, advance=1)
             step += 1
+            checkpoint = getattr(args, "checkpoint", None)
+            if checkpoint and step % 1000 == 0 and step < args.steps:  # a long run's last state
+                torch.save(model.state_dict(), checkpoint)
+    model.to("cpu")
     if running and history[-1]["step"] != step - 1:
         history.append({"step": step - 1, "time_s": time.time() - start, **running})
     return {
@@ -413,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=int, default=2, help="data processes (2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (1)")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device to train on (cpu; cuda: a GPU, bfloat16 with --precision auto); "
+        "the data is made on the CPU by --workers processes either way",
+    )
     p.add_argument(
         "--hard-cells",
         type=float,
@@ -470,7 +492,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, default=DEFAULT_MODEL, help="ONNX file to write")
     p.add_argument("--report", type=Path, help="accuracy report (.json and .md beside it)")
-    p.add_argument("--checkpoint", type=Path, help="also save the torch state dict here")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="also save the torch state dict here (at the end, and every 1000 steps before)",
+    )
     p.add_argument("--eval-frames", type=int, default=600, help="held-out frames per profile")
     p.add_argument("--eval-random", type=int, default=3, help="held-out random profiles (3)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -513,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "steps_done": result["steps_done"],
         "threads": args.threads,
+        "device": args.device,
+        "workers": args.workers,
         "precision": args.precision,
         "batch": args.batch,
         "onnx_bytes": size,

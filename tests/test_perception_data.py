@@ -169,11 +169,36 @@ def test_randomized_tiles_keep_what_the_game_fixes():
     b = randomize(base, np.random.default_rng(5))
     assert (a.patterns == b.patterns).all() and (a.rgb == b.rgb).all()  # seeded
     assert (a.patterns != base.patterns).any() or (a.rgb != base.rgb).any()
-    for tile in (0x40, 0x50, 0x60, 0x70, 0x80, 0xD0, 0xF0):  # one shape, three colours
-        masks = [a.patterns[0, tile + k] != 0 for k in range(3)]
-        assert (masks[0] == masks[1]).all() and (masks[1] == masks[2]).all()
-        assert set(np.unique(a.patterns[0, tile + 2])) <= {0, 3}
     assert (a.palettes[8:12] == base.palettes[8:12]).all()  # the field's palette
+    for seed in range(40):
+        t = randomize(base, np.random.default_rng(seed))
+        drawn = {}
+        for tile in (0x40, 0x50, 0x60, 0x70, 0x80, 0xD0, 0xF0):
+            masks = [t.patterns[0, tile + k] != 0 for k in range(3)]
+            if tile != 0xD0:  # one shape, three colours (a virus may have one per colour)
+                assert (masks[0] == masks[1]).all() and (masks[1] == masks[2]).all()
+            for k in range(3):  # drawn mostly in the colour's own palette entry
+                values, counts = np.unique(t.patterns[0, tile + k], return_counts=True)
+                assert values[values > 0][np.argmax(counts[values > 0])] == k + 1
+            drawn[tile] = t.patterns[0, tile].tobytes()
+        assert len(set(drawn.values())) == 7, seed  # each cell type keeps its own drawing
+
+
+def test_new_drawing_families_vary_what_real_roms_vary():
+    """The original release draws its pills 7 x 7 in the cell's corner with a shine in another
+    colour's palette entry, and its three viruses differently: the families must cover that."""
+    base = engine.TileSet.clean_room()
+    sets = [randomize(base, np.random.default_rng(s)) for s in range(60)]
+    new = [t for t in sets if "new drawings" in t.name]
+    assert 15 <= len(new) <= 40
+    per_colour_virus = sum(
+        (t.patterns[0, 0xD0] != 0).tolist() != (t.patterns[0, 0xD1] != 0).tolist() for t in new
+    )
+    shine = sum(len(set(np.unique(t.patterns[0, 0x40])) - {0}) > 1 for t in new)
+    gap = sum(
+        not (t.patterns[0, 0x40, 7] != 0).any() for t in new
+    )  # a top half short of its partner
+    assert per_colour_virus >= 3 and shine >= 3 and gap >= 3
 
 
 def test_training_samples_are_seeded_and_labelled():
