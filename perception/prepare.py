@@ -21,8 +21,10 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 4. runs the ROM in cynes through its title, options screen, demo, stage clear and game over
    and keeps pictures of them with the truth from RAM as the screen reader's prototypes
    (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game).
-   This runs beside steps 2-3 in a second process at low priority (os.nice 10): the emulator
-   takes about 1.2 minutes of one core, and training leaves part of a 2-core machine idle;
+   This runs beside steps 2-3 in a second process at a slightly lower priority (os.nice 3,
+   ``SCREENS_NICE``): the emulator takes about 1.2 minutes of one core, and training leaves part
+   of a 2-core machine idle. At nice 10 it got 7 % of a core beside two CPU-bound processes and
+   the command waited 6.5 minutes for it after validating;
 5. installs the model, the ROM's digit glyphs (``panel.npz``: perception.panel reads the LEVEL
    number with them) and the report in the user's data directory, keyed by the ROM's CRC-32
    (perception.store), **only when it meets every goal** (or with ``--install-anyway``); a model
@@ -256,6 +258,9 @@ def _exit_when_orphaned(parent: int, poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+SCREENS_NICE = 3  # below the training; at 10 a loaded machine starved it (module docstring)
+
+
 def _build_screens(rom: str, path: str, parent: int) -> None:
     """Step 4 in the background process: the screen prototypes of ``rom`` saved at ``path``,
     or the reason there are none in ``path + ".error"`` (engine.RomError: a file cynes cannot
@@ -263,7 +268,7 @@ def _build_screens(rom: str, path: str, parent: int) -> None:
     handle (it ends this process); a parent that dies without ending it (SIGKILL) ends it
     too, within a second."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.nice(10)
+    os.nice(SCREENS_NICE)
     _exit_when_orphaned(parent)
     try:
         from perception.screens_rom import rom_prototypes
