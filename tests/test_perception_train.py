@@ -95,6 +95,9 @@ def test_auto_precision_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf
     assert build_parser().parse_args([]).precision == "auto"
     assert resolve_precision("auto") == want
     assert resolve_precision("fp32") == "fp32" and resolve_precision("bf16") == "bf16"
+    assert resolve_precision("auto", "cuda") == "bf16"  # a GPU computes bfloat16 natively
+    assert resolve_precision("fp32", "cuda") == "fp32"
+    assert build_parser().parse_args([]).device == "cpu"
 
 
 def _batch(n=4, seed=0):
