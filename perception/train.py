@@ -256,9 +256,9 @@ def export_onnx(model: BoardNet, path: Path, check: torch.Tensor) -> float:
 def resolve_precision(precision: str, device: str = "cpu") -> str:
     """``auto`` -> ``bf16`` on a CUDA device or where the CPU computes bfloat16 natively
     (AVX-512 BF16 or AMX, as torch.cpu reports), else ``fp32``; ``bf16`` and ``fp32`` are
-    returned as given. On a CPU
-    without either (this project's 2-core AMD EPYC, AVX2 only), autocast's bfloat16 ran a step
-    of 32 samples in ~4 s instead of fp32's ~0.3 s: 251 steps in 16 minutes."""
+    returned as given. On a CPU without either (this project's 2-core AMD EPYC, AVX2 only),
+    autocast's bfloat16 ran a step of 32 samples in ~4 s instead of fp32's ~0.3 s: 251 steps
+    in 16 minutes."""
     if precision != "auto":
         return precision
     if device.startswith("cuda"):
@@ -399,6 +399,19 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _device(text: str) -> str:
+    """--device: a torch device this machine has (one line and exit 2 for any other)."""
+    try:
+        device = torch.device(text)
+    except RuntimeError as e:
+        raise argparse.ArgumentTypeError(f"no such torch device {text!r}") from e
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: torch sees no CUDA GPU on this machine")
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"{text}: only cpu and cuda are supported")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m perception.train", description=__doc__.split("\n\n")[0]
@@ -431,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads for training (1)")
     p.add_argument(
         "--device",
+        type=_device,
         default="cpu",
         help="torch device to train on (cpu; cuda: a GPU, bfloat16 with --precision auto); "
         "the data is made on the CPU by --workers processes either way",

@@ -61,6 +61,10 @@ def test_train_rejects_bad_arguments():
         main(["--steps", "0"])
     with pytest.raises(SystemExit, match="no such file"):
         main(["--rom", "/nonexistent/drmario.nes"])
+    for bad in ("gpu0", "meta"):  # one line from argparse, exit 2
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args(["--device", bad])
+        assert exit_.value.code == 2
 
 
 def test_rom_option_trains_on_the_roms_tiles(tmp_path, monkeypatch):
