@@ -781,6 +781,22 @@ def held_out_profiles(random_profiles: int) -> list[Profile]:
 ROUND_ENDS = (Phase.ROUND_OVER, Phase.MATCH_OVER)
 
 
+def shown_versus_kind(v: engine.Versus, facts: engine.VersusFacts) -> engine.ScreenKind:
+    """The screen kind a two-player picture shows, for its label: ``facts.kind``, except in the
+    frame a fail flag was seen (``Phase.ROUND_LOST``, mode_anyPlayerLoses), whose facts say
+    TOP_OUT while its picture is one of play: the loser's sign and the hidden next pills come
+    with anyPlayerLoses [$9542] and updateSprites_2p_endGame [$887C] the frame after. Real
+    game (original release in cynes, level 20 HI, player 2 topped out): the picture cynes
+    gives in the step that sets the fail flag is the one before it pixel for pixel; the next
+    one (what the renderer draws for ROUND_LOST: docs/RENDER.md, "Checked against the real
+    game") differs from it only at player 2's next pill and neck (x 184-198, y 52-86), as at
+    any new pill; the sign appears in the one after. A one-player top-out shows in its first
+    picture (the doctor's fail pose); two players have no doctor."""
+    if int(v.phase) == Phase.ROUND_LOST:
+        return engine.ScreenKind.LEVEL
+    return facts.kind
+
+
 class VersusStream(GameStream):
     """Two-player rounds, endlessly: yields sampled pictures (:class:`Shown` with the player's
     ``view_x``). Arguments as :class:`GameStream`'s (``mark_alike`` unused).
@@ -875,7 +891,8 @@ class VersusStream(GameStream):
                 p_emit = 0.0
             if (ended and self.hard) or rng.random() < p_emit:
                 intro = int(v.phase) == Phase.INTRO or not sent[who]
-                labels = player_labels(facts.kind, mine.bottle, mine.falling, mine.next, intro)
+                kind = shown_versus_kind(v, facts)
+                labels = player_labels(kind, mine.bottle, mine.falling, mine.next, intro)
                 labels.level = int(v.player(who).level)
                 picture = engine.render_versus(v, tiles)
                 shown = Shown(
@@ -893,7 +910,7 @@ class VersusStream(GameStream):
                             earlier,
                             engine.render_versus(before, tiles),
                             player_labels(
-                                engine.versus_screen_facts(prev).kind,
+                                shown_versus_kind(prev, engine.versus_screen_facts(prev)),
                                 old.bottle,
                                 old.falling,
                                 old.next,

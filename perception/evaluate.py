@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -280,6 +281,36 @@ def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_TILES: dict[tuple[str | None, bool], Any] = {}  # per process: the tile set of a ROM
+
+
+def _tiles(rom: str | None, verify_crc: bool) -> Any:
+    import engine
+
+    key = (rom, verify_crc)
+    if key not in _TILES:
+        _TILES[key] = (
+            engine.TileSet.from_ines(rom, verify_crc=verify_crc)
+            if rom
+            else engine.TileSet.clean_room()
+        )
+    return _TILES[key]
+
+
+def _job(
+    model: str,
+    profile: Profile,
+    frames: int,
+    seed: int,
+    rom: str | None,
+    verify: bool,
+    versus: bool,
+) -> dict[str, Any]:
+    """One profile's evaluation (run in a worker process by :func:`evaluate`)."""
+    tiles = _tiles(rom, verify)
+    return evaluate_profile(BoardReader(profile, model), frames, seed, tiles, versus=versus)
+
+
 def evaluate(
     model: str | Path = DEFAULT_MODEL,
     frames: int = 600,
@@ -291,35 +322,47 @@ def evaluate(
     extra_profiles: list[Profile] | None = None,
     verify_crc: bool = True,
     versus_frames: int = 0,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on every held-out profile; returns per-profile results and a summary
     (the worst value of each metric over profiles, the pooled cell accuracy, and the goals:
     each shipped (and extra) profile on its own, the random chains pooled).
 
     ``frames`` per shipped / extra profile, ``random_frames`` (default ``frames``) per random
-    chain. ``rom``: draw with this ROM's tiles (``verify_crc``: its CRC must be a known dump).
-    ``versus_frames``: as many pictures of the two-player screen per shipped (and extra) profile,
-    scored as one more goal group, the profiles pooled (``versus`` in the result).
+    chain. ``rom``: draw with this ROM's tiles (``verify_crc``: its CRC must be a known dump;
+    engine.RomError, a ValueError, otherwise). ``versus_frames``: as many pictures of the
+    two-player screen per shipped (and extra) profile, scored as one more goal group, the
+    profiles pooled (``versus`` in the result). ``workers``: processes sharing the profiles
+    (each reads with one ONNX Runtime thread); every profile's frames and reading are the same
+    whatever the number, so the result is too.
     """
-    import engine
-
-    tiles = (
-        engine.TileSet.from_ines(rom, verify_crc=verify_crc) if rom else engine.TileSet.clean_room()
-    )
+    _tiles(rom, verify_crc)  # a bad ROM fails here, before any process starts
     profiles = held_out_profiles(random_profiles) + list(extra_profiles or [])
-    results: dict[str, Any] = {}
-    from rich.progress import track
-
-    items = list(enumerate(profiles))
-    it = track(items, description="validating", disable=not progress)
+    # (group, name, profile, frames, seed): the seeds are those of the profiles' places in
+    # the list, as when they ran one after the other
+    jobs: list[tuple[str, str, Profile, int, int]] = []
     randoms: list[str] = []
-    for k, p in it:
+    for k, p in enumerate(profiles):
         n = frames
         if p.name.startswith("random_"):
             randoms.append(p.name)
             n = random_frames or frames
-        results[p.name] = evaluate_profile(BoardReader(p, model), n, 1000 + k, tiles)
-        results[p.name]["profile"] = p.to_dict()
+        jobs.append(("profiles", p.name, p, n, 1000 + k))
+    if versus_frames:
+        jobs += [
+            ("versus", p.name, p, versus_frames, 2000 + k)
+            for k, p in enumerate(profiles)
+            if not p.name.startswith("random_")
+        ]
+    done = _run_jobs(jobs, str(model), rom, verify_crc, workers, progress)
+    results: dict[str, Any] = {}
+    versus: dict[str, Any] = {}
+    for (group, name, p, _, _), r in zip(jobs, done, strict=True):
+        if group == "profiles":
+            r["profile"] = p.to_dict()
+            results[name] = r
+        else:
+            versus[name] = r
     keys = ("cell_accuracy", "board_exact", "falling_exact", "next_exact", "kind_accuracy")
     summary: dict[str, Any] = {f"worst_{k}": min(r[k] for r in results.values()) for k in keys}
     summary["worst_board_exact_strict"] = min(r["board_exact_strict"] for r in results.values())
@@ -331,12 +374,7 @@ def evaluate(
     groups = {n: r for n, r in results.items() if n not in randoms}
     if randoms:
         groups[f"{len(randoms)} random chains (pooled)"] = pooled([results[n] for n in randoms])
-    versus: dict[str, Any] = {}
-    if versus_frames:
-        fixed = [(k, p) for k, p in items if not p.name.startswith("random_")]
-        for k, p in track(fixed, description="validating two players", disable=not progress):
-            reader = BoardReader(p, model)
-            versus[p.name] = evaluate_profile(reader, versus_frames, 2000 + k, tiles, versus=True)
+    if versus:
         groups[f"two players ({len(versus)} profiles pooled)"] = pooled(list(versus.values()))
     summary["goal_groups"] = {name: {k: r[k] for k in GOALS} for name, r in groups.items()}
     misses = [
@@ -351,6 +389,47 @@ def evaluate(
     if versus:
         out["versus"] = versus
     return out
+
+
+def _run_jobs(
+    jobs: list[tuple[str, str, Profile, int, int]],
+    model: str,
+    rom: str | None,
+    verify: bool,
+    workers: int,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """The jobs' results in the jobs' order, over ``workers`` processes (1: in this one)."""
+    from rich.progress import Progress
+
+    with Progress(disable=not progress) as bar:
+        task = bar.add_task("validating", total=len(jobs))
+        if workers <= 1:
+            out = []
+            for group, _, p, n, seed in jobs:
+                out.append(_job(model, p, n, seed, rom, verify, group == "versus"))
+                bar.advance(task)
+            return out
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # the costliest first (frames times captured pixels), so no process is left with a
+        # long one at the end
+        order = sorted(
+            range(len(jobs)),
+            key=lambda i: -jobs[i][3] * jobs[i][2].geometry.width * jobs[i][2].geometry.height,
+        )
+        results: dict[int, dict[str, Any]] = {}
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
+            futures = {}
+            for i in order:
+                group, _, p, n, seed = jobs[i]
+                futures[pool.submit(_job, model, p, n, seed, rom, verify, group == "versus")] = i
+            for f in as_completed(futures):
+                results[futures[f]] = f.result()
+                bar.advance(task)
+        return [results[i] for i in range(len(jobs))]
 
 
 def markdown(evaluation: dict[str, Any], meta: dict[str, Any]) -> str:
@@ -471,6 +550,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="two-player frames per shipped profile, one more goal group (0: none)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes sharing the profiles (default: one per core); the result is the same",
+    )
     p.add_argument("--report", type=Path, help="write the report here (.json and .md)")
     p.add_argument(
         "--keep-meta",
@@ -493,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         args.rom,
         random_frames=args.random_frames,
         versus_frames=args.versus_frames,
+        workers=max(1, args.workers),
     )
     print(markdown(evaluation, meta))
     if args.report:

@@ -444,6 +444,7 @@ def _fit(
             "--hard-samples",
             str(args.hard_samples),
             "--keep-shapes",
+            "--freeze-first",
             "--target-rate",
             str(args.target_rate),
             "--versus-rate",
@@ -478,6 +479,7 @@ def _fit(
         extra_profiles=[profile.replace(name=f"rig:{profile.name}")] if profile else None,
         verify_crc=verify,
         versus_frames=args.versus_frames,
+        workers=os.cpu_count() or 1,  # training is done: validation has every core
     )
     meta = {
         "command": "hil prepare " + " ".join(getattr(args, "argv", []) or []),

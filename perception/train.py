@@ -21,6 +21,7 @@ shipped models").
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -39,7 +40,15 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from calibration import Profile
 from perception.data import Labels, TrainingSamples
 from perception.layout import N_COLORS
-from perception.model import OUTPUT_NAMES, BoardNet, freeze_batch_norm, from_onnx
+from perception.model import (
+    OUTPUT_NAMES,
+    BoardNet,
+    fold_batch_norm,
+    freeze_batch_norm,
+    freeze_first_convolution,
+    from_onnx,
+    unfold_batch_norm,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_MODEL = HERE / "models" / "board.onnx"
@@ -198,6 +207,16 @@ def batch_errors(outputs: tuple[torch.Tensor, ...], b: dict[str, torch.Tensor]) 
     }
 
 
+def _plain(model: BoardNet, folded: bool) -> BoardNet:
+    """``model`` with its batch norms as from_onnx and BoardNet have them (a copy when
+    ``folded``: fine-tuning trains them folded into the convolutions)."""
+    if not folded:
+        return model
+    plain = copy.deepcopy(model)
+    unfold_batch_norm(plain)
+    return plain
+
+
 class _Probabilities(torch.nn.Module):
     """The exported graph: image in, the four probability outputs out."""
 
@@ -314,6 +333,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         prefetch_factor=4 if args.workers > 0 else None,
         pin_memory=device.type == "cuda",
     )
+    model.train()
+    if init:  # fine-tuning: the batch norms keep their (identity) statistics, so they fold away
+        freeze_batch_norm(model)
+        fold_batch_norm(model)
+        if getattr(args, "freeze_first", False):
+            freeze_first_convolution(model)
+    # NHWC weights: the input arrives NHWC (the graph's permute keeps that layout); on 2 cores
+    # a step of 32 took 0.20 s with one thread instead of 0.37 s in the default layout
+    set_memory_format(model, torch.channels_last)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     warm = max(1, args.steps // 20)
     start = time.time()
@@ -336,13 +365,6 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         TimeRemainingColumn(),
         TextColumn("{task.fields[status]}"),
     )
-    model.train()
-    if init:  # fine-tuning: the folded batch norms keep their (identity) statistics
-        freeze_batch_norm(model)
-    # NHWC weights: the input arrives NHWC (the graph's permute keeps that layout); on 2 cores
-    # a step of 32 took 0.20 s with one thread instead of 0.37 s in the default layout
-    set_memory_format(model, torch.channels_last)
-    model.to(device)
     # on stderr: stdout is for results (python -m perception.prepare prints its JSON there)
     with Progress(*columns, disable=args.quiet, console=Console(stderr=True)) as progress:
         task = progress.add_task("train", total=args.steps, status="")
@@ -387,8 +409,10 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
             step += 1
             checkpoint = getattr(args, "checkpoint", None)
             if checkpoint and step % 1000 == 0 and step < args.steps:  # a long run's last state
-                torch.save(model.state_dict(), checkpoint)
+                torch.save(_plain(model, bool(init)).state_dict(), checkpoint)
     model.to("cpu")
+    if init:
+        unfold_batch_norm(model)
     if running and history[-1]["step"] != step - 1:
         history.append({"step": step - 1, "time_s": time.time() - start, **running})
     return {
@@ -461,6 +485,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="add the next-pill loss of this fraction of the hardest samples of a batch (0: off)",
+    )
+    p.add_argument(
+        "--freeze-first",
+        action="store_true",
+        help="with --init: keep the first convolution (each 2x2 pixel block's RGB to 16 "
+        "features) as --init has it; the backward pass then stops before it",
     )
     p.add_argument("--reuse", type=int, default=4, help="steps each sample is used in (4)")
     p.add_argument("--buffer", type=int, default=256, help="shuffle buffer per worker (256)")
@@ -545,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         rom=args.rom,
         verify_crc=not args.no_crc,
         versus_frames=args.versus_frames,
+        workers=os.cpu_count() or 1,
     )
     meta = {
         "command": "python -m perception.train " + " ".join(sys.argv[1:] if argv is None else argv),

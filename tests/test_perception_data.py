@@ -23,6 +23,7 @@ from perception.data import (
     inject_board,
     labels_from_facts,
     random_board,
+    shown_versus_kind,
     tuck,
 )
 from perception.layout import BOTTLE_X, BOTTLE_Y, CROP_H, CROP_W, KindLabel, cell_classes
@@ -119,6 +120,25 @@ def test_labels_kinds_intro_pause():
     g.step(0)
     labels = labels_from_facts(engine.screen_facts(g), int(g.phase))
     assert labels.kind == KindLabel.PAUSED and not labels.field_visible
+
+
+def test_a_two_player_top_out_is_labelled_when_its_picture_shows_it():
+    # player 2 drops every pill at once until a pill cannot enter: the frame the fail flag is
+    # seen (ROUND_LOST) draws play (labelled so), the next one the sign (TOP_OUT)
+    v = engine.Versus(20, 2, 20, 2, 0x8988)
+    for _ in range(20000):
+        if v.phase == engine.Phase.ROUND_LOST:
+            break
+        v.step(0, engine.Button.DOWN)
+    assert v.phase == engine.Phase.ROUND_LOST
+    facts = engine.versus_screen_facts(v)
+    assert facts.kind == engine.ScreenKind.TOP_OUT  # the engine's fact: a fail flag is set
+    assert shown_versus_kind(v, facts) == engine.ScreenKind.LEVEL
+    v.step(0, 0)  # anyPlayerLoses: the sign, the next pills hidden
+    assert v.phase in (engine.Phase.ROUND_OVER, engine.Phase.MATCH_OVER) and v.who_failed == 2
+    facts = engine.versus_screen_facts(v)
+    assert shown_versus_kind(v, facts) == engine.ScreenKind.TOP_OUT
+    assert all(p.next is None for p in facts.players)
 
 
 def test_crop_sampler_reads_the_nes_crop_exactly_through_an_ideal_chain():

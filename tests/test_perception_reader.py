@@ -112,3 +112,27 @@ def test_evaluate_keep_meta_re_evaluates_a_report_in_place(tmp_path):
     }
     md = report.with_suffix(".md").read_text()
     assert "python -m perception.train" in md and "evaluated by" in md
+
+
+def test_evaluation_shared_by_processes_gives_what_one_process_gives():
+    import json
+
+    from perception.evaluate import evaluate
+
+    def run(workers):
+        out = evaluate(
+            frames=6,
+            random_profiles=2,
+            random_frames=3,
+            versus_frames=3,
+            progress=False,
+            workers=workers,
+        )
+        for group in ("profiles", "versus"):
+            for r in out[group].values():
+                assert r.pop("seconds") >= 0
+        return json.dumps(out)  # the order of the profiles too
+
+    one = run(1)
+    assert '"random_1"' in one and '"versus"' in one
+    assert run(2) == one

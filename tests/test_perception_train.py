@@ -152,3 +152,42 @@ def test_hard_example_mining_adds_the_hardest_losses_only():
     assert grad[1].sum() == 0
     assert int((grad > 0).sum()) == k
     assert torch.equal(losses(out, b, 0.0, 0.0)["cells"], plain["cells"])
+
+
+def test_batch_norms_fold_into_the_convolutions_and_back_computing_the_same():
+    from perception.model import fold_batch_norm, freeze_batch_norm, from_onnx, unfold_batch_norm
+    from perception.store import SHIPPED_MODEL
+
+    model = from_onnx(SHIPPED_MODEL).eval()
+    x = torch.randint(0, 256, (2, 208, 144, 3), dtype=torch.uint8)
+    with torch.no_grad():
+        want = model(x)
+        freeze_batch_norm(model)
+        fold_batch_norm(model)
+        assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+        folded = model(x)
+        unfold_batch_norm(model)
+        assert isinstance(model.stem[0][1], torch.nn.BatchNorm2d)
+        back = model.eval()(x)
+    for w, f, b in zip(want, folded, back, strict=True):
+        assert torch.allclose(w, f, atol=1e-5) and torch.allclose(w, b, atol=1e-5)
+
+
+def test_fine_tuning_with_the_first_convolution_frozen_keeps_it_and_trains_the_rest(tmp_path):
+    from perception.model import from_onnx
+    from perception.store import SHIPPED_MODEL
+
+    argv = ["--init", str(SHIPPED_MODEL), "--steps", "3", "--batch", "4", "--workers", "0"]
+    argv += ["--buffer", "8", "--quiet", "--lr", "1e-2", "--freeze-first"]
+    result = train(build_parser().parse_args(argv))
+    start, model = from_onnx(SHIPPED_MODEL), result["model"]
+    # the structure from_onnx gives, so the export folds the batch norms again
+    assert isinstance(model.stem[0][1], torch.nn.BatchNorm2d)
+    assert torch.equal(model.stem[0][0].weight, start.stem[0][0].weight)
+    assert torch.equal(model.stem[0][1].bias, start.stem[0][1].bias)  # the frozen conv's bias
+    assert not torch.equal(model.stem[1][0].weight, start.stem[1][0].weight)
+    assert not torch.equal(model.stem[1][1].bias, start.stem[1][1].bias)
+    path = tmp_path / "tuned.onnx"
+    check = next(iter(SampleStream(5, 4, None, 1, 4)))["image"]
+    assert export_onnx(model, path, check) <= 1e-4
+    assert torch.allclose(from_onnx(path).stem[0][0].weight, start.stem[0][0].weight, atol=1e-6)
