@@ -208,8 +208,9 @@ def fold_batch_norm(model: BoardNet) -> None:
     ``nn.Identity``; the network computes the same function. A frozen batch norm is a
     per-channel scale and shift, so the convolution's weights and the shift hold it; its
     forward and backward passes then cost nothing (a training step of 32 on one core of the
-    2-core EPYC, beside the two data processes: 0.125 s with the batch norms, 0.121 s folded). Undone by :func:`unfold_batch_norm`, which
-    :func:`perception.train.train` calls before returning the model."""
+    2-core EPYC, beside the two data processes: 0.125 s with the batch norms, 0.121 s
+    folded). Undone by :func:`unfold_batch_norm`, which :func:`perception.train.train` calls
+    before returning the model."""
     with torch.no_grad():
         for seq in _blocks(model):
             conv, bn = seq[0], seq[1]
