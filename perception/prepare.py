@@ -9,7 +9,9 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 2. fine-tunes the shipped network (perception.model.from_onnx; trained across many made-up
    tile sets, so it already reads most of a real ROM's boards) on renders drawn with the ROM's
    tiles, through random capture chains (perception.data), for ``--steps`` optimizer steps
-   (2000) however long they take; ``--versus-rate`` (0.4) of the samples are a bottle of the
+   (2000) however long they take, the first convolution kept as the shipped model has it
+   (perception.train ``--freeze-first``: the backward pass stops before the full-resolution
+   layer); ``--versus-rate`` (0.4) of the samples are a bottle of the
    two-player screen (perception.data.VersusStream), so the same model reads both screens. The
    model is the same on a fast, slow or busy machine, only the time differs, shown as the
    progress bar's ETA (no time cap: a cap made a weaker model on a busy machine:
@@ -17,7 +19,8 @@ drawings; a real console draws the game's own tiles, which it reads badly (docs/
 3. validates the result end to end on held-out renders (odd seeds) with the ROM's tiles through
    every shipped profile, ``--random-chains`` random chains and the rig's own profile, and
    ``--versus-frames`` two-player pictures per shipped profile (pooled: one more goal group)
-   (perception.evaluate), and prints the numbers against the goals;
+   (perception.evaluate; the profiles shared among one process per core), and prints the
+   numbers against the goals;
 4. runs the ROM in cynes through its title, options screen, demo, stage clear and game over
    and keeps pictures of them with the truth from RAM as the screen reader's prototypes
    (perception.screens: ``screens.npz``; skipped with a note for a file that is not the game).
