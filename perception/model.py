@@ -175,11 +175,7 @@ def from_onnx(path: str | Path) -> BoardNet:
         with torch.no_grad():
             for (conv, bn), (w, b) in zip(pairs, folded, strict=True):
                 conv.weight.copy_(torch.from_numpy(w.copy()))
-                bn.weight.fill_(1.0)
-                bn.bias.copy_(torch.from_numpy(b.copy()))
-                assert bn.running_mean is not None and bn.running_var is not None
-                bn.running_mean.zero_()
-                bn.running_var.fill_(1.0 - bn.eps)
+                _identity_batch_norm(bn, torch.from_numpy(b.copy()))
             state = model.state_dict()
             for name, value in heads.items():
                 key = name[len("model.") :]
@@ -202,6 +198,28 @@ def freeze_batch_norm(model: nn.Module) -> None:
             m.eval()
 
 
+def _identity_batch_norm(bn: nn.BatchNorm2d, shift: torch.Tensor) -> None:
+    """Make ``bn`` the identity plus ``shift`` [C] in eval mode: mean 0, variance 1 - eps
+    (so that the division is by exactly 1), scale 1."""
+    assert bn.running_mean is not None and bn.running_var is not None
+    bn.weight.fill_(1.0)
+    bn.bias.copy_(shift)
+    bn.running_mean.zero_()
+    bn.running_var.fill_(1.0 - bn.eps)
+
+
+def _conv_like(conv: nn.Conv2d, bias: bool) -> nn.Conv2d:
+    """A new convolution of ``conv``'s shape, with or without a bias."""
+    return nn.Conv2d(
+        conv.in_channels,
+        conv.out_channels,
+        conv.kernel_size,  # type: ignore[arg-type]
+        conv.stride,  # type: ignore[arg-type]
+        conv.padding,  # type: ignore[arg-type]
+        bias=bias,
+    )
+
+
 def fold_batch_norm(model: BoardNet) -> None:
     """For fine-tuning (batch norms frozen: :func:`freeze_batch_norm`): each (convolution,
     batch norm) pair of :func:`_convs` becomes one convolution with a bias, the batch norm an
@@ -217,14 +235,7 @@ def fold_batch_norm(model: BoardNet) -> None:
             assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
             assert not bn.training and bn.running_var is not None and bn.running_mean is not None
             scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-            fused = nn.Conv2d(
-                conv.in_channels,
-                conv.out_channels,
-                conv.kernel_size,  # type: ignore[arg-type]
-                conv.stride,  # type: ignore[arg-type]
-                conv.padding,  # type: ignore[arg-type]
-                bias=True,
-            )
+            fused = _conv_like(conv, bias=True)
             fused.weight.copy_(conv.weight * scale.view(-1, 1, 1, 1))
             fused.bias.copy_(bn.bias - bn.running_mean * scale)  # type: ignore[union-attr]
             seq[0], seq[1] = fused, nn.Identity()
@@ -248,19 +259,8 @@ def unfold_batch_norm(model: BoardNet) -> None:
             fused = seq[0]
             assert isinstance(fused, nn.Conv2d) and isinstance(seq[1], nn.Identity)
             assert fused.bias is not None
-            conv = nn.Conv2d(
-                fused.in_channels,
-                fused.out_channels,
-                fused.kernel_size,  # type: ignore[arg-type]
-                fused.stride,  # type: ignore[arg-type]
-                fused.padding,  # type: ignore[arg-type]
-                bias=False,
-            )
+            conv = _conv_like(fused, bias=False)
             conv.weight.copy_(fused.weight)
             bn = nn.BatchNorm2d(fused.out_channels).eval()
-            bn.weight.fill_(1.0)
-            bn.bias.copy_(fused.bias)
-            assert bn.running_mean is not None and bn.running_var is not None
-            bn.running_mean.zero_()
-            bn.running_var.fill_(1.0 - bn.eps)
+            _identity_batch_norm(bn, fused.bias)
             seq[0], seq[1] = conv, bn
