@@ -91,7 +91,13 @@ class BoardNet(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, logits: bool = False) -> tuple[torch.Tensor, ...]:
-        x = x.permute(0, 3, 1, 2).float() * (1.0 / 255.0)
+        # under autocast (the training steps) straight to its dtype: every uint8 is exact in
+        # bfloat16 and the scaling rounds once either way, so the values are those the
+        # autocast cast of the float32 image gives, without the float32 copy (2-6 ms a step
+        # of 32 on one core); the exported graph (no autocast) casts to float32
+        device = x.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        x = x.permute(0, 3, 1, 2).to(dtype or torch.float32) * (1.0 / 255.0)
         a = self.stem(x)  # 1/8: [N, c3, 26, 18], one vector per cell from its 8x8 pixels
         b = self.context(a)  # 1/16: [N, c4, 13, 9]
         u = F.interpolate(b, size=a.shape[-2:], mode="nearest")[:, :, BOTTLE_ROWS, BOTTLE_COLS]

@@ -191,3 +191,21 @@ def test_fine_tuning_with_the_first_convolution_frozen_keeps_it_and_trains_the_r
     check = next(iter(SampleStream(5, 4, None, 1, 4)))["image"]
     assert export_onnx(model, path, check) <= 1e-4
     assert torch.allclose(from_onnx(path).stem[0][0].weight, start.stem[0][0].weight, atol=1e-6)
+
+
+def test_the_training_cast_of_the_image_is_the_autocast_of_the_float_image():
+    # BoardNet.forward under autocast casts the uint8 image straight to bfloat16: for every
+    # byte the same value as the float32 image that autocast would cast
+    v = torch.arange(256, dtype=torch.uint8)
+    assert torch.equal(
+        (v.float() * (1.0 / 255.0)).to(torch.bfloat16), v.to(torch.bfloat16) * (1.0 / 255.0)
+    )
+    from perception.model import BoardNet
+
+    model = BoardNet((8, 8, 16, 16)).train()
+    x = torch.randint(0, 256, (2, 208, 144, 3), dtype=torch.uint8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = model(x, logits=True)
+        want = model.stem[0][0](x.permute(0, 3, 1, 2).float() * (1.0 / 255.0))
+        first = model.stem[0][0](x.permute(0, 3, 1, 2).to(torch.bfloat16) * (1.0 / 255.0))
+    assert got[0].dtype == torch.bfloat16 and torch.equal(first, want)
