@@ -311,6 +311,11 @@ def _job(
     return evaluate_profile(BoardReader(profile, model), frames, seed, tiles, versus=versus)
 
 
+def _indexed_job(task: tuple) -> tuple[int, dict[str, Any]]:
+    """(index, :func:`_job` of the rest of ``task``): a pool's unit of work."""
+    return task[0], _job(*task[1:])
+
+
 def evaluate(
     model: str | Path = DEFAULT_MODEL,
     frames: int = 600,
@@ -411,7 +416,6 @@ def _run_jobs(
                 bar.advance(task)
             return out
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         # the costliest first (frames times captured pixels), so no process is left with a
         # long one at the end
@@ -419,15 +423,15 @@ def _run_jobs(
             range(len(jobs)),
             key=lambda i: -jobs[i][3] * jobs[i][2].geometry.width * jobs[i][2].geometry.height,
         )
+        tasks = [
+            (i, model, jobs[i][2], jobs[i][3], jobs[i][4], rom, verify, jobs[i][0] == "versus")
+            for i in order
+        ]
         results: dict[int, dict[str, Any]] = {}
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=context) as pool:
-            futures = {}
-            for i in order:
-                group, _, p, n, seed = jobs[i]
-                futures[pool.submit(_job, model, p, n, seed, rom, verify, group == "versus")] = i
-            for f in as_completed(futures):
-                results[futures[f]] = f.result()
+        # leaving the block terminates the processes: an error or Ctrl-C stops at once
+        with multiprocessing.get_context("spawn").Pool(min(workers, len(jobs))) as pool:
+            for i, r in pool.imap_unordered(_indexed_job, tasks):
+                results[i] = r
                 bar.advance(task)
         return [results[i] for i in range(len(jobs))]
 

@@ -136,3 +136,15 @@ def test_evaluation_shared_by_processes_gives_what_one_process_gives():
     one = run(1)
     assert '"random_1"' in one and '"versus"' in one
     assert run(2) == one
+
+
+def test_an_error_in_a_validation_process_reaches_the_caller_and_ends_the_processes(tmp_path):
+    import multiprocessing
+
+    from perception.evaluate import evaluate
+
+    bad = tmp_path / "not_a_model.onnx"
+    bad.write_bytes(b"no graph here")
+    with pytest.raises(ValueError, match="not a board model|not_a_model"):
+        evaluate(bad, frames=4, random_profiles=2, random_frames=2, progress=False, workers=2)
+    assert multiprocessing.active_children() == []
