@@ -108,10 +108,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=int,
         default=1,
-        help="torch threads for the training step (1). On 2 cores one thread did a step in "
-        "0.20 s quiet and 0.34 s beside two CPU-bound processes, two threads 0.18 s and 0.42 s: "
-        "one leaves the other core to the data processes and the screens step, and does not "
-        "wait on other work (docs/PERCEPTION.md)",
+        help="torch threads for the training step (1). On 2 cores, beside the data processes, "
+        "one thread did a step in 0.11 s quiet and 0.22 s beside two CPU-bound processes, two "
+        "threads 0.15 s and 0.78 s: one leaves the other core to the data processes and the "
+        "screens step, and does not wait on other work (docs/PERCEPTION.md)",
     )
     p.add_argument(
         "--eval-frames", type=int, default=300, help="held-out frames per shipped profile (300)"
@@ -315,7 +315,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Any]:
         say(
             f"hil prepare: load average {load_start[0]:.1f} on {cores} cores before training: "
             f"{args.threads} training threads will wait on the other work (beside two "
-            "CPU-bound processes on 2 cores a step took 0.42 s with 2 threads, 0.34 s with 1)"
+            "CPU-bound processes on 2 cores a step took 0.78 s with 2 threads, 0.22 s with 1)"
         )
     with tempfile.TemporaryDirectory() as tmp:
         from perception.screens import SCREENS_FILE
