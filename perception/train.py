@@ -548,13 +548,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.steps < 1 or args.batch < 1:
-        raise SystemExit("--steps and --batch must be at least 1")
+        parser.error("--steps and --batch must be at least 1")
     if not 0.0 <= args.versus_rate <= 1.0 or args.versus_frames < 0:
-        raise SystemExit("--versus-rate must be within 0..1 and --versus-frames at least 0")
+        parser.error("--versus-rate must be within 0..1 and --versus-frames at least 0")
     if args.rom and not os.path.exists(args.rom):
-        raise SystemExit(f"--rom: no such file {args.rom}")
+        parser.error(f"--rom: no such file {args.rom}")
+    if args.freeze_first and args.init is None:
+        parser.error("--freeze-first keeps the first convolution of --init: give --init MODEL")
     result = train(args)
     model = result["model"]
     if args.checkpoint:

@@ -54,13 +54,19 @@ def test_tiny_training_exports_an_onnx_model_the_reader_runs(tmp_path):
     assert obs.field.shape == (16, 8) and obs.confidence.dtype == np.float32
 
 
-def test_train_rejects_bad_arguments():
+def test_train_rejects_bad_arguments(capsys):
     from perception.train import main
 
-    with pytest.raises(SystemExit, match="at least 1"):
-        main(["--steps", "0"])
-    with pytest.raises(SystemExit, match="no such file"):
-        main(["--rom", "/nonexistent/drmario.nes"])
+    cases = [
+        (["--steps", "0"], "at least 1"),
+        (["--rom", "/nonexistent/drmario.nes"], "no such file"),
+        (["--freeze-first"], "give --init"),  # without --init it would keep nothing
+    ]
+    for argv, says in cases:  # one line from argparse, exit 2, nothing trained
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert says in capsys.readouterr().err
     for bad in ("gpu0", "meta"):  # one line from argparse, exit 2
         with pytest.raises(SystemExit) as exit_:
             build_parser().parse_args(["--device", bad])
