@@ -8,6 +8,7 @@ inputs give the identical trajectory.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -88,6 +89,19 @@ def test_same_seed_and_inputs_same_trajectory(level, speed, seed):
     c = engine.Game(level, speed, seed)
     c.run(masks)
     assert c.state_bytes() == a.state_bytes()
+
+
+def test_a_game_rebuilt_from_its_state_bytes_plays_on_alike():
+    a = engine.Game(20, 2, 0x4242, frame_counter=9)
+    a.run(_bias_inputs(np.random.default_rng(1), 400))
+    b = engine.Game.from_state_bytes(a.state_bytes())
+    assert b == a and b is not a
+    masks = _bias_inputs(np.random.default_rng(2), 600)
+    a.run(masks)
+    b.run(masks)
+    assert b.state_bytes() == a.state_bytes()
+    with pytest.raises(ValueError, match="bytes"):
+        engine.Game.from_state_bytes(a.state_bytes()[:-1])
 
 
 def test_other_seed_other_board():

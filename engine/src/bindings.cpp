@@ -213,6 +213,21 @@ Raises ValueError (out of range) or TypeError (not an integer).)doc");
             return py::bytes(reinterpret_cast<const char*>(&g.s), sizeof(State));
           },
           "The whole state as bytes (for hashing and equality).")
+      .def_static(
+          "from_state_bytes",
+          [](const py::bytes& data) {
+            const std::string raw = data;
+            if (raw.size() != sizeof(State))
+              throw py::value_error("state bytes: " + std::to_string(raw.size()) +
+                                    " bytes, this engine's state has " +
+                                    std::to_string(sizeof(State)));
+            Game g{};
+            std::memcpy(&g.s, raw.data(), sizeof(State));
+            return g;
+          },
+          py::arg("data"),
+          "The Game whose state_bytes() is `data` (bytes of this engine build's state_bytes, "
+          "e.g. a level's state 0 in a run's summary). Raises ValueError on another length.")
       .def("__eq__",
            [](const Game& a, const Game& b) { return std::memcmp(&a.s, &b.s, sizeof(State)) == 0; })
       .def_property_readonly("pill_valid", [](const Game& g) { return drm::pill_move_valid(g.s); })

@@ -107,6 +107,7 @@ class EmuRun(PacedConsole):
         self._late_checked = False
         self.ram_mismatches = 0
         self.levels: list[dict[str, Any]] = []
+        self._state0: str | None = None  # the shadow's state 0 of the level being begun (hex)
         self.late_inits = 0  # levels whose initData_level overran its frame (read off RAM)
         self._init_pacing(realtime)
         self._init_faults(link_faults)
@@ -219,7 +220,10 @@ class EmuRun(PacedConsole):
         (``pacing``). ``menu_presses``: the presses of the RAM-driven menus (``ram_menus``),
         None when the runtime's picture-driven menus started the levels (their presses and
         frames are in the log's ``start_pressed`` events); ``start_latches``: the console
-        frames that latched Start, kept for the test ROM (no game) only."""
+        frames that latched Start, kept for the test ROM (no game) only; ``levels_seen``: each
+        level whose play began, with ``state0``, the shadow's state as levelIntro_delay began
+        (engine.Game.state_bytes() in hex; engine.Game.from_state_bytes rebuilds it, and
+        ``python -m hil.samegame`` replays the run's levels from it)."""
         return {
             "emu": {
                 "rom": self.emu.rom_name,
@@ -349,8 +353,12 @@ class EmuRun(PacedConsole):
                     flow.step(m)
                 self.flow = flow
                 self.late_inits += 1
+        if flow.frame == flow.state0_frame:  # the level's state 0 (levelIntro_delay begins)
+            self._state0 = flow.game.state_bytes().hex()
         if flow.play_frame == flow.frame:
-            self.levels.append({"level": int(flow.level), "speed": int(flow.speed)})
+            self.levels.append(
+                {"level": int(flow.level), "speed": int(flow.speed), "state0": self._state0}
+            )
         if self.emu.ram(DrMarioRam.MODE) != flow.mode or not np.array_equal(field, flow.field):
             self.ram_mismatches += 1
 

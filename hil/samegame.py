@@ -1,0 +1,237 @@
+"""The same games in the engine: a ``hil run --emu`` run's levels replayed from the game itself.
+
+    python -m hil.samegame RUN.jsonl [--out samegame.json] [--no-player]
+
+``hil run --emu ROM --log RUN.jsonl`` keeps each level's state 0 (the console's LevelFlow
+shadow, which matched the game's RAM on every frame: ``emu.levels_seen[].state0`` in the
+summary). For each level this tool
+
+1. rebuilds that state (``engine.Game.from_state_bytes``) and plays the loop's own placements
+   (the log's ``plan`` events) with the planner's fastest inputs from each spawn: the frames
+   the engine takes for the loop's game, against the frames the loop counted (``level_end``);
+   what the loop lost to being late, if anything;
+2. asks the player policy.eval runs for the loop's policy (``--policy search`` in real time
+   with pondering: the first pill the prior network's quick choice, every other pill
+   ``policy.eval --policies search-ponder``'s choice without the next pill; lockstep: the
+   search at the spawn for the first; ``onnx``: the network) what it picks in each of the
+   loop's spawn states: how many of the loop's choices it makes;
+3. plays that player from state 0 (unless ``--no-player``): policy.eval's frames for the same
+   game. One different choice makes another game, so these compare as sets, not level by level.
+
+Prints one JSON object (and writes it to ``--out``): per level and the medians. Bad input (no
+such file, a log without the emu levels' states, a placement the state cannot reach) is one
+line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import engine
+from engine import _core
+from policy.play import STAGE_CLEAR, at_spawn, to_spawn
+
+# A game that has not ended by then is not played on (policy.play's time-out).
+MAX_FRAMES = 100_000
+
+
+class SameGameError(ValueError):
+    """The log cannot be replayed (one line for the user)."""
+
+
+def read_log(path: Path) -> dict[str, Any]:
+    """The parts of a ``hil run --log`` file this tool needs: ``summary`` (the run's summary
+    event), ``settings`` (the run_start event's), ``plans`` (each level's placements in pill
+    order: list[list[int]]) and ``ends`` (the ``level_end`` events). Raises SameGameError (no
+    file, not JSON lines, no summary)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as e:
+        raise SameGameError(f"{path}: {e.strerror or e}") from e
+    plans: list[list[int]] = [[]]
+    ends: list[dict[str, Any]] = []
+    summary = None
+    settings: dict[str, Any] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SameGameError(f"{path}:{n}: not a JSON line ({e.msg})") from e
+        kind = ev.get("event")
+        if kind == "plan":
+            plans[-1].append(int(ev["placement"]))
+        elif kind == "level_end":
+            ends.append(ev)
+            plans.append([])
+        elif kind == "summary":
+            summary = ev
+        elif kind == "run_start":
+            settings = ev.get("settings") or {}
+    if summary is None:
+        raise SameGameError(f"{path}: no summary event (the run did not end, or not a hil log)")
+    return {"summary": summary, "settings": settings, "plans": plans[: len(ends)], "ends": ends}
+
+
+class Players:
+    """policy.eval's players for the loop's policy: ``first`` decides a level's first pill,
+    ``rest`` every other (both ``act(game) -> Move`` at a spawn state)."""
+
+    def __init__(self, policy: str, realtime: bool, ponder: bool) -> None:
+        from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
+
+        net = PlacementPolicy(DEFAULT_MODEL, threads=1)
+        self.first: Any
+        self.rest: Any
+        if policy == "onnx":
+            self.first = self.rest = net
+            self.name = "onnx"
+        elif policy == "search":
+            from policy.search import PonderedSearch, SearchPlayer
+
+            search = SearchPlayer(prior=net)
+            # real time: a pill decided at its spawn takes the prior's quick choice
+            self.first = net if realtime else search
+            self.rest = PonderedSearch(search) if ponder else search
+            self.name = ("onnx then " if realtime else "search then ") + (
+                "search-ponder" if ponder else "search"
+            )
+        else:
+            raise SameGameError(f"policy {policy!r}: only onnx and search runs are replayed")
+
+
+def _frames(game: engine.Game) -> int | None:
+    return int(game.frame) if int(game.phase) == STAGE_CLEAR else None
+
+
+def replay_level(state0: engine.Game, placements: list[int], players: Players | None) -> dict:
+    """The loop's placements from ``state0`` (planner's fastest inputs at each spawn) and, with
+    ``players``, how many of them its ``rest`` player picks too (pills 2 on). Raises
+    SameGameError when a placement is not reachable or does not lock."""
+    g = state0.clone()
+    to_spawn(g)
+    agree, disagree_at = 0, []
+    for k, idx in enumerate(placements, 1):
+        if not at_spawn(g):
+            raise SameGameError(f"pill {k}: the game has ended before the loop's last placement")
+        plan = _core.plan(g)
+        if not plan.reachable[idx]:
+            raise SameGameError(f"pill {k}: placement {idx} is not reachable in the engine")
+        if players is not None and k > 1:
+            if int(players.rest.act(g).placement) == idx:
+                agree += 1
+            else:
+                disagree_at.append(k)
+        g.run(plan.masks(idx))
+        if not int(g.lock_event):
+            raise SameGameError(f"pill {k}: placement {idx} did not lock")
+        to_spawn(g)
+    out: dict[str, Any] = {"engine_frames": _frames(g), "pills": len(placements)}
+    if players is not None:
+        out["player_agrees"] = agree
+        out["player_disagrees_at"] = disagree_at
+    return out
+
+
+def play_level(state0: engine.Game, players: Players) -> dict[str, Any]:
+    """``players`` from ``state0`` to the stage clear, a top-out or MAX_FRAMES."""
+    g = state0.clone()
+    to_spawn(g)
+    pills = 0
+    while at_spawn(g) and int(g.frame) < MAX_FRAMES:
+        move = (players.first if pills == 0 else players.rest).act(g)
+        g.run(move.masks)
+        pills += 1
+        to_spawn(g)
+    return {"frames": _frames(g), "pills": pills, "topped_out": int(g.phase) != STAGE_CLEAR}
+
+
+def _median(xs: list[int | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals else None
+
+
+def samegame(path: Path, play: bool = True) -> dict[str, Any]:
+    """The report described in the module docstring. Raises SameGameError."""
+    log = read_log(path)
+    summary = log["summary"]
+    emu = summary.get("emu") or {}
+    seen = emu.get("levels_seen") or []
+    if not seen or any(not s.get("state0") for s in seen):
+        raise SameGameError(
+            f"{path}: the summary has no levels' state 0 (hil run --emu on this version keeps "
+            "them; a --sim or rig run has none)"
+        )
+    ends = log["ends"]
+    seen = seen[: len(ends)]  # (a level begun as the run stopped has no end)
+    if len(seen) < len(ends) or any(
+        (s["level"], s["speed"]) != (e["level"], e["speed"])
+        for s, e in zip(seen, ends, strict=True)
+    ):
+        raise SameGameError(f"{path}: the levels begun and the levels ended do not line up")
+    players = Players(
+        str(summary.get("policy")),
+        bool(emu.get("realtime")),
+        bool(log["settings"].get("ponder", True)),
+    )
+    levels = []
+    for s, e, placements in zip(seen, ends, log["plans"], strict=True):
+        state0 = engine.Game.from_state_bytes(bytes.fromhex(s["state0"]))
+        rec: dict[str, Any] = {
+            "level": s["level"],
+            "speed": s["speed"],
+            "result": e.get("result"),
+            "loop_frames": e.get("frames"),
+            **replay_level(state0, placements, players),
+        }
+        if rec["loop_frames"] is not None and rec["engine_frames"] is not None:
+            rec["loop_minus_engine"] = rec["loop_frames"] - rec["engine_frames"]
+        if play:
+            rec["player"] = play_level(state0, players)
+        levels.append(rec)
+        print(json.dumps(rec), file=sys.stderr, flush=True)
+    out: dict[str, Any] = {
+        "log": str(path),
+        "policy": summary.get("policy"),
+        "player": players.name,
+        "levels": levels,
+        "median_loop_frames": _median([r["loop_frames"] for r in levels]),
+        "median_engine_frames": _median([r["engine_frames"] for r in levels]),
+        "player_agrees": f"{sum(r['player_agrees'] for r in levels)}/"
+        f"{sum(max(0, r['pills'] - 1) for r in levels)}",
+    }
+    if play:
+        out["median_player_frames"] = _median([r["player"]["frames"] for r in levels])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m hil.samegame", description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("log", type=Path, help="the JSONL log of a hil run --emu run (--log)")
+    ap.add_argument("--out", type=Path, help="also write the JSON report here")
+    ap.add_argument(
+        "--no-player", action="store_true", help="skip step 3 (policy.eval's player's games)"
+    )
+    args = ap.parse_args(argv)
+    try:
+        out = samegame(args.log, play=not args.no_player)
+    except SameGameError as e:
+        print(f"hil.samegame: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
