@@ -182,7 +182,10 @@ def samegame(path: Path, play: bool = True) -> dict[str, Any]:
     )
     levels = []
     for s, e, placements in zip(seen, ends, log["plans"], strict=True):
-        state0 = engine.Game.from_state_bytes(bytes.fromhex(s["state0"]))
+        try:
+            state0 = engine.Game.from_state_bytes(bytes.fromhex(s["state0"]))
+        except ValueError as err:  # not hex, or another engine build's state
+            raise SameGameError(f"{path}: level {s['level']}'s state 0: {err}") from err
         rec: dict[str, Any] = {
             "level": s["level"],
             "speed": s["speed"],

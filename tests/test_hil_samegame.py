@@ -112,7 +112,9 @@ def test_samegame_counts_a_choice_its_player_would_not_make(tmp_path, capsys):
     assert "player" not in rec and "loop_minus_engine" not in rec
 
 
-@pytest.mark.parametrize("fault", ["missing", "not_json", "no_summary", "no_state0", "unreachable"])
+@pytest.mark.parametrize(
+    "fault", ["missing", "not_json", "no_summary", "no_state0", "short_state0", "unreachable"]
+)
 def test_samegame_bad_input_is_one_line_and_exit_2(fault, tmp_path, capsys):
     path, events = _log(tmp_path, [(0, 2, 0x8000)])
     if fault == "missing":
@@ -123,6 +125,9 @@ def test_samegame_bad_input_is_one_line_and_exit_2(fault, tmp_path, capsys):
         path.write_text("".join(json.dumps(e) + "\n" for e in events[:-1]))
     elif fault == "no_state0":
         events[-1]["emu"]["levels_seen"][0].pop("state0")
+        path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    elif fault == "short_state0":  # another engine build's state, or a cut line
+        events[-1]["emu"]["levels_seen"][0]["state0"] = "00ff"
         path.write_text("".join(json.dumps(e) + "\n" for e in events))
     else:  # a placement no pill can reach: the log is not this game's
         state0 = events[-1]["emu"]["levels_seen"][0]["state0"]
