@@ -124,16 +124,33 @@ class SearchPlayer:
             picks.append([int(k) for k in np.argsort(-row[pl], kind="stable")[: self.prior_k]])
         return picks
 
-    def _third_ply(self, g2: engine.Game, t0: float, w: Weights) -> float:
+    def _third_ply(
+        self, g2: engine.Game, t0: float, w: Weights, memo: dict[Any, float] | None = None
+    ) -> float:
         """Expected best value over the unseen third pill's colours at spawn state g2 (reached
         t0 frames after the root), in one engine call (engine._core.expected_best_leaf): g2
         expanded with every colour pair (expand_colours: 2 plans instead of 6), each pair's
         best leaf (teacher.leaf_values) less the mobility penalty of its child count, weighted
-        by the pair's probability; g2's own leaf when some pair cannot be placed."""
+        by the pair's probability; g2's own leaf when some pair cannot be placed.
+
+        memo: values already computed in this search, by (g2's state bytes, t0) (the same
+        weights): the 9 next-pill pairs a pondering searches reach the same g2 at the same
+        t0 often (a pair and its mirror, (a, b) and (b, a), put the same halves in the same
+        cells: about a third of the calls at level 20 HI), and the engine is deterministic,
+        so a value found there is the value, bit for bit."""
+        key = None
+        if memo is not None:
+            key = (bytes(g2.state_bytes()), t0)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
         p, d = packed_weights(w)
-        return _core.expected_best_leaf(
+        v: float = _core.expected_best_leaf(
             g2, _PAIRS, _PROBS, t0, p, d, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES
         )
+        if memo is not None:
+            memo[key] = v
+        return v
 
     def search(self, game: engine.Game, first: Any = None) -> tuple[Any, F64]:
         """(expansion of `game`, value per child float64[P]); the best child is the choice.
@@ -175,9 +192,11 @@ class SearchPlayer:
         v1: F64,
         order: list[int],
         expand2: Callable[[int], _core.Expansion],
+        memo: dict[Any, float] | None = None,
     ) -> F64:
         """Plies 2 and 3 below the children `order` of `e`; expand2(k): child k expanded with
-        the visible next pill. The value per child, as search() returns it."""
+        the visible next pill; memo: third-ply values shared with other calls for the same
+        root (_third_ply). The value per child, as search() returns it."""
         values = v1.copy()
         searched = e.phases != PLAYING
         seconds: dict[int, tuple[_core.Expansion, F64, float, F64]] = {}
@@ -209,7 +228,7 @@ class SearchPlayer:
             if done2.size:  # a stage clear (or a top-out) on the second pill is exact
                 best = float(v2[done2].max())
             for j in live2[np.argsort(-v2[live2], kind="stable")][: self.width3]:
-                third = self._third_ply(e2.child(int(j)), float(t2[j]), w)
+                third = self._third_ply(e2.child(int(j)), float(t2[j]), w, memo)
                 best = max(best, third + float(bonus[j]))
             deep[k] = best - mob
         floor3 = min(deep.values())
@@ -231,7 +250,8 @@ class SearchPlayer:
         first ply (the board after this pill does not depend on the next one's colours; its
         children differ only in their falling pill, which expand_colours sets) and the plans
         of the second ply (one engine._core.expand_colours per child: 2 plans for all pairs);
-        the prior runs once per pair and the third ply is each pair's own. `first` as in
+        the prior runs once per pair, and the third ply is each pair's own but computed once
+        for a state two pairs reach at the same frame (_third_ply's memo). `first` as in
         search(). Raises ValueError when `game` has no pill to plan."""
         pairs = [(int(a), int(b)) for a, b in pairs]
         w = self.weights_for(game)
@@ -261,12 +281,13 @@ class SearchPlayer:
             for pair, e2 in zip(ps, es, strict=True):
                 second[(k, pair)] = e2
         values: dict[tuple[int, int], F64] = {}
+        memo: dict[Any, float] = {}
         for pair, order in zip(pairs, orders, strict=True):
 
             def expand2(k: int, pair: tuple[int, int] = pair) -> _core.Expansion:
                 return second[(k, pair)]
 
-            values[pair] = self._deeper(e, w, t1, v1, order, expand2)
+            values[pair] = self._deeper(e, w, t1, v1, order, expand2, memo)
         return e, values
 
     def mean_over_pairs(

@@ -181,13 +181,15 @@ def test_in_real_time_the_full_policys_ponder_replaces_the_quick_one_while_it_ca
         d.send = send
         d._ahead_level = tracker.lv
         quick = ahead(250, 7, [2, 2, 0, 4, 4, 4])
-        d._pending = [(done(quick), 1, tracker.lv)]
+        quick.ms, quick.cpu_ms = 12.0, 9.0
+        d._pending = [(done(quick), 1, tracker.lv, "quick")]
         d._collect()
         assert d.ahead is quick and d.ponder_stats.pondered == 1
         if first <= 250:
             assert sent[-1][1][-6:] == [2, 2, 0, 4, 4, 4] and quick.sent_frame is not None
         full = ahead(250, 9, [1, 4, 4])
-        d._pending = [(done(full), 1, tracker.lv)]
+        full.ms, full.cpu_ms = 400.0, 150.0
+        d._pending = [(done(full), 1, tracker.lv, "full")]
         d._collect()
         if replaced:
             assert d.ahead is full and d.ponder_stats.refined == 1
@@ -195,3 +197,14 @@ def test_in_real_time_the_full_policys_ponder_replaces_the_quick_one_while_it_ca
             assert what == "ponder" and masks[250 - f : 250 - f + 6] == [1, 4, 4, 0, 0, 0]
         else:
             assert d.ahead is quick and d.ponder_stats.refined_late == 1
+        # Each pondering's wall and CPU time is kept per policy, used or too late.
+        work = d.ponder_stats.summary()["work_ms"]
+        assert work["quick"] == {
+            "n": 1,
+            "wall_p50": 12.0,
+            "wall_p99": 12.0,
+            "cpu_p50": 9.0,
+            "cpu_p99": 9.0,
+        }
+        assert work["full"]["n"] == 1 and work["full"]["wall_p50"] == 400.0
+        assert work["full"]["cpu_p99"] == 150.0

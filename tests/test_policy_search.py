@@ -225,6 +225,40 @@ def test_the_engines_third_ply_is_the_python_formula_bit_for_bit() -> None:
         _core.expected_best_leaf(game, [(0, 1)], [0.5, 0.5], 0.0, p, d)
 
 
+def test_the_pairs_share_third_ply_values_and_give_search_s_values_bit_for_bit(monkeypatch) -> None:
+    """search_pairs computes a third-ply value once for a state two next pills reach at the
+    same frame (a pair and its mirror): fewer engine calls than a search() per pair, the same
+    values per child, bit for bit, for every pair."""
+    import policy.search as search_mod
+    from policy.onnx_policy import PlacementPolicy
+    from policy.ponder import COLOUR_PAIRS_ORDERED
+
+    calls = {"n": 0}
+    real = search_mod._core
+
+    class Counting:
+        def __getattr__(self, name: str):
+            return getattr(real, name)
+
+        def expected_best_leaf(self, *a, **k):
+            calls["n"] += 1
+            return real.expected_best_leaf(*a, **k)
+
+    monkeypatch.setattr(search_mod, "_core", Counting())
+    player = SearchPlayer(prior=PlacementPolicy())
+    game = Episode(20, 2, 0x6012, 3).game()
+    to_spawn(game)
+    _, by_pair = player.search_pairs(game, COLOUR_PAIRS_ORDERED)
+    shared = calls["n"]
+    calls["n"] = 0
+    for pair in COLOUR_PAIRS_ORDERED:
+        h = game.clone()
+        h.next_colors[:] = pair
+        _, v = player.search(h)
+        assert np.array_equal(v, by_pair[pair]), pair
+    assert 0 < shared < calls["n"]
+
+
 def test_act_pairs_is_act_for_each_next_pill() -> None:
     """SearchPlayer.act_pairs (the pondering's shared work: first ply, prior batch, second-ply
     plans) makes exactly act()'s decision on a copy with each next pill, along a game."""

@@ -130,8 +130,9 @@ class Decision:
         # still running for a pill already spawned (250-1,000 ms on a busy machine) made the
         # next pill's quick choice and the next level's alignment wait behind it.
         self.slow_worker = slow_worker if slow_worker is not None else self.worker
-        # pondering jobs on the worker, in order: (job, pill, the tracker's level)
-        self._pending: list[tuple[Future[Any], int, object]] = []
+        # pondering jobs on the worker, in order: (job, pill, the tracker's level, "quick" or
+        # "full")
+        self._pending: list[tuple[Future[Any], int, object, str]] = []
         # A decision due now in real time takes the policy's quick choice where it has one
         # (the search's prior network, ~2 ms instead of ~100): the pill is already falling.
         self.choose_now = (
@@ -343,7 +344,8 @@ class Decision:
                 commit,
                 getattr(policy, "choose_mean", None),
             )
-            self._pending.append((job, pill, self.tracker.lv))
+            kind = "quick" if policy is quick else "full"
+            self._pending.append((job, pill, self.tracker.lv, kind))
         self._collect()
 
     def _drop_pending(self) -> None:
@@ -352,7 +354,7 @@ class Decision:
         pills already spawned: beside two CPU-bound processes the search's queue grew pill
         by pill until every pill of 19 HI was decided at its spawn, and 20 HI's alignment,
         queued behind them, came after its top-out."""
-        for job, _, _ in self._pending:
+        for job, *_ in self._pending:
             job.cancel()
         self._pending = []
 
@@ -362,12 +364,14 @@ class Decision:
         full policy's after the quick one's) replaces the earlier while its plan can still
         go out before the spawn, else it is dropped."""
         while self._pending and self._pending[0][0].done():
-            job, pill, level = self._pending.pop(0)
+            job, pill, level, kind = self._pending.pop(0)
             try:
                 a = job.result()
             except ValueError as exc:  # a bad choice must not end the run
                 self.log("ponder_failed", pill=pill + 1, reason=str(exc))
                 continue
+            if a is not None:
+                self.ponder_stats.add_work(kind, a)
             if a is None or level is not self.tracker.lv:
                 continue
             old = self.ahead
@@ -457,6 +461,7 @@ class Decision:
             pondered=True,
             margin_frames=a.spawn - first_sent,
             ponder_ms=round(a.ms, 3),
+            ponder_cpu_ms=round(a.cpu_ms, 3),
             spawn_to_wire_ms=round(wire_ms, 3),
             take_ms=round((time.perf_counter_ns() - t0) / 1e6, 3),
         )

@@ -45,7 +45,9 @@ class Ahead:
     ordered colour pair (0 yellow, 1 red, 2 blue) of the pill after it, (placement index,
     masks uint8[n] from ``spawn`` to the lock). common: uint8[L], the masks all choices share
     from ``spawn`` on. sent_frame: the console frame ``common`` was scheduled in (None: not
-    sent). ms: wall time of the pondering."""
+    sent). ms: wall time of the pondering (milliseconds); cpu_ms: its thread's CPU time
+    (time.thread_time: what it took of one core; ms - cpu_ms is time spent waiting for a core
+    or for the interpreter lock)."""
 
     pill: int
     spawn: int
@@ -53,6 +55,7 @@ class Ahead:
     choices: dict[tuple[int, int], tuple[int, U8]]
     common: U8
     ms: float = 0.0
+    cpu_ms: float = 0.0
     sent_frame: int | None = None
     late: bool = False  # the spawn came within reach of the first free frame before sending
     reason: str = ""  # why take() gave None
@@ -133,6 +136,7 @@ def ponder(
     import time
 
     t0 = time.perf_counter()
+    c0 = time.thread_time()
     pred = game.clone()
     pred.run(np.asarray(full, np.uint8))
     if not int(pred.lock_event):
@@ -181,6 +185,7 @@ def ponder(
         choices=choices,
         common=masks[0][:common].copy(),
         ms=(time.perf_counter() - t0) * 1e3,
+        cpu_ms=(time.thread_time() - c0) * 1e3,
         without_next=without_next,
     )
 
@@ -221,6 +226,12 @@ class PonderStats:
     margins: list[int] = field(default_factory=list)
     at_spawn_margins: list[int] = field(default_factory=list)
     ms: list[float] = field(default_factory=list)
+    # (wall ms, CPU ms) of every pondering that finished, per policy: "quick" (the prior's
+    # choice, in real time) and "full" (the policy's own), whether its result was used or not.
+    work: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def add_work(self, kind: str, a: Ahead) -> None:
+        self.work.setdefault(kind, []).append((a.ms, a.cpu_ms))
 
     def summary(self) -> dict[str, Any]:
         def pct(values: Sequence[float], q: float) -> float:
@@ -252,4 +263,14 @@ class PonderStats:
             "ponder_ms": None
             if not self.ms
             else {"p50": round(pct(self.ms, 50), 2), "p99": round(pct(self.ms, 99), 2)},
+            "work_ms": {
+                kind: {
+                    "n": len(w),
+                    "wall_p50": round(pct([x for x, _ in w], 50), 2),
+                    "wall_p99": round(pct([x for x, _ in w], 99), 2),
+                    "cpu_p50": round(pct([c for _, c in w], 50), 2),
+                    "cpu_p99": round(pct([c for _, c in w], 99), 2),
+                }
+                for kind, w in sorted(self.work.items())
+            },
         }
