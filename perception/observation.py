@@ -269,15 +269,20 @@ class Observation:
     def to_json(self) -> dict[str, Any]:
         """A compact JSON-ready summary (the event log, a recording's sidecar): kind (the
         engine.ScreenKind name), field (16 hex rows), falling ([x, y, rotation, [c0, c1]] or
-        None), next ([c0, c1] or None), min_confidence (3 decimals)."""
+        None), falling_confidence (the falling pill reading's probability, 3 significant
+        digits; absent without a falling pill), next ([c0, c1] or None), min_confidence (the
+        lowest cell confidence, 3 decimals)."""
         f = self.falling
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind.name,
             "field": [bytes(row).hex() for row in np.asarray(self.field, np.uint8)],
             "falling": None if f is None else [f.x, f.y, f.rotation, list(f.colors)],
             "next": None if self.next is None else list(self.next.colors),
             "min_confidence": round(self.min_confidence, 3),
         }
+        if f is not None:
+            out["falling_confidence"] = float(f"{f.confidence:.3g}")
+        return out
 
 
 def observation_from_facts(facts: engine.ScreenFacts, source: str = "oracle") -> Observation:

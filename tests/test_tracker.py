@@ -638,6 +638,17 @@ def test_unsure_readings_of_the_pill_and_the_next_pill_are_not_mismatches():
     # A pill read elsewhere is a mismatch however unsure the cells under the predicted one.
     elsewhere = replace(seen((7, 3)), falling=FallingPill(2, 9, 0, (1, 1)))
     assert mismatches(pred, elsewhere, cfg) == ["pill"]
+    # The predicted pose in another colour: a mismatch when read surely, none when unsure (the
+    # real game: a yellow half read as blue at 0.55-0.83 just before the lock); unsure
+    # elsewhere is still one.
+    for conf, want in ((0.99, ["pill"]), (0.6, [])):
+        recoloured = replace(seen(), falling=FallingPill(2, 8, 0, (1, 2), confidence=conf))
+        assert mismatches(pred, recoloured, cfg) == want, conf
+    # (the pose as drawn: the game's rotation 2 is drawn as 0)
+    turned = replace(pred, falling=FallingPill(2, 8, 2, (1, 1)))
+    assert mismatches(turned, replace(seen(), falling=FallingPill(2, 8, 0, (2, 1), 0.6)), cfg) == []
+    unsure_elsewhere = replace(seen(), falling=FallingPill(2, 9, 0, (1, 2), confidence=0.6))
+    assert mismatches(pred, unsure_elsewhere, cfg) == ["pill"]
 
 
 @pytest.mark.parametrize("misread", [2, 5, 12])

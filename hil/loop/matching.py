@@ -75,6 +75,20 @@ def _unsure_under(pill: FallingPill, obs: Observation, cfg: MatchConfig) -> bool
     return False
 
 
+def _unsure_colours(pred: FallingPill | None, seen: FallingPill | None, cfg: MatchConfig) -> bool:
+    """True when the reader saw the falling pill at the predicted pose (x, y and rotation as
+    drawn) in other colours, with less than ``cfg.min_confidence``: no evidence of another pill
+    (a pill's colours cannot change while it falls; they were read on the preview before its
+    spawn). On the real game's frames the ROM-fitted reader read a yellow half as blue for one or
+    two frames before the lock, at 0.55-0.83, over a bottle full of viruses (docs/RUN.md,
+    "Tracking"); counted as a mismatch, each misread became a false divergence and a re-sync
+    that wrote the wrong colour into the shadow."""
+    if pred is None or seen is None or seen.confidence >= cfg.min_confidence:
+        return False
+    a, b = pred.drawn(), seen.drawn()
+    return (a.x, a.y, a.rotation) == (b.x, b.y, b.rotation)
+
+
 def _same_picture(pred: ScreenKind, seen: ScreenKind) -> bool:
     """A predicted stage clear or top-out seen as a LEVEL picture: the console draws the bottle
     as in play for the first frames of those phases (the STAGE CLEAR / GAME OVER boxes come
@@ -127,6 +141,8 @@ def mismatches(
         pass  # the lock frame: the sprite over the same pill drawn in the bottle
     elif pred.falling is not None and obs.falling is None and _unsure_under(pred.falling, obs, cfg):
         pass  # no pill read where the reader was unsure of the cells the predicted one covers
+    elif _unsure_colours(pred.falling, obs.falling, cfg):
+        pass  # the predicted pose, another colour read with less than min_confidence
     elif (pred.falling is None) != (obs.falling is None) or (
         pred.falling is not None
         and obs.falling is not None
