@@ -250,6 +250,16 @@ def expected_best_leaf(
     taps_only: bool = False,
     max_settle: int = 10000,
 ) -> float: ...
+def expected_best_leaves(
+    games: Sequence[Game],
+    frames: Sequence[float] | npt.ArrayLike,
+    pairs: Sequence[tuple[int, int]],
+    probs: Sequence[float],
+    weights: npt.NDArray[np.float64],
+    danger: npt.NDArray[np.float64],
+    taps_only: bool = False,
+    max_settle: int = 10000,
+) -> npt.NDArray[np.float64]: ...
 
 class Menu:
     def __init__(

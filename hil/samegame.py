@@ -29,15 +29,16 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import engine
 from engine import _core
-from policy.play import STAGE_CLEAR, at_spawn, to_spawn
+from policy.play import DEFAULT_MAX_FRAMES, STAGE_CLEAR, Episode, at_spawn, play, to_spawn
 
 # A game that has not ended by then is not played on (policy.play's time-out).
-MAX_FRAMES = 100_000
+MAX_FRAMES = DEFAULT_MAX_FRAMES
 
 
 class SameGameError(ValueError):
@@ -139,17 +140,39 @@ def replay_level(state0: engine.Game, placements: list[int], players: Players | 
     return out
 
 
+@dataclass(frozen=True)
+class _FromState(Episode):
+    """policy.play's Episode for a level the loop played: its game is a copy of state 0."""
+
+    state0: engine.Game | None = None
+
+    def game(self) -> engine.Game:
+        assert self.state0 is not None
+        return self.state0.clone()
+
+
+class _FirstThenRest:
+    """policy.play's Policy for one level: ``players.first`` decides the first pill it is
+    asked for, ``players.rest`` every other."""
+
+    def __init__(self, players: Players) -> None:
+        self.players, self.name, self.asked = players, players.name, 0
+
+    def act(self, game: engine.Game) -> Any:
+        p = self.players.first if self.asked == 0 else self.players.rest
+        self.asked += 1
+        return p.act(game)
+
+
 def play_level(state0: engine.Game, players: Players) -> dict[str, Any]:
-    """``players`` from ``state0`` to the stage clear, a top-out or MAX_FRAMES."""
-    g = state0.clone()
-    to_spawn(g)
-    pills = 0
-    while at_spawn(g) and int(g.frame) < MAX_FRAMES:
-        move = (players.first if pills == 0 else players.rest).act(g)
-        g.run(move.masks)
-        pills += 1
-        to_spawn(g)
-    return {"frames": _frames(g), "pills": pills, "topped_out": int(g.phase) != STAGE_CLEAR}
+    """``players`` from ``state0`` to the stage clear, a top-out or MAX_FRAMES (policy.play.play:
+    ValueError when a move does not lock)."""
+    r = play(_FirstThenRest(players), _FromState(0, 0, 0, state0=state0), MAX_FRAMES)
+    return {
+        "frames": r.frames if r.cleared else None,
+        "pills": r.pills,
+        "topped_out": not r.cleared,
+    }
 
 
 def _median(xs: list[int | None]) -> float | None:

@@ -124,33 +124,53 @@ class SearchPlayer:
             picks.append([int(k) for k in np.argsort(-row[pl], kind="stable")[: self.prior_k]])
         return picks
 
-    def _third_ply(
-        self, g2: engine.Game, t0: float, w: Weights, memo: dict[Any, float] | None = None
-    ) -> float:
-        """Expected best value over the unseen third pill's colours at spawn state g2 (reached
-        t0 frames after the root), in one engine call (engine._core.expected_best_leaf): g2
+    def _third_plies(
+        self,
+        games: Sequence[engine.Game],
+        t0s: Sequence[float],
+        w: Weights,
+        memo: dict[Any, float] | None = None,
+    ) -> list[float]:
+        """Expected best value over the unseen third pill's colours at each spawn state
+        games[i] (reached t0s[i] frames after the root), in one engine call
+        (engine._core.expected_best_leaves, the interpreter lock released once: one call per
+        state from the live loop's worker thread waited for the lock after each): the state
         expanded with every colour pair (expand_colours: 2 plans instead of 6), each pair's
         best leaf (teacher.leaf_values) less the mobility penalty of its child count, weighted
-        by the pair's probability; g2's own leaf when some pair cannot be placed.
+        by the pair's probability; the state's own leaf when some pair cannot be placed.
 
-        memo: values already computed in this search, by (g2's state bytes, t0) (the same
-        weights): the 9 next-pill pairs a pondering searches reach the same g2 at the same
+        memo: values already computed in this search, by (state bytes, t0) (the same
+        weights): the 9 next-pill pairs a pondering searches reach the same state at the same
         t0 often (a pair and its mirror, (a, b) and (b, a), put the same halves in the same
         cells: about a third of the calls at level 20 HI), and the engine is deterministic,
         so a value found there is the value, bit for bit."""
-        key = None
-        if memo is not None:
-            key = (bytes(g2.state_bytes()), t0)
-            hit = memo.get(key)
-            if hit is not None:
-                return hit
-        p, d = packed_weights(w)
-        v: float = _core.expected_best_leaf(
-            g2, _PAIRS, _PROBS, t0, p, d, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES
-        )
-        if memo is not None:
-            memo[key] = v
-        return v
+        out = [0.0] * len(games)
+        need: dict[Any, list[int]] = {}
+        for i, (g, t) in enumerate(zip(games, t0s, strict=True)):
+            key = (bytes(g.state_bytes()), t) if memo is not None else i
+            if memo is not None and key in memo:
+                out[i] = memo[key]
+            else:
+                need.setdefault(key, []).append(i)
+        if need:
+            p, d = packed_weights(w)
+            first = [at[0] for at in need.values()]
+            values = _core.expected_best_leaves(
+                [games[i] for i in first],
+                [t0s[i] for i in first],
+                _PAIRS,
+                _PROBS,
+                p,
+                d,
+                taps_only=self.taps_only,
+                max_settle=MAX_SETTLE_FRAMES,
+            )
+            for (key, at), v in zip(need.items(), values, strict=True):
+                for i in at:
+                    out[i] = float(v)
+                if memo is not None:
+                    memo[key] = float(v)
+        return out
 
     def search(self, game: engine.Game, first: Any = None) -> tuple[Any, F64]:
         """(expansion of `game`, value per child float64[P]); the best child is the choice.
@@ -196,7 +216,7 @@ class SearchPlayer:
     ) -> F64:
         """Plies 2 and 3 below the children `order` of `e`; expand2(k): child k expanded with
         the visible next pill; memo: third-ply values shared with other calls for the same
-        root (_third_ply). The value per child, as search() returns it."""
+        root (_third_plies). The value per child, as search() returns it."""
         values = v1.copy()
         searched = e.phases != PLAYING
         seconds: dict[int, tuple[_core.Expansion, F64, float, F64]] = {}
@@ -218,19 +238,24 @@ class SearchPlayer:
             return values  # a stage clear now is the best there is
         # Ply 3 for the best first-ply children, ranked above every child not searched as deep.
         top = sorted(seconds, key=lambda k: -values[k])[: self.beam3]
-        deep = {}
+        deep: dict[int, float] = {}
+        jobs: list[tuple[int, int, float]] = []  # (k, grandchild j, frames to its spawn)
         for k in top:
             e2, v2, mob, bonus = seconds[k]
             t2 = t1[k] + e2.lock_frames + e2.settle_frames
-            best = -np.inf
             live2 = np.flatnonzero(e2.phases == PLAYING)
             done2 = np.flatnonzero(e2.phases != PLAYING)
-            if done2.size:  # a stage clear (or a top-out) on the second pill is exact
-                best = float(v2[done2].max())
+            # a stage clear (or a top-out) on the second pill is exact
+            deep[k] = float(v2[done2].max()) if done2.size else -np.inf
             for j in live2[np.argsort(-v2[live2], kind="stable")][: self.width3]:
-                third = self._third_ply(e2.child(int(j)), float(t2[j]), w, memo)
-                best = max(best, third + float(bonus[j]))
-            deep[k] = best - mob
+                jobs.append((k, int(j), float(t2[j])))
+        thirds = self._third_plies(
+            [seconds[k][0].child(j) for k, j, _ in jobs], [t for _, _, t in jobs], w, memo
+        )
+        for (k, j, _), third in zip(jobs, thirds, strict=True):
+            deep[k] = max(deep[k], third + float(seconds[k][3][j]))
+        for k in top:
+            deep[k] -= seconds[k][2]
         floor3 = min(deep.values())
         ceiling = (
             max(values[k] for k in range(len(e)) if k not in deep) if len(deep) < len(e) else 0.0
@@ -251,7 +276,7 @@ class SearchPlayer:
         children differ only in their falling pill, which expand_colours sets) and the plans
         of the second ply (one engine._core.expand_colours per child: 2 plans for all pairs);
         the prior runs once per pair, and the third ply is each pair's own but computed once
-        for a state two pairs reach at the same frame (_third_ply's memo). `first` as in
+        for a state two pairs reach at the same frame (_third_plies' memo). `first` as in
         search(). Raises ValueError when `game` has no pill to plan."""
         pairs = [(int(a), int(b)) for a, b in pairs]
         w = self.weights_for(game)

@@ -225,10 +225,34 @@ def test_the_engines_third_ply_is_the_python_formula_bit_for_bit() -> None:
         _core.expected_best_leaf(game, [(0, 1)], [0.5, 0.5], 0.0, p, d)
 
 
+def test_expected_best_leaves_is_expected_best_leaf_for_each_state() -> None:
+    """The batched third ply (one call, the interpreter lock released once) gives each state's
+    expected_best_leaf, bit for bit; a state not at a spawn is named, frames must match."""
+    game = Episode(20, 2, 0x600C, 2).game()
+    to_spawn(game)
+    e = _core.expand(game, max_settle=MAX_SETTLE_FRAMES)
+    live = [k for k in range(len(e)) if int(e.phases[k]) == 1][:12]
+    games = [e.child(k) for k in live]
+    frames = [float(40 + k) for k in live]
+    p, d = packed_weights(Weights())
+    pairs = [c for c, _ in COLOUR_PAIRS]
+    got = _core.expected_best_leaves(games, frames, pairs, _PROBS, p, d)
+    assert got.dtype == np.float64 and len(got) == len(games) >= 8
+    for g, t, v in zip(games, frames, got, strict=True):
+        assert v == _core.expected_best_leaf(g, pairs, _PROBS, t, p, d)
+    assert len(_core.expected_best_leaves([], [], pairs, _PROBS, p, d)) == 0
+    falling = games[1].clone()
+    falling.step(0)
+    with pytest.raises(ValueError, match=r"games\[1\] must be at a spawn state"):
+        _core.expected_best_leaves([games[0], falling], frames[:2], pairs, _PROBS, p, d)
+    with pytest.raises(ValueError, match="one per game"):
+        _core.expected_best_leaves(games, frames[:-1], pairs, _PROBS, p, d)
+
+
 def test_the_pairs_share_third_ply_values_and_give_search_s_values_bit_for_bit(monkeypatch) -> None:
     """search_pairs computes a third-ply value once for a state two next pills reach at the
-    same frame (a pair and its mirror): fewer engine calls than a search() per pair, the same
-    values per child, bit for bit, for every pair."""
+    same frame (a pair and its mirror): fewer states valued by the engine than a search() per
+    pair, the same values per child, bit for bit, for every pair."""
     import policy.search as search_mod
     from policy.onnx_policy import PlacementPolicy
     from policy.ponder import COLOUR_PAIRS_ORDERED
@@ -240,9 +264,9 @@ def test_the_pairs_share_third_ply_values_and_give_search_s_values_bit_for_bit(m
         def __getattr__(self, name: str):
             return getattr(real, name)
 
-        def expected_best_leaf(self, *a, **k):
-            calls["n"] += 1
-            return real.expected_best_leaf(*a, **k)
+        def expected_best_leaves(self, games, *a, **k):
+            calls["n"] += len(games)
+            return real.expected_best_leaves(games, *a, **k)
 
     monkeypatch.setattr(search_mod, "_core", Counting())
     player = SearchPlayer(prior=PlacementPolicy())

@@ -283,6 +283,51 @@ weights: Weights.packed(); danger: Weights.danger(). Raises ValueError when `gam
 a spawn state.)doc");
 
   m.def(
+      "expected_best_leaves",
+      [](const py::sequence& games, const py::handle& frames, const py::handle& pairs,
+         const py::handle& probs, const py::handle& weights, const py::handle& danger,
+         bool taps_only, const py::handle& max_settle) {
+        std::vector<drm::State> states;
+        states.reserve(games.size());
+        for (py::handle g : games)
+          states.push_back(game_of(py::reinterpret_borrow<py::object>(g)).s);
+        const auto n = static_cast<py::ssize_t>(states.size());
+        const std::vector<double> t = doubles(frames, "frames", n, "one per game");
+        const auto cs = colour_pairs(pairs);
+        const std::vector<double> p =
+            doubles(probs, "probs", static_cast<py::ssize_t>(cs.size()), "one per pair");
+        std::vector<double> dg;
+        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
+        const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
+        const int settle_max = settle_limit(max_settle);
+        py::array_t<double> out(n);
+        double* v = out.mutable_data();
+        py::ssize_t bad = -1;
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t i = 0; i < n && bad < 0; ++i) {
+            if (!drm::expected_best_leaf(states[static_cast<size_t>(i)], opt, settle_max, cs, p,
+                                         t[static_cast<size_t>(i)], w, v[i])) {
+              bad = i;
+            }
+          }
+        }
+        if (bad >= 0) {
+          throw py::value_error("games[" + std::to_string(bad) +
+                                "] must be at a spawn state (playing, nextAction "
+                                "action_sendPillFinished); use engine._core.settle(game) first");
+        }
+        return out;
+      },
+      py::arg("games"), py::arg("frames"), py::arg("pairs"), py::arg("probs"), py::arg("weights"),
+      py::arg("danger"), py::arg("taps_only") = false, py::arg("max_settle") = 10000,
+      R"doc(expected_best_leaf for many spawn states in one call: float64[N], games[i] reached
+frames[i] after the root (N games, N frames), the interpreter lock released once for all of
+them (the search's third ply from a thread beside the live loop's: one call per state waited
+for the lock after each). Raises ValueError naming the first game not at a spawn state, or
+when frames does not hold one number per game.)doc");
+
+  m.def(
       "settle",
       [](const py::object& game, const py::handle& max_frames) {
         drm::PyGame& g = game_of(game);
