@@ -119,6 +119,31 @@ drm::LeafWeights leaf_weights(const py::handle& packed, const py::handle& danger
   return w;
 }
 
+// The arguments expected_best_leaf and expected_best_leaves share, checked. Not copied: `w`
+// points into `danger`.
+struct ThirdPly {
+  std::vector<std::array<uint8_t, 2>> pairs;
+  std::vector<double> probs;
+  std::vector<double> danger;
+  drm::LeafWeights w;
+  drm::PlanOptions opt;
+  int settle_max;
+
+  ThirdPly(const py::handle& pairs_obj, const py::handle& probs_obj, const py::handle& weights,
+           const py::handle& danger_obj, bool taps_only, const py::handle& max_settle)
+      : pairs(colour_pairs(pairs_obj)),
+        probs(doubles(probs_obj, "probs", static_cast<py::ssize_t>(pairs.size()), "one per pair")),
+        w(leaf_weights(weights, danger_obj, danger)),
+        opt(plan_options(taps_only, py::int_(0))),
+        settle_max(settle_limit(max_settle)) {}
+  ThirdPly(const ThirdPly&) = delete;
+  ThirdPly& operator=(const ThirdPly&) = delete;
+
+  bool value(const drm::State& s, double frames, double& v) const {
+    return drm::expected_best_leaf(s, opt, settle_max, pairs, probs, frames, w, v);
+  }
+};
+
 }  // namespace
 
 void register_search(py::module_& m) {
@@ -253,18 +278,12 @@ danger: Weights.danger() (128). Raises ValueError/TypeError on bad shapes.)doc")
          const py::handle& weights, const py::handle& danger, bool taps_only,
          const py::handle& max_settle) {
         const drm::State s = game_of(game).s;
-        const auto cs = colour_pairs(pairs);
-        const std::vector<double> p =
-            doubles(probs, "probs", static_cast<py::ssize_t>(cs.size()), "one per pair");
-        std::vector<double> dg;
-        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
-        const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
-        const int settle_max = settle_limit(max_settle);
+        const ThirdPly a(pairs, probs, weights, danger, taps_only, max_settle);
         double value = 0.0;
         bool ok;
         {
           py::gil_scoped_release release;
-          ok = drm::expected_best_leaf(s, opt, settle_max, cs, p, frames, w, value);
+          ok = a.value(s, frames, value);
         }
         if (!ok) {
           throw py::value_error(
@@ -293,21 +312,14 @@ a spawn state.)doc");
           states.push_back(game_of(py::reinterpret_borrow<py::object>(g)).s);
         const auto n = static_cast<py::ssize_t>(states.size());
         const std::vector<double> t = doubles(frames, "frames", n, "one per game");
-        const auto cs = colour_pairs(pairs);
-        const std::vector<double> p =
-            doubles(probs, "probs", static_cast<py::ssize_t>(cs.size()), "one per pair");
-        std::vector<double> dg;
-        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
-        const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
-        const int settle_max = settle_limit(max_settle);
+        const ThirdPly a(pairs, probs, weights, danger, taps_only, max_settle);
         py::array_t<double> out(n);
         double* v = out.mutable_data();
         py::ssize_t bad = -1;
         {
           py::gil_scoped_release release;
           for (py::ssize_t i = 0; i < n && bad < 0; ++i) {
-            if (!drm::expected_best_leaf(states[static_cast<size_t>(i)], opt, settle_max, cs, p,
-                                         t[static_cast<size_t>(i)], w, v[i])) {
+            if (!a.value(states[static_cast<size_t>(i)], t[static_cast<size_t>(i)], v[i])) {
               bad = i;
             }
           }
