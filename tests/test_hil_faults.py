@@ -233,7 +233,12 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path, profile):
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    # 130, or death by SIGINT, which a shell reports as 130 too. About 1 run in 20 (24 runs of
+    # this test on f577ea4: 1) ends by SIGINT after printing the one line: main() caught the
+    # interruption and returned 130, but CPython had marked a KeyboardInterrupt unhandled
+    # somewhere in start-up and ends such a process by re-raising SIGINT (Py_RunMain's
+    # exit_sigint) whatever the exit status.
+    assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err
     assert "interrupted" in err or "stopped by SIGINT" in err, err
 
