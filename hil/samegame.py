@@ -35,10 +35,7 @@ from typing import Any
 
 import engine
 from engine import _core
-from policy.play import DEFAULT_MAX_FRAMES, STAGE_CLEAR, Episode, at_spawn, play, to_spawn
-
-# A game that has not ended by then is not played on (policy.play's time-out).
-MAX_FRAMES = DEFAULT_MAX_FRAMES
+from policy.play import STAGE_CLEAR, Episode, at_spawn, play, to_spawn
 
 
 class SameGameError(ValueError):
@@ -165,9 +162,9 @@ class _FirstThenRest:
 
 
 def play_level(state0: engine.Game, players: Players) -> dict[str, Any]:
-    """``players`` from ``state0`` to the stage clear, a top-out or MAX_FRAMES (policy.play.play:
-    ValueError when a move does not lock)."""
-    r = play(_FirstThenRest(players), _FromState(0, 0, 0, state0=state0), MAX_FRAMES)
+    """``players`` from ``state0`` to the stage clear, a top-out or policy.play's time-out
+    (policy.play.play: ValueError when a move does not lock)."""
+    r = play(_FirstThenRest(players), _FromState(0, 0, 0, state0=state0))
     return {
         "frames": r.frames if r.cleared else None,
         "pills": r.pills,
