@@ -23,6 +23,7 @@ from engine._core import (
     pill_colors,
     plan,
     rng_step,
+    seeds_for_field,
 )
 from engine.constants import (
     Button,
@@ -80,6 +81,7 @@ __all__ = [
     "VersusPlayer",
     "cutscene_before",
     "generate_level",
+    "seeds_for_field",
     "pill_colors",
     "plan",
     "render_frame",

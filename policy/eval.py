@@ -29,7 +29,16 @@ import numpy as np
 
 from policy.play import DEFAULT_MAX_FRAMES, Episode, Policy, Result, episodes, play
 
-POLICIES = ("random", "greedy", "teacher", "onnx", "search", "search-late5", "search-ponder")
+POLICIES = (
+    "random",
+    "greedy",
+    "teacher",
+    "onnx",
+    "search",
+    "search-late5",
+    "search-ponder",
+    "beam",
+)
 DEFAULT_POLICIES = ("random", "greedy", "teacher", "onnx")
 SPEEDS = {"low": 0, "med": 1, "hi": 2}
 SPEED_NAMES = {v: k for k, v in SPEEDS.items()}
@@ -49,6 +58,8 @@ class Config:
     max_frames: int
     search_beam3: int | None = None  # None: SearchPlayer's default
     search_width3: int | None = None
+    beam_depth: int | None = None  # None: BeamPlayer's default
+    beam_width: int | None = None
 
 
 def parse_levels(text: str) -> list[int]:
@@ -145,6 +156,15 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
         if name == "search-ponder":
             return PonderedSearch(player)
         return player
+    if name == "beam":
+        from policy.beam import BeamPlayer
+
+        beam = BeamPlayer(taps_only=cfg.taps_only)
+        if cfg.beam_depth is not None:
+            beam.depth = cfg.beam_depth
+        if cfg.beam_width is not None:
+            beam.width = cfg.beam_width
+        return beam
     raise ValueError(f"unknown policy {name!r}")
 
 
@@ -311,9 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
-        help="among random,greedy,teacher,onnx,search,search-late5,search-ponder (default: the"
-        " first four; search-late5 and search-ponder: the search as the live loop decides, 5 frames"
-        " after the spawn or pondered without the next pill, docs/POLICY.md)",
+        help="among random,greedy,teacher,onnx,search,search-late5,search-ponder,beam (default:"
+        " the first four; search-late5 and search-ponder: the search as the live loop decides, 5"
+        " frames after the spawn or pondered without the next pill; beam: a beam search over the"
+        " pills the reserve will throw, docs/POLICY.md)",
     )
     ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
     ap.add_argument("--out", default="out/eval", help="folder for eval.json and eval.png")
@@ -334,6 +355,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="the search's third-ply grandchildren per child (default SearchPlayer's, 4)",
     )
+    ap.add_argument(
+        "--beam-depth", type=int, default=None, help="the beam's pills (default BeamPlayer's, 8)"
+    )
+    ap.add_argument(
+        "--beam-width",
+        type=int,
+        default=None,
+        help="the beam's states per pill (default BeamPlayer's, 80)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -344,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
         if args.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {args.workers}")
-        for flag in ("search_beam3", "search_width3"):
+        for flag in ("search_beam3", "search_width3", "beam_depth", "beam_width"):
             v = getattr(args, flag)
             if v is not None and v < 1:
                 raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
@@ -356,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_frames=args.max_frames,
         search_beam3=args.search_beam3,
         search_width3=args.search_width3,
+        beam_depth=args.beam_depth,
+        beam_width=args.beam_width,
     )
     try:
         results, rows = evaluate(
@@ -382,6 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         shipped = SearchPlayer()
         recorded["search_beam3"] = args.search_beam3 or shipped.beam3
         recorded["search_width3"] = args.search_width3 or shipped.width3
+    if "beam" in policies:  # the beam's size
+        from policy.beam import BeamPlayer
+
+        default = BeamPlayer()
+        recorded["beam_depth"] = args.beam_depth or default.depth
+        recorded["beam_width"] = args.beam_width or default.width
     doc = {
         "args": recorded,
         "summary": rows,

@@ -69,6 +69,7 @@ def test_attacks_on_the_bot_are_tracked_without_a_desync():
         (["--strength", "3"], "--strength is for --versus"),
         (["--policy", "search-attack"], "--policy search-attack is for --versus"),
         (["--versus", "--strength", "6"], "6 is outside 1..5"),
+        (["--versus", "--policy", "beam"], "--policy beam is for one player"),
     ],
 )
 def test_bad_versus_options_are_one_line_and_exit_2(argv, says):

@@ -186,6 +186,27 @@ def test_result_arrays() -> None:
     assert set(np.unique(cells)) <= {EMPTY, 0xD0, 0xD1, 0xD2}
 
 
+@pytest.mark.parametrize(("level", "seed"), [(0, 0x8988), (7, 0x1234), (20, 0x1FB4), (24, 0x8860)])
+def test_seeds_for_field_names_every_seed_of_a_board(level: int, seed: int) -> None:
+    """The seed behind a board, with any other seed whose level is the same board: the
+    reserves then differ, so the pills seen tell them apart (hil's tracker)."""
+    board = engine.generate_level(level, seed)["field"]
+    found = engine.seeds_for_field(level, board.reshape(16, 8))
+    assert seed & ~1 in found and found == sorted(found)
+    for s in found:
+        assert s % 2 == 0 and np.array_equal(engine.generate_level(level, s)["field"], board)
+    reserves = {engine.generate_level(level, s)["pill_reserve"].tobytes() for s in found}
+    assert len(reserves) == len(found)
+
+
+def test_seeds_for_field_of_no_level_and_bad_arguments() -> None:
+    assert engine.seeds_for_field(20, np.full(128, EMPTY, np.uint8)) == []
+    with pytest.raises(ValueError, match="128 cell codes"):
+        engine.seeds_for_field(20, np.zeros(127, np.uint8))
+    with pytest.raises(ValueError, match="level"):
+        engine.seeds_for_field(25, np.zeros(128, np.uint8))
+
+
 # ---------------------------------------------------------------- virus count and height
 
 

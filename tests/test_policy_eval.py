@@ -93,3 +93,26 @@ def test_search_widths_reach_the_player_and_are_checked(
     with pytest.raises(SystemExit) as e:
         main(["--policies", "search", "--search-width3", "0", "--out", str(tmp_path)])
     assert e.value.code == 2 and "--search-width3 must be >= 1" in capsys.readouterr().err
+
+
+def test_beam_sizes_reach_the_player_and_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from policy.beam import BeamPlayer
+    from policy.eval import make_policy
+    from policy.play import Episode
+
+    ep = Episode(20, 2, 0x8000, 0)
+    default = make_policy("beam", CFG, ep)
+    assert isinstance(default, BeamPlayer) and (default.depth, default.width) == (8, 80)
+    small = make_policy("beam", Config(None, True, 2500, beam_depth=3, beam_width=5), ep)
+    assert isinstance(small, BeamPlayer) and (small.depth, small.width) == (3, 5)
+    out = tmp_path / "ev"
+    args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", "beam"]
+    assert main([*args, "--beam-depth", "2", "--workers", "1", "--out", str(out)]) == 0
+    doc = json.loads((out / "eval.json").read_text())
+    assert (doc["args"]["beam_depth"], doc["args"]["beam_width"]) == (2, 80)
+    assert doc["summary"][0]["policy"] == "beam" and doc["summary"][0]["clear_rate"] == 1.0
+    with pytest.raises(SystemExit) as e:
+        main(["--policies", "beam", "--beam-width", "0", "--out", str(tmp_path)])
+    assert e.value.code == 2 and "--beam-width must be >= 1" in capsys.readouterr().err

@@ -820,3 +820,30 @@ def test_a_virus_read_as_its_clearing_tile_at_the_level_start_stays_a_virus():
     assert "desync" not in names(events)
     got = tracker.state_at(0)
     assert got is not None and np.asarray(got[0].field).reshape(16, 8)[r, c] == board[r, c]
+
+
+def test_the_levels_seed_from_its_board_gives_the_states_the_levels_pills():
+    """Four seeds make this level-3 board; two of them show the intro's preview (reserve[1])
+    the console shows, and the first pill's preview (reserve[2]) tells those apart: the
+    states then hold the console's reserve, so a policy planning on them plays the pills the
+    game will throw (policy.beam)."""
+    level, seed = 3, 0x4030
+    board = engine.generate_level(level, seed)["field"]
+    assert len(engine.seeds_for_field(level, board)) == 4
+    con = Console(level=level, speed=1, seed=seed, start=20, frames=300)
+    logged = []
+    tracker = make_tracker()
+    tracker.log = logged.append
+    tracker.begin_level(level, 1, con.start)
+    events = drive(tracker, con)
+    start = next(e for e in events if e.name == "level_start")
+    assert start.data["seeds"] == 2
+    assert [e.data for e in logged if e.name == "seeds"] == [{"pill": 1, "seeds": 1}]
+    assert tracker.lv is not None and list(tracker.lv.seeds) == [seed]
+    assert "desync" not in names(events)
+    truth = con.play()
+    last = len(truth) - 2
+    got = tracker.state_at(last - con.base)
+    assert got is not None
+    assert np.array_equal(got[0].reserve, truth[last].reserve)
+    assert int(got[0].pills_counter) == int(truth[last].pills_counter)

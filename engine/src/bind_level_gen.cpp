@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "level_gen.h"
 #include "py_args.h"
@@ -64,6 +65,36 @@ py::dict generate_level_py(const py::handle& level_arg, const py::handle& seed_a
   return out;
 }
 
+// Every even seed (2..0xFFFE) whose level `level` has exactly `field`'s viruses. The reserve is
+// generated before the viruses from the same state (initData_level $8216), so a seed found
+// here also gives the level's pills; seeds s and s | 1 make the same level (bit 0 is shifted
+// out by the first step), so only even ones are listed. Seeds 0/1 (the locked RNG) are left
+// out: the console hangs on them from level 2.
+py::list seeds_for_field_py(const py::handle& level_arg, const py::handle& field_arg) {
+  const int level = to_level(level_arg);
+  const auto field =
+      py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(field_arg);
+  if (!field || field.size() != drm::kFieldSize) {
+    throw py::value_error("field must be " + std::to_string(drm::kFieldSize) +
+                          " cell codes (uint8[16, 8] or [128])");
+  }
+  std::array<uint8_t, drm::kFieldSize> want{};
+  std::memcpy(want.data(), field.data(), drm::kFieldSize);
+  std::vector<int> found;
+  {
+    py::gil_scoped_release release;
+    for (int seed = 2; seed <= 0xFFFE; seed += 2) {
+      drm::Rng rng = drm::Rng::from_state(static_cast<uint16_t>(seed));
+      drm::LevelSetup setup{};
+      drm::generate_level(level, rng, setup);
+      if (setup.field == want) found.push_back(seed);
+    }
+  }
+  py::list out;
+  for (int seed : found) out.append(seed);
+  return out;
+}
+
 }  // namespace
 
 void register_level_gen(py::module_& m) {
@@ -79,6 +110,15 @@ uint8[128] (RAM $0780-$07FF, ids 0..8), pill_colors uint8[128, 2] (left, right; 
 starts), add_virus_calls (frames of the virus loop), level, seed.
 Raises ValueError for a level or seed out of range, or for seed 0/1 (RNG locked at 0) at
 levels 2+, where the console hangs placing viruses; TypeError for a non-integer.)doc");
+  m.def("seeds_for_field", &seeds_for_field_py, py::arg("level"), py::arg("field"),
+        R"doc(The even seeds (2..0xFFFE) whose level `level` is `field`: list[int], ascending.
+
+field: uint8[16, 8] or [128] cell codes as generate_level returns them (RAM $0400-$047F;
+viruses $Dc, empty $FF). The reserve comes from the same seed (generatePillsReserve $82B0
+before addVirus $9D19), so one seed found names the level's 128 pills; boards can coincide
+between seeds (docs/LEVEL_GEN.md), so the list may hold more than one, or none for a board
+no seed makes. About 30 ms (32,767 levels generated, the interpreter lock released).
+Raises ValueError for a level out of range or a field of the wrong size.)doc");
   m.def(
       "rng_step", [](const py::handle& seed) { return drm::rng_step(to_seed(seed)); },
       py::arg("seed"),

@@ -127,11 +127,12 @@ def _add_play_args(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--policy",
-        choices=["auto", "onnx", "search", "heuristic", "search-attack"],
+        choices=["auto", "onnx", "search", "heuristic", "search-attack", "beam"],
         default="auto",
         help="auto, onnx, search (policy.search with the network as prior: slower, stronger; "
-        "docs/RUN.md), heuristic, or with --versus search-attack (the search aiming for "
-        "attacks; docs/VERSUS.md)",
+        "docs/RUN.md), heuristic, beam (policy.beam over the level's pills, known from its "
+        "board; one player), or with --versus search-attack (the search aiming for attacks; "
+        "docs/VERSUS.md)",
     )
     run.add_argument(
         "--planner",
@@ -296,6 +297,8 @@ def _versus(
         if given:
             raise SystemExit(f"hil run: {given[0]} is for --versus")
         return None
+    if args.policy == "beam":
+        raise SystemExit("hil run: --policy beam is for one player (a match's pills are shared)")
     if args.levels or args.max_levels is not None:
         raise SystemExit("hil run: --versus plays one level: give --level and --speed")
     if args.both and (args.p1 is not None or args.p1_wait is not None):

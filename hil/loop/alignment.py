@@ -88,6 +88,24 @@ def _signature(o: Observation) -> tuple[Any, ...]:
     )
 
 
+def level_seeds(
+    level: int, board: np.ndarray, next0: tuple[int, int] | None
+) -> dict[int, np.ndarray]:
+    """The seeds whose level ``level`` is ``board`` (engine.seeds_for_field: the reserve is
+    made from the same RNG state just before the viruses, generatePillsReserve [$82B0]), each
+    with its pill reserve (ids uint8[128]), in ascending order; those whose reserve[1] (the
+    preview shown during the intro, docs/LEVEL_GEN.md) has the colours ``next0`` first when
+    any has (a preview misread keeps the others). Empty when no seed makes the board (a board
+    misread, or a level that is not the game's own). About 90 ms at level 20."""
+    seeds = engine.seeds_for_field(level, np.asarray(board, np.uint8).reshape(-1))
+    reserves = {s: np.asarray(engine.generate_level(level, s)["pill_reserve"]) for s in seeds}
+    if next0 is not None:
+        agree = [s for s in seeds if engine.pill_colors(int(reserves[s][1])) == tuple(next0)]
+        if agree:
+            return {s: reserves[s] for s in agree}
+    return reserves
+
+
 def _usable_seed(level: int) -> int:
     for seed in (0x8988, 0x1234, 0x4321):
         try:
@@ -173,6 +191,9 @@ class Alignment:
         if lv.base is not None:
             return None  # aligned meanwhile
         if not lv.tables:
+            if lv.opponent is None:  # one player: the level's pills from its board
+                assert lv.board is not None
+                lv.seeds = level_seeds(lv.level, lv.board, lv.next0)
             states = [_make_state0(lv, c) for c in range(16)]
             lv.tables, lv.table_throw, lv.table_lock = intro_tables(states, self.cfg.intro_frames)
             w = self.cfg.align_window
@@ -294,6 +315,7 @@ def _start(lv: TrackedLevel, b: int, c: int, ambiguous: bool) -> Event:
             "viruses": int(state.virus_count),
             "ambiguous": ambiguous,
             "misses": lv.misses.get((b, c), 0),
+            "seeds": len(lv.seeds),
         },
     )
     lv.observations.clear()
@@ -339,10 +361,15 @@ def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
 def _make_state0(lv: TrackedLevel, fc0: int) -> engine.Game:
     """The level's state 0 from its voted board and preview, frameCounter ``fc0`` (two
     players: the tracked player's nbPlayers-2 Game, engine.attack, with a later round's stale
-    bytes as engine.Versus.next_round takes them)."""
+    bytes as engine.Versus.next_round takes them). One player: made from the first of the
+    level's seeds (``lv.seeds``, :func:`level_seeds`), so the state holds the level's pill
+    reserve; from a seed that makes some level when no seed makes this board."""
     assert lv.board is not None
     if lv.opponent is None:
-        g = engine.Game(lv.level, lv.speed, _usable_seed(lv.level), frame_counter=fc0)
+        seed = next(iter(lv.seeds), None)
+        if seed is None:
+            seed = _usable_seed(lv.level)
+        g = engine.Game(lv.level, lv.speed, seed, frame_counter=fc0)
     else:
         seed = _usable_seed(max(lv.level, lv.opponent[0]))
         if lv.player == 1:

@@ -11,7 +11,10 @@ real time, whose plan the full one replaces when it comes in time).
 - ``search``: policy.search's 3-ply search with the network as prior (docs/POLICY.md
   "Play-time search"): stronger, ~100 ms of one core a choice, 250-1000 ms for a pondered pill;
 - ``search-attack`` (two players): the search with a bonus for each half a pill's chain sends
-  (policy.search.AttackSearch, docs/VERSUS.md "Players").
+  (policy.search.AttackSearch, docs/VERSUS.md "Players");
+- ``beam`` (one player): policy.beam's search over the pills the level's reserve will throw,
+  which the tracker's states hold once the board names the level's seed (docs/RUN.md "The
+  level's pills"); ~100 ms of one core a choice, one search for a pondered pill.
 """
 
 from __future__ import annotations
@@ -109,6 +112,49 @@ class SearchPolicy:
         raise ValueError("the search found no placement the runtime's planner reaches")
 
 
+class BeamPolicy:
+    """policy.beam.BeamPlayer from the falling pill (its first ply played with the planner's
+    own masks, policy.search.PlayedPly), on the pills of the state's reserve: the level's own
+    when the tracker found its seed (docs/RUN.md "The level's pills"), else some seed's,
+    which it plays as well as it can. ``quick`` is the ONNX network: a pill decided at its
+    spawn in real time takes its choice (``choose_now``), and a pondered pill is planned with
+    it first (hil.loop.decision)."""
+
+    name = "beam"
+
+    def __init__(self) -> None:
+        from policy.beam import BeamPlayer
+
+        self.player = BeamPlayer()
+        self.quick = OnnxPolicy()
+
+    def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+        """The network's choice (~2 ms): for a pill decided at its spawn in real time, which
+        cannot wait the beam's ~100 ms."""
+        return self.quick.choose(game, reachable)
+
+    def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
+        from policy.search import PlayedPly
+
+        ok = np.asarray(reachable, dtype=bool)
+        first = PlayedPly(game, engine.plan(game))
+        if len(first) == 0 or not ok.any():
+            raise ValueError("no placement to choose")
+        e, k = self.player.choose(game, first)
+        idx = int(e.placements[k])
+        # (the runtime's planner may reach less than engine.plan: then the network chooses)
+        return idx if ok[idx] else self.quick.choose(game, reachable)
+
+    def choose_pairs(
+        self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
+    ) -> dict[tuple[int, int], int]:
+        """The pondered pill's placement for every next pill of ``pairs``: the one chosen with
+        the next pill of the state's reserve (the level's pills are known, not guessed), so
+        the whole plan goes on the wire before the spawn."""
+        idx = self.choose(game, reachable)
+        return {(int(a), int(b)): idx for a, b in pairs}
+
+
 class Handicapped:
     """``policy`` at a strength a person chooses (``hil run --versus --strength``, 1..5;
     policy.versus.STRENGTH_RANDOM, the same table as its matches): with that probability a
@@ -176,18 +222,20 @@ class Handicapped:
 
 
 def make_policy(name: str) -> Policy:
-    """``heuristic``, ``onnx``, ``search`` or ``search-attack`` (the module docstring; the
-    last for two players). Raises ValueError for an unknown policy or one whose room is not
-    installed."""
+    """``heuristic``, ``onnx``, ``search``, ``search-attack`` or ``beam`` (the module
+    docstring; search-attack for two players, beam for one). Raises ValueError for an unknown
+    policy or one whose room is not installed."""
     if name == "heuristic":
         from hil.loop.heuristic import HeuristicPolicy
 
         return HeuristicPolicy()
-    if name not in ("onnx", "search", "search-attack"):
+    if name not in ("onnx", "search", "search-attack", "beam"):
         raise ValueError(
-            f"unknown policy {name!r}; choose heuristic, onnx, search or search-attack"
+            f"unknown policy {name!r}; choose heuristic, onnx, search, search-attack or beam"
         )
     try:
+        if name == "beam":
+            return BeamPolicy()
         return OnnxPolicy() if name == "onnx" else SearchPolicy(attack=name == "search-attack")
     except ImportError as exc:
         raise ValueError(

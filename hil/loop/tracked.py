@@ -112,8 +112,13 @@ class TrackedLevel:
         self.confirmed = 0  # newest e in history
         # The next pill's colours as read while the spawn count was k (the preview changes
         # only at a spawn: generateNextPill $8E9D); states with an unread count are not
-        # compared on them. The tracker never knows the pill reserve.
+        # compared on them.
         self.next_by_spawn: dict[int, tuple[int, int]] = {}
+        # One player: the seeds that make this level's board and agree with every preview
+        # read so far, each with its pill reserve (ids uint8[128]; hil.loop.alignment
+        # .level_seeds); the states hold the first one's reserve. Empty: the reserve is
+        # not known (the states hold some seed's).
+        self.seeds: dict[int, npt.NDArray[np.uint8]] = {}
         self.reported_spawn = 0
         self.decided_spawn = 0
         self.mismatch_run = 0

@@ -609,14 +609,37 @@ class Tracker:
 
     def _learn_next(self, spawn: int, colors: tuple[int, int]) -> None:
         """The next pill's colours read after spawn ``spawn``: written into every state of that
-        spawn (the reserve is not known to the tracker; generateNextPill $8E9D copied it
-        there), and into those of later spawns' making from now on."""
+        spawn (generateNextPill $8E9D copied them there from the reserve, which the states
+        hold only when the level's seed is known), and into those of later spawns' making
+        from now on. While several seeds make the level's board, those whose reserve shows
+        other colours there are dropped (:meth:`_narrow_seeds`)."""
         lv = self.lv
         assert lv is not None
         lv.next_by_spawn[spawn] = colors
         for e, game in lv.history.items():
             if lv.spawns.get(e) == spawn:
                 game.next_colors[:] = colors
+        if len(lv.seeds) > 1:
+            self._narrow_seeds(spawn, colors)
+
+    def _narrow_seeds(self, spawn: int, colors: tuple[int, int]) -> None:
+        """Keeps the level's seeds whose reserve has ``colors`` as the next pill after spawn
+        ``spawn`` (reserve[spawn + 1]: the first pill thrown is reserve[1], docs/LEVEL_GEN.md)
+        and writes the first one's reserve into the states when it changed. A reading no seed
+        agrees with (a misread preview) changes nothing; one seed left is kept whatever is
+        read. Logs a ``seeds`` event when the count changes."""
+        lv = self.lv
+        assert lv is not None
+        k = (spawn + 1) % len(next(iter(lv.seeds.values())))
+        keep = {s: r for s, r in lv.seeds.items() if engine.pill_colors(int(r[k])) == tuple(colors)}
+        if not keep or len(keep) == len(lv.seeds):
+            return
+        first = next(iter(keep))
+        if first != next(iter(lv.seeds)):
+            for game in lv.history.values():
+                game.reserve[:] = keep[first]
+        lv.seeds = keep
+        self.log(Event("seeds", None, {"pill": spawn, "seeds": len(keep)}))
 
     @property
     def wants_virus_frame(self) -> bool:

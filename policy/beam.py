@@ -1,0 +1,108 @@
+"""A beam search over the pills to come, read from the game's pill reserve.
+
+On the console the whole pill sequence of a level is fixed before its first throw:
+``generatePillsReserve`` [$82B0] fills 128 pills from the RNG at ``initData_level`` [$8216],
+and every spawn takes the next one (``generateNextPill`` [$8E9D]); nothing else steps the RNG
+during play (docs/LEVEL_GEN.md). The engine holds that reserve in each state, so an exact
+expansion of a state (``engine._core.expand``) throws the real next pills. :class:`BeamPlayer`
+uses that: it plays ``depth`` pills ahead with the pills the game will throw, not an
+expectation over the unseen ones (policy.search's third ply). A player that sees only the
+preview cannot do this; docs/POLICY.md "Beam search over the known pills" says what that
+changes in the comparisons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import engine
+from engine import _core
+from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Move
+from policy.teacher import Weights, leaf_values
+
+
+@dataclass
+class BeamPlayer:
+    """Beam search over the next ``depth`` pills of the reserve (frames to clear).
+
+    At a spawn state every reachable placement of the falling pill is expanded by the engine
+    (planned exactly, locked and settled to the next spawn, whose pill is the reserve's). The
+    ``width`` best live states by the teacher's leaf value (``-(frames since the root) -
+    evaluation(board)``, policy.teacher.leaf_values; weights ``weights``) are expanded again,
+    and so on for ``depth`` pills; the choice is the first placement of the best state at the
+    last depth. A stage clear ends the search at the depth it is first reached: the fastest
+    clear found there (value ``1e7 - frames``) is played towards. When every line tops out
+    the best first placement by its own leaf value is played.
+
+    depth: pills searched (the falling one included), >= 1; width: states kept per depth,
+    >= 1. depth 8 x width 80 (the defaults) were chosen on training seeds (docs/POLICY.md).
+    Cost: up to ``1 + (depth - 1) * width`` engine expansions per decision.
+    """
+
+    depth: int = 8
+    width: int = 80
+    weights: Weights = field(default_factory=Weights)
+    taps_only: bool = False
+    name: str = "beam"
+
+    def __post_init__(self) -> None:
+        if self.depth < 1 or self.width < 1:
+            raise ValueError(f"depth and width must be >= 1, got {self.depth}, {self.width}")
+
+    def _expand(self, game: engine.Game) -> Any:
+        return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
+
+    def choose(self, game: engine.Game, first: Any = None) -> tuple[Any, int]:
+        """(the root's expansion, the chosen child's position in it) at spawn state ``game``.
+        ``first``: the root's expansion when ``game`` is not a spawn state (a
+        policy.search.PlayedPly of a falling pill, as the live loop decides); None:
+        engine._core.expand(game). Raises ValueError when ``game`` is not at a spawn state
+        (engine._core.expand) or has no pill to plan."""
+        root = self._expand(game) if first is None else first
+        if len(root) == 0:
+            raise ValueError(f"no placement to choose: plan status {root.status}")
+        t = (root.lock_frames + root.settle_frames).astype(np.float64)
+        v = leaf_values(root.fields, root.viruses, root.phases, t, self.weights)
+        phases = np.asarray(root.phases)
+        if (phases == STAGE_CLEAR).any() or not (phases == PLAYING).any() or self.depth == 1:
+            return root, int(np.argmax(v))
+        # The beam: (value, frames since the root, first placement, expansion, child).
+        live = np.flatnonzero(phases == PLAYING)
+        keep = live[np.argsort(-v[live], kind="stable")][: self.width]
+        beam = [(float(v[k]), float(t[k]), int(k), root, int(k)) for k in keep]
+        for _ in range(1, self.depth):
+            cand: list[tuple[float, float, int, Any, int]] = []
+            best_clear: tuple[float, int] | None = None
+            for _, t0, first, parent, k in beam:
+                e = self._expand(parent.child(k))
+                if len(e) == 0:
+                    continue
+                ph = np.asarray(e.phases)
+                t2 = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
+                v2 = leaf_values(e.fields, e.viruses, ph, t2, self.weights)
+                cleared = np.flatnonzero(ph == STAGE_CLEAR)
+                if cleared.size:
+                    j = int(cleared[np.argmax(v2[cleared])])
+                    if best_clear is None or v2[j] > best_clear[0]:
+                        best_clear = (float(v2[j]), first)
+                cand.extend(
+                    (float(v2[j]), float(t2[j]), first, e, int(j))
+                    for j in np.flatnonzero(ph == PLAYING)
+                )
+            if best_clear is not None:
+                return root, best_clear[1]
+            if not cand:
+                break  # every line tops out within this depth
+            cand.sort(key=lambda c: -c[0])
+            beam = cand[: self.width]
+        return root, beam[0][2]
+
+    def act(self, game: engine.Game) -> Move:
+        """The placement and its masks from spawn state ``game`` (policy.play's Policy)."""
+        e, k = self.choose(game)
+        idx = int(e.placements[k])
+        # expand() locks placements without stepping masks; the one played uses the planner's.
+        return Move(idx, _core.plan(game, taps_only=self.taps_only).masks(idx))

@@ -1,0 +1,93 @@
+"""policy.beam: the beam search over the pills the reserve will throw."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from engine import _core
+from policy.beam import BeamPlayer
+from policy.play import MAX_SETTLE_FRAMES, STAGE_CLEAR, Episode, play, to_spawn
+from policy.teacher import Weights, leaf_values
+from tests.test_policy_teacher import constructed
+
+
+def test_the_last_viruses_cleared_now_are_the_choice() -> None:
+    g = constructed()
+    g.field[15 * 8 + 7] = 0xFF  # only the three reds left: the red-red pill beside them clears
+    g.virus_left_bcd[...] = 0x03
+    for depth in (1, 4):
+        decision = BeamPlayer(depth=depth, width=4, taps_only=True).act(g)
+        h = g.clone()
+        h.run(decision.masks)
+        to_spawn(h)
+        assert int(h.phase) == STAGE_CLEAR, f"depth {depth} chose {decision.placement}"
+
+
+def test_depth_one_is_the_best_one_ply_leaf() -> None:
+    game = Episode(20, 2, 0x6010, 3).game()
+    to_spawn(game)
+    player = BeamPlayer(depth=1, taps_only=True)
+    for _ in range(4):
+        e = _core.expand(game, taps_only=True, max_settle=MAX_SETTLE_FRAMES)
+        t = (e.lock_frames + e.settle_frames).astype(np.float64)
+        best = int(
+            e.placements[int(np.argmax(leaf_values(e.fields, e.viruses, e.phases, t, Weights())))]
+        )
+        move = player.act(game)
+        assert move.placement == best
+        game.run(move.masks)
+        to_spawn(game)
+
+
+def test_the_choice_follows_the_pills_the_reserve_holds() -> None:
+    """The search plays the reserve's pills: changing the pills after the next one changes
+    some choice along a game (policy.search's does not: its third pill is an expectation)."""
+    game = Episode(20, 2, 0x6012, 1).game()
+    to_spawn(game)
+    player = BeamPlayer(depth=4, width=6, taps_only=True)
+    differ = 0
+    for _ in range(6):
+        other = game.clone()
+        other.reserve[:] = (np.asarray(game.reserve).astype(int) + 4) % 9  # other pills
+        move = player.act(game)
+        differ += move.placement != player.act(other).placement
+        game.run(move.masks)
+        to_spawn(game)
+    assert differ >= 1
+
+
+def test_the_beam_clears_a_level_with_planned_placements() -> None:
+    r = play(BeamPlayer(depth=3, width=4, taps_only=True), Episode(6, 2, 0x6014, 2))
+    assert r.cleared and r.pills > 0
+
+
+def test_bad_sizes_and_a_state_not_at_a_spawn_raise() -> None:
+    with pytest.raises(ValueError, match="depth and width"):
+        BeamPlayer(depth=0)
+    with pytest.raises(ValueError, match="depth and width"):
+        BeamPlayer(width=0)
+    game = engine.Game(0, 2, 0x2468)  # state 0: the intro, no pill to plan yet
+    with pytest.raises(ValueError, match="spawn state"):
+        BeamPlayer(depth=2, width=2).choose(game)
+
+
+def test_hil_beam_policy_chooses_from_the_falling_pill_the_same_for_every_pair() -> None:
+    from hil.loop.runtime import make_policy
+    from policy.play import COLOUR_PAIRS_ORDERED
+
+    policy = make_policy("beam")
+    game = Episode(20, 2, 0x6016, 0).game()
+    to_spawn(game)
+    falling = game.clone()
+    falling.step(0)
+    plan = engine.plan(falling)
+    idx = policy.choose(falling, plan.reachable)
+    assert np.asarray(plan.reachable)[idx]
+    assert idx == policy.player.act(game).placement
+    assert policy.choose_pairs(falling, plan.reachable, COLOUR_PAIRS_ORDERED) == dict.fromkeys(
+        COLOUR_PAIRS_ORDERED, idx
+    )
+    with pytest.raises(ValueError, match="no placement"):
+        policy.choose(falling, np.zeros(512, bool))
