@@ -100,8 +100,15 @@ class Players:
             self.name = ("onnx then " if realtime else "search then ") + (
                 "search-ponder" if ponder else "search"
             )
+        elif policy == "beam":
+            from policy.beam import BeamPlayer
+
+            beam = BeamPlayer()  # a pondered pill's choice is the one at its spawn: no guess
+            self.first = net if realtime else beam
+            self.rest = beam
+            self.name = ("onnx then " if realtime else "") + "beam"
         else:
-            raise SameGameError(f"policy {policy!r}: only onnx and search runs are replayed")
+            raise SameGameError(f"policy {policy!r}: only onnx, search and beam runs are replayed")
 
 
 def _frames(game: engine.Game) -> int | None:
