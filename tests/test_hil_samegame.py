@@ -45,10 +45,11 @@ def test_the_emu_console_keeps_each_levels_state_0():
     assert rebuilt == at_state0 and int(rebuilt.frame) == 0  # levelIntro_delay begins
 
 
-def _log(tmp_path, levels, *, late=3, realtime=False):
-    """A hil run log of engine games played by the network (the loop's choices), each level
-    ``late`` frames longer than the engine's game, as a loop that lost frames would count."""
-    net = PlacementPolicy(DEFAULT_MODEL, threads=1)
+def _log(tmp_path, levels, *, late=3, realtime=False, player=None, policy="onnx"):
+    """A hil run log of engine games played by ``player`` (default the network; the loop's
+    choices, its policy named ``policy``), each level ``late`` frames longer than the engine's
+    game, as a loop that lost frames would count."""
+    net = player if player is not None else PlacementPolicy(DEFAULT_MODEL, threads=1)
     events = [{"event": "run_start", "settings": {"ponder": True}}]
     seen = []
     for level, speed, seed in levels:
@@ -67,7 +68,7 @@ def _log(tmp_path, levels, *, late=3, realtime=False):
              "frames": int(g.frame) + late}
         )  # fmt: skip
     events.append(
-        {"event": "summary", "policy": "onnx", "emu": {"realtime": realtime, "levels_seen": seen}}
+        {"event": "summary", "policy": policy, "emu": {"realtime": realtime, "levels_seen": seen}}
     )
     path = tmp_path / "run.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
@@ -89,6 +90,19 @@ def test_samegame_replays_the_loops_placements_and_plays_the_same_games(tmp_path
         assert rec["player_agrees"] == rec["pills"] - 1 and rec["player_disagrees_at"] == []
         assert rec["player"]["frames"] == rec["engine_frames"]
     assert report["player"] == "onnx" and report["median_loop_frames"] is not None
+
+
+def test_samegame_replays_a_beam_run_with_policy_evals_beam(tmp_path, capsys):
+    from policy.beam import BeamPlayer
+
+    path, _ = _log(tmp_path, [(1, 2, 0x8004)], player=BeamPlayer(), policy="beam")
+    assert main([str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (rec,) = report["levels"]
+    assert report["player"] == "beam"  # lockstep: the beam decides the first pill too
+    assert (
+        rec["player_agrees"] == rec["pills"] - 1 and rec["player"]["frames"] == rec["engine_frames"]
+    )
 
 
 def test_samegame_counts_a_choice_its_player_would_not_make(tmp_path, capsys):
