@@ -10,6 +10,7 @@ from engine import _core
 from policy.beam import BeamPlayer
 from policy.play import MAX_SETTLE_FRAMES, STAGE_CLEAR, Episode, play, to_spawn
 from policy.teacher import Weights, leaf_values
+from tests.test_policy_search import spawn_and_falling
 from tests.test_policy_teacher import constructed
 
 
@@ -78,11 +79,7 @@ def test_hil_beam_policy_chooses_from_the_falling_pill_the_same_for_every_pair()
     from policy.play import COLOUR_PAIRS_ORDERED
 
     policy = make_policy("beam")
-    game = Episode(20, 2, 0x6016, 0).game()
-    to_spawn(game)
-    falling = game.clone()
-    falling.step(0)
-    plan = engine.plan(falling)
+    game, falling, plan = spawn_and_falling(0x6016)
     idx = policy.choose(falling, plan.reachable)
     assert np.asarray(plan.reachable)[idx]
     assert idx == policy.player.act(game).placement

@@ -73,46 +73,37 @@ def test_argument_parsing() -> None:
         parse_speeds("fast")
 
 
-def test_search_widths_reach_the_player_and_are_checked(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+@pytest.mark.parametrize(
+    ("policy", "sizes", "defaults", "given"),
+    [
+        ("search", ("beam3", "width3"), (12, 4), {"search_beam3": 8, "search_width3": 2}),
+        ("beam", ("depth", "width"), (8, 80), {"beam_depth": 3, "beam_width": 5}),
+    ],
+)
+def test_a_players_sizes_reach_it_and_are_checked(
+    policy: str,
+    sizes: tuple[str, str],
+    defaults: tuple[int, int],
+    given: dict[str, int],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
 ) -> None:
-    from policy.eval import make_policy
-    from policy.play import Episode
-    from policy.search import SearchPlayer
-
-    ep = Episode(20, 2, 0x8000, 0)
-    shipped = make_policy("search", CFG, ep)
-    assert isinstance(shipped, SearchPlayer) and (shipped.beam3, shipped.width3) == (12, 4)
-    narrow = make_policy("search", Config(None, True, 2500, search_beam3=8, search_width3=2), ep)
-    assert isinstance(narrow, SearchPlayer) and (narrow.beam3, narrow.width3) == (8, 2)
-    out = tmp_path / "ev"
-    args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", "search"]
-    assert main([*args, "--search-width3", "1", "--workers", "1", "--out", str(out)]) == 0
-    recorded = json.loads((out / "eval.json").read_text())["args"]
-    assert (recorded["search_beam3"], recorded["search_width3"]) == (12, 1)
-    with pytest.raises(SystemExit) as e:
-        main(["--policies", "search", "--search-width3", "0", "--out", str(tmp_path)])
-    assert e.value.code == 2 and "--search-width3 must be >= 1" in capsys.readouterr().err
-
-
-def test_beam_sizes_reach_the_player_and_are_checked(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    from policy.beam import BeamPlayer
     from policy.eval import make_policy
     from policy.play import Episode
 
     ep = Episode(20, 2, 0x8000, 0)
-    default = make_policy("beam", CFG, ep)
-    assert isinstance(default, BeamPlayer) and (default.depth, default.width) == (8, 80)
-    small = make_policy("beam", Config(None, True, 2500, beam_depth=3, beam_width=5), ep)
-    assert isinstance(small, BeamPlayer) and (small.depth, small.width) == (3, 5)
+    shipped = make_policy(policy, CFG, ep)
+    assert tuple(getattr(shipped, a) for a in sizes) == defaults
+    chosen = make_policy(policy, Config(None, True, 2500, **given), ep)
+    assert tuple(getattr(chosen, a) for a in sizes) == tuple(given.values())
+    first, second = given
+    flag = "--" + second.replace("_", "-")
     out = tmp_path / "ev"
-    args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", "beam"]
-    assert main([*args, "--beam-depth", "2", "--workers", "1", "--out", str(out)]) == 0
+    args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", policy]
+    assert main([*args, flag, "1", "--workers", "1", "--out", str(out)]) == 0
     doc = json.loads((out / "eval.json").read_text())
-    assert (doc["args"]["beam_depth"], doc["args"]["beam_width"]) == (2, 80)
-    assert doc["summary"][0]["policy"] == "beam" and doc["summary"][0]["clear_rate"] == 1.0
+    assert (doc["args"][first], doc["args"][second]) == (defaults[0], 1)
+    assert doc["summary"][0]["policy"] == policy and doc["summary"][0]["clear_rate"] == 1.0
     with pytest.raises(SystemExit) as e:
-        main(["--policies", "beam", "--beam-width", "0", "--out", str(tmp_path)])
-    assert e.value.code == 2 and "--beam-width must be >= 1" in capsys.readouterr().err
+        main(["--policies", policy, flag, "0", "--out", str(tmp_path)])
+    assert e.value.code == 2 and f"{flag} must be >= 1" in capsys.readouterr().err

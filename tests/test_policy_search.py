@@ -135,16 +135,22 @@ def test_a_falling_pills_played_ply_is_the_spawns_expansion_one_frame_later() ->
         to_spawn(game)
 
 
+def spawn_and_falling(seed: int) -> tuple[engine.Game, engine.Game, engine.Plan]:
+    """A level-20 HI game's first spawn state, the state a frame later (the pill falling, as
+    the live loop decides) and engine.plan of the latter."""
+    game = Episode(20, 2, seed, 0).game()
+    to_spawn(game)
+    falling = game.clone()
+    falling.step(0)
+    return game, falling, engine.plan(falling)
+
+
 def test_hil_search_policy_chooses_the_searchs_placement_from_the_falling_pill() -> None:
     from hil.loop.runtime import make_policy
 
     policy = make_policy("search")
     player = policy.player  # the shipped search with the ONNX prior
-    game = Episode(20, 2, 0x6008, 0).game()
-    to_spawn(game)
-    falling = game.clone()
-    falling.step(0)
-    plan = engine.plan(falling)
+    game, falling, plan = spawn_and_falling(0x6008)
     idx = policy.choose(falling, plan.reachable)
     assert np.asarray(plan.reachable)[idx]
     assert idx == player.act(game).placement
