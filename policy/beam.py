@@ -7,7 +7,7 @@ during play (docs/LEVEL_GEN.md). The engine holds that reserve in each state, so
 expansion of a state (``engine._core.expand``) throws the real next pills. :class:`BeamPlayer`
 uses that: it plays ``depth`` pills ahead with the pills the game will throw, not an
 expectation over the unseen ones (policy.search's third ply). A player that sees only the
-preview cannot do this; docs/POLICY.md "Beam search over the known pills" says what that
+preview cannot do this; docs/POLICY.md "Beam search over the level's pills" says what that
 changes in the comparisons.
 """
 
@@ -35,7 +35,8 @@ class BeamPlayer:
     and so on for ``depth`` pills; the choice is the first placement of the best state at the
     last depth. A stage clear ends the search at the depth it is first reached: the fastest
     clear found there (value ``1e7 - frames``) is played towards. When every line tops out
-    the best first placement by its own leaf value is played.
+    at some depth, the best line of the depth before it is played (at the root: the best
+    placement by its own leaf value).
 
     depth: pills searched (the falling one included), >= 1; width: states kept per depth,
     >= 1. depth 8 x width 80 (the defaults) were chosen on training seeds (docs/POLICY.md).
