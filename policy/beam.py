@@ -31,7 +31,8 @@ class BeamPlayer:
     At a spawn state every reachable placement of the falling pill is expanded by the engine
     (planned exactly, locked and settled to the next spawn, whose pill is the reserve's). The
     ``width`` best live states by the teacher's leaf value (``-(frames since the root) -
-    evaluation(board)``, policy.teacher.leaf_values; weights ``weights``) are expanded again,
+    evaluation(board)``, policy.teacher.leaf_values; weights ``weights.scaled(scale)``: the
+    board's terms at ``scale`` of the teacher's against the frames) are expanded again,
     and so on for ``depth`` pills; the choice is the first placement of the best state at the
     last depth. A stage clear ends the search at the depth it is first reached: the fastest
     clear found there (value ``1e7 - frames``) is played towards. When every line tops out
@@ -39,19 +40,24 @@ class BeamPlayer:
     placement by its own leaf value).
 
     depth: pills searched (the falling one included), >= 1; width: states kept per depth,
-    >= 1. depth 8 x width 80 (the defaults) were chosen on training seeds (docs/POLICY.md).
+    >= 1; scale > 0. depth 8 x width 80 and scale 0.5 (the defaults) were chosen on training
+    seeds (docs/POLICY.md "Beam search over the level's pills").
     Cost: up to ``1 + (depth - 1) * width`` engine expansions per decision.
     """
 
     depth: int = 8
     width: int = 80
     weights: Weights = field(default_factory=Weights)
+    scale: float = 0.5
     taps_only: bool = False
     name: str = "beam"
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.width < 1:
             raise ValueError(f"depth and width must be >= 1, got {self.depth}, {self.width}")
+        if not self.scale > 0:
+            raise ValueError(f"scale must be > 0, got {self.scale}")
+        self._leaf = self.weights.scaled(self.scale)
 
     def _expand(self, game: engine.Game) -> Any:
         return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
@@ -66,7 +72,7 @@ class BeamPlayer:
         if len(root) == 0:
             raise ValueError(f"no placement to choose: plan status {root.status}")
         t = (root.lock_frames + root.settle_frames).astype(np.float64)
-        v = leaf_values(root.fields, root.viruses, root.phases, t, self.weights)
+        v = leaf_values(root.fields, root.viruses, root.phases, t, self._leaf)
         phases = np.asarray(root.phases)
         if (phases == STAGE_CLEAR).any() or not (phases == PLAYING).any() or self.depth == 1:
             return root, int(np.argmax(v))
@@ -83,7 +89,7 @@ class BeamPlayer:
                     continue
                 ph = np.asarray(e.phases)
                 t2 = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
-                v2 = leaf_values(e.fields, e.viruses, ph, t2, self.weights)
+                v2 = leaf_values(e.fields, e.viruses, ph, t2, self._leaf)
                 cleared = np.flatnonzero(ph == STAGE_CLEAR)
                 if cleared.size:
                     j = int(cleared[np.argmax(v2[cleared])])

@@ -60,6 +60,7 @@ class Config:
     search_width3: int | None = None
     beam_depth: int | None = None  # None: BeamPlayer's default
     beam_width: int | None = None
+    beam_scale: float | None = None
 
 
 def parse_levels(text: str) -> list[int]:
@@ -159,12 +160,10 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
     if name == "beam":
         from policy.beam import BeamPlayer
 
-        beam = BeamPlayer(taps_only=cfg.taps_only)
-        if cfg.beam_depth is not None:
-            beam.depth = cfg.beam_depth
-        if cfg.beam_width is not None:
-            beam.width = cfg.beam_width
-        return beam
+        sizes = {"depth": cfg.beam_depth, "width": cfg.beam_width, "scale": cfg.beam_scale}
+        return BeamPlayer(
+            taps_only=cfg.taps_only, **{k: v for k, v in sizes.items() if v is not None}
+        )
     raise ValueError(f"unknown policy {name!r}")
 
 
@@ -364,6 +363,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="the beam's states per pill (default BeamPlayer's, 80)",
     )
+    ap.add_argument(
+        "--beam-scale",
+        type=float,
+        default=None,
+        help="the board's terms against the frames in the beam's leaf values, > 0 (default"
+        " BeamPlayer's, 0.5)",
+    )
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -378,6 +384,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             v = getattr(args, flag)
             if v is not None and v < 1:
                 raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {v}")
+        if args.beam_scale is not None and not args.beam_scale > 0:
+            raise ValueError(f"--beam-scale must be > 0, got {args.beam_scale}")
     except ValueError as e:
         ap.error(str(e))
     cfg = Config(
@@ -388,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         search_width3=args.search_width3,
         beam_depth=args.beam_depth,
         beam_width=args.beam_width,
+        beam_scale=args.beam_scale,
     )
     try:
         results, rows = evaluate(
@@ -420,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default = BeamPlayer()
         recorded["beam_depth"] = args.beam_depth or default.depth
         recorded["beam_width"] = args.beam_width or default.width
+        recorded["beam_scale"] = args.beam_scale or default.scale
     doc = {
         "args": recorded,
         "summary": rows,

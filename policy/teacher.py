@@ -18,7 +18,7 @@ set is small. docs/POLICY.md gives the reasoning and the measured strength.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -57,6 +57,20 @@ class Weights:
     # a cell at (row, col) costs danger_rows[row] * danger_cols[col] frames.
     danger_rows: tuple[float, ...] = (400.0, 140.0, 45.0, 12.0)
     danger_cols: tuple[float, ...] = (0.45, 0.6, 0.85, 1.0, 1.0, 0.85, 0.6, 0.45)
+
+    def scaled(self, factor: float) -> Weights:
+        """These weights with every term in frames multiplied by ``factor`` (the board's terms
+        against the frames a line spends: below 1 a search prefers the faster line). The
+        counts (blocker, no_room in halves; the targets in cells and placements) stay."""
+        frames = (
+            "virus", "half", "piece", "hole", "vsame", "on_virus", "hsame", "bury", "bump",
+            "access", "mobility",
+        )  # fmt: skip
+        return replace(
+            self,
+            danger_rows=tuple(r * factor for r in self.danger_rows),
+            **{k: getattr(self, k) * factor for k in frames},
+        )
 
     def danger(self) -> F64:
         """float64[128]: the frames charged per occupied cell, row-major."""

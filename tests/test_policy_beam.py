@@ -26,16 +26,16 @@ def test_the_last_viruses_cleared_now_are_the_choice() -> None:
         assert int(h.phase) == STAGE_CLEAR, f"depth {depth} chose {decision.placement}"
 
 
-def test_depth_one_is_the_best_one_ply_leaf() -> None:
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_depth_one_is_the_best_one_ply_leaf_at_its_scale(scale: float) -> None:
     game = Episode(20, 2, 0x6010, 3).game()
     to_spawn(game)
-    player = BeamPlayer(depth=1, taps_only=True)
+    player = BeamPlayer(depth=1, taps_only=True, scale=scale)
+    w = Weights().scaled(scale)
     for _ in range(4):
         e = _core.expand(game, taps_only=True, max_settle=MAX_SETTLE_FRAMES)
         t = (e.lock_frames + e.settle_frames).astype(np.float64)
-        best = int(
-            e.placements[int(np.argmax(leaf_values(e.fields, e.viruses, e.phases, t, Weights())))]
-        )
+        best = int(e.placements[int(np.argmax(leaf_values(e.fields, e.viruses, e.phases, t, w)))])
         move = player.act(game)
         assert move.placement == best
         game.run(move.masks)
@@ -69,6 +69,8 @@ def test_bad_sizes_and_a_state_not_at_a_spawn_raise() -> None:
         BeamPlayer(depth=0)
     with pytest.raises(ValueError, match="depth and width"):
         BeamPlayer(width=0)
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        BeamPlayer(scale=0.0)
     game = engine.Game(0, 2, 0x2468)  # state 0: the intro, no pill to plan yet
     with pytest.raises(ValueError, match="spawn state"):
         BeamPlayer(depth=2, width=2).choose(game)

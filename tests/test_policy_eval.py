@@ -107,3 +107,24 @@ def test_a_players_sizes_reach_it_and_are_checked(
     with pytest.raises(SystemExit) as e:
         main(["--policies", policy, flag, "0", "--out", str(tmp_path)])
     assert e.value.code == 2 and f"{flag} must be >= 1" in capsys.readouterr().err
+
+
+def test_the_beams_scale_reaches_it_and_is_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from policy.eval import make_policy
+    from policy.play import Episode
+    from policy.teacher import Weights
+
+    ep = Episode(20, 2, 0x8000, 0)
+    assert make_policy("beam", CFG, ep).scale == 0.5
+    chosen = make_policy("beam", Config(None, True, 2500, beam_scale=0.7), ep)
+    assert chosen.scale == 0.7 and chosen._leaf == Weights().scaled(0.7)
+    out = tmp_path / "ev"
+    args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", "beam"]
+    sizes = ["--beam-depth", "2", "--beam-width", "2"]
+    assert main([*args, *sizes, "--beam-scale", "0.7", "--workers", "1", "--out", str(out)]) == 0
+    assert json.loads((out / "eval.json").read_text())["args"]["beam_scale"] == 0.7
+    with pytest.raises(SystemExit) as e:
+        main(["--policies", "beam", "--beam-scale", "0", "--out", str(tmp_path)])
+    assert e.value.code == 2 and "--beam-scale must be > 0" in capsys.readouterr().err

@@ -109,3 +109,24 @@ def test_leaf_values_cpp_is_the_numpy_formula_bit_for_bit() -> None:
         assert (fast[phases == 3] > 9e6).all() and (fast[phases == 4] < -9e6).all()
     with pytest.raises(ValueError, match="one per board"):
         _core.leaf_values(fields, viruses[:3], phases, frames, *packed_weights(Weights()))
+
+
+def test_scaled_weights_scale_the_board_against_the_frames() -> None:
+    """Weights.scaled(s): a live leaf's value less its frames is s times the teacher's (every
+    term in frames scaled, the counts kept); a stage clear and a top-out are valued as before."""
+    rng = np.random.default_rng(7)
+    codes = np.array([0xFF, 0xFF, 0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2])
+    fields = rng.choice(codes, size=(200, 128)).astype(np.uint8)
+    fields[:80, :40] = 0xFF
+    viruses = rng.integers(0, 85, 200)
+    phases = rng.choice([1, 1, 1, 3, 4], 200).astype(np.uint8)
+    frames = rng.integers(0, 5000, 200).astype(np.float64)
+    w = Weights(vsame=3.0, on_virus=7.0, hsame=2.0, access=1.5, blocker=2.0)
+    half = w.scaled(0.5)
+    assert (half.blocker, half.no_room, half.access_target) == (2.0, w.no_room, w.access_target)
+    base = leaf_values(fields, viruses, phases, frames, w)
+    scaled = leaf_values(fields, viruses, phases, frames, half)
+    live = phases == 1
+    np.testing.assert_allclose(scaled[live] + frames[live], 0.5 * (base[live] + frames[live]))
+    assert np.array_equal(scaled[~live], base[~live])
+    assert w.scaled(1.0) == w
