@@ -9,7 +9,10 @@ summary). For each level this tool
 1. rebuilds that state (``engine.Game.from_state_bytes``) and plays the loop's own placements
    (the log's ``plan`` events) with the planner's fastest inputs from each spawn: the frames
    the engine takes for the loop's game, against the frames the loop counted (``level_end``);
-   what the loop lost to being late, if anything;
+   what the loop lost to being late, if anything. A level whose log misses a pill's plan (a
+   loop far behind, under load, can miss a spawn whose pondered plan was already on the wire
+   and played) cannot be rebuilt: its record says which pill (``missing_plan``), and steps 2
+   and 3 still compare its frames with the player's;
 2. asks the player policy.eval runs for the loop's policy (``--policy search`` in real time
    with pondering: the first pill the prior network's quick choice, every other pill
    ``policy.eval --policies search-ponder``'s choice without the next pill; lockstep: the
@@ -45,13 +48,15 @@ class SameGameError(ValueError):
 def read_log(path: Path) -> dict[str, Any]:
     """The parts of a ``hil run --log`` file this tool needs: ``summary`` (the run's summary
     event), ``settings`` (the run_start event's), ``plans`` (each level's placements in pill
-    order: list[list[int]]) and ``ends`` (the ``level_end`` events). Raises SameGameError (no
+    order: list[list[int]]), ``missing`` (per level the first pill with no plan event, None
+    when there is none) and ``ends`` (the ``level_end`` events). Raises SameGameError (no
     file, not JSON lines, no summary)."""
     try:
         lines = path.read_text().splitlines()
     except OSError as e:
         raise SameGameError(f"{path}: {e.strerror or e}") from e
     plans: list[list[int]] = [[]]
+    missing: list[int | None] = [None]
     ends: list[dict[str, Any]] = []
     summary = None
     settings: dict[str, Any] = {}
@@ -65,16 +70,26 @@ def read_log(path: Path) -> dict[str, Any]:
         kind = ev.get("event")
         if kind == "plan":
             plans[-1].append(int(ev["placement"]))
+            if int(ev.get("pill", len(plans[-1]))) != len(plans[-1]) and missing[-1] is None:
+                missing[-1] = len(plans[-1])  # this pill's spawn passed unseen: no plan logged
         elif kind == "level_end":
             ends.append(ev)
             plans.append([])
+            missing.append(None)
         elif kind == "summary":
             summary = ev
         elif kind == "run_start":
             settings = ev.get("settings") or {}
     if summary is None:
         raise SameGameError(f"{path}: no summary event (the run did not end, or not a hil log)")
-    return {"summary": summary, "settings": settings, "plans": plans[: len(ends)], "ends": ends}
+    n = len(ends)
+    return {
+        "summary": summary,
+        "settings": settings,
+        "plans": plans[:n],
+        "missing": missing[:n],
+        "ends": ends,
+    }
 
 
 class Players:
@@ -208,7 +223,7 @@ def samegame(path: Path, play: bool = True) -> dict[str, Any]:
         bool(log["settings"].get("ponder", True)),
     )
     levels = []
-    for s, e, placements in zip(seen, ends, log["plans"], strict=True):
+    for s, e, placements, missing in zip(seen, ends, log["plans"], log["missing"], strict=True):
         try:
             state0 = engine.Game.from_state_bytes(bytes.fromhex(s["state0"]))
         except ValueError as err:  # not hex, or another engine build's state
@@ -218,8 +233,11 @@ def samegame(path: Path, play: bool = True) -> dict[str, Any]:
             "speed": s["speed"],
             "result": e.get("result"),
             "loop_frames": e.get("frames"),
-            **replay_level(state0, placements, players),
         }
+        if missing is None:
+            rec.update(replay_level(state0, placements, players))
+        else:  # the loop's game cannot be rebuilt; its frames and the player's still compare
+            rec.update(engine_frames=None, pills=None, missing_plan=missing)
         if rec["loop_frames"] is not None and rec["engine_frames"] is not None:
             rec["loop_minus_engine"] = rec["loop_frames"] - rec["engine_frames"]
         if play:
@@ -233,8 +251,8 @@ def samegame(path: Path, play: bool = True) -> dict[str, Any]:
         "levels": levels,
         "median_loop_frames": _median([r["loop_frames"] for r in levels]),
         "median_engine_frames": _median([r["engine_frames"] for r in levels]),
-        "player_agrees": f"{sum(r['player_agrees'] for r in levels)}/"
-        f"{sum(max(0, r['pills'] - 1) for r in levels)}",
+        "player_agrees": f"{sum(r.get('player_agrees', 0) for r in levels)}/"
+        f"{sum(max(0, (r['pills'] or 0) - 1) for r in levels)}",
     }
     if play:
         out["median_player_frames"] = _median([r["player"]["frames"] for r in levels])

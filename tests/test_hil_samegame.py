@@ -126,6 +126,25 @@ def test_samegame_counts_a_choice_its_player_would_not_make(tmp_path, capsys):
     assert "player" not in rec and "loop_minus_engine" not in rec
 
 
+def test_a_level_whose_log_misses_a_plan_is_not_rebuilt_but_still_compared(tmp_path, capsys):
+    """A loop far behind can miss a spawn whose pondered plan was on the wire and played: the
+    log then has no plan event for that pill. The level cannot be rebuilt (the placements
+    after it would be off by one); its frames still compare with the player's."""
+    path, events = _log(tmp_path, [(0, 2, 0x8000), (2, 1, 0x8002)])
+    plans = [e for e in events if e["event"] == "plan"]
+    assert plans[2]["pill"] == 3
+    events.remove(plans[2])  # level 0's third pill: no plan logged
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert main([str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    first, second = report["levels"]
+    assert first["missing_plan"] == 3 and first["engine_frames"] is None
+    assert first["pills"] is None and "player_agrees" not in first
+    assert first["player"]["frames"] == first["loop_frames"] - 3  # the network's own game
+    assert "missing_plan" not in second and second["loop_minus_engine"] == 3
+    assert report["player_agrees"] == f"{second['pills'] - 1}/{second['pills'] - 1}"
+
+
 @pytest.mark.parametrize(
     "fault", ["missing", "not_json", "no_summary", "no_state0", "short_state0", "unreachable"]
 )
