@@ -160,9 +160,12 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
     if name == "beam":
         from policy.beam import BeamPlayer
 
-        sizes = {"depth": cfg.beam_depth, "width": cfg.beam_width, "scale": cfg.beam_scale}
+        shipped = BeamPlayer()
         return BeamPlayer(
-            taps_only=cfg.taps_only, **{k: v for k, v in sizes.items() if v is not None}
+            depth=cfg.beam_depth or shipped.depth,
+            width=cfg.beam_width or shipped.width,
+            scale=cfg.beam_scale or shipped.scale,
+            taps_only=cfg.taps_only,
         )
     raise ValueError(f"unknown policy {name!r}")
 
