@@ -92,16 +92,23 @@ def test_board_terms_cpp_matches_numpy() -> None:
         np.testing.assert_allclose(fast[key], ref[key], rtol=1e-12, atol=1e-9, err_msg=key)
 
 
+def random_leaves(seed: int, n: int, open_tops: int):
+    """n random leaves: fields uint8[n, 128] (the first ``open_tops`` with rows 0-4 empty, as
+    in play), viruses, phases (playing, stage clear, top-out) and frames."""
+    rng = np.random.default_rng(seed)
+    codes = np.array([0xFF, 0xFF, 0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2])
+    fields = rng.choice(codes, size=(n, 128)).astype(np.uint8)
+    fields[:open_tops, :40] = 0xFF
+    viruses = rng.integers(0, 85, n)
+    phases = rng.choice([1, 1, 1, 3, 4], n).astype(np.uint8)
+    frames = rng.integers(0, 5000, n)
+    return fields, viruses, phases, frames
+
+
 def test_leaf_values_cpp_is_the_numpy_formula_bit_for_bit() -> None:
     """engine._core.leaf_values (search_eval.cpp leaf_value) is leaf_values_numpy, double for
     double, with every phase and weights that use every term."""
-    rng = np.random.default_rng(6)
-    codes = np.array([0xFF, 0xFF, 0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2])
-    fields = rng.choice(codes, size=(400, 128)).astype(np.uint8)
-    fields[:150, :40] = 0xFF
-    viruses = rng.integers(0, 85, 400)
-    phases = rng.choice([1, 1, 1, 3, 4], 400).astype(np.uint8)
-    frames = rng.integers(0, 5000, 400)
+    fields, viruses, phases, frames = random_leaves(6, 400, 150)
     for w in (Weights(), Weights(vsame=3.0, on_virus=7.0, hsame=2.0, access=1.5, bump=0.3)):
         fast = leaf_values(fields, viruses, phases, frames, w)
         ref = leaf_values_numpy(fields, viruses, phases, frames, w)
@@ -114,13 +121,8 @@ def test_leaf_values_cpp_is_the_numpy_formula_bit_for_bit() -> None:
 def test_scaled_weights_scale_the_board_against_the_frames() -> None:
     """Weights.scaled(s): a live leaf's value less its frames is s times the teacher's (every
     term in frames scaled, the counts kept); a stage clear and a top-out are valued as before."""
-    rng = np.random.default_rng(7)
-    codes = np.array([0xFF, 0xFF, 0xFF, 0xD0, 0xD1, 0xD2, 0x40, 0x51, 0x62, 0x70, 0x81, 0xB2])
-    fields = rng.choice(codes, size=(200, 128)).astype(np.uint8)
-    fields[:80, :40] = 0xFF
-    viruses = rng.integers(0, 85, 200)
-    phases = rng.choice([1, 1, 1, 3, 4], 200).astype(np.uint8)
-    frames = rng.integers(0, 5000, 200).astype(np.float64)
+    fields, viruses, phases, frames = random_leaves(7, 200, 80)
+    frames = frames.astype(np.float64)
     w = Weights(vsame=3.0, on_virus=7.0, hsame=2.0, access=1.5, blocker=2.0)
     half = w.scaled(0.5)
     assert (half.blocker, half.no_room, half.access_target) == (2.0, w.no_room, w.access_target)
