@@ -57,7 +57,6 @@ class BeamPlayer:
             raise ValueError(f"depth and width must be >= 1, got {self.depth}, {self.width}")
         if not self.scale > 0:
             raise ValueError(f"scale must be > 0, got {self.scale}")
-        self._leaf = self.weights.scaled(self.scale)
 
     def _expand(self, game: engine.Game) -> Any:
         return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
@@ -71,8 +70,9 @@ class BeamPlayer:
         root = self._expand(game) if first is None else first
         if len(root) == 0:
             raise ValueError(f"no placement to choose: plan status {root.status}")
+        w = self.weights.scaled(self.scale)  # (equal Weights share their packed arrays)
         t = (root.lock_frames + root.settle_frames).astype(np.float64)
-        v = leaf_values(root.fields, root.viruses, root.phases, t, self._leaf)
+        v = leaf_values(root.fields, root.viruses, root.phases, t, w)
         phases = np.asarray(root.phases)
         if (phases == STAGE_CLEAR).any() or not (phases == PLAYING).any() or self.depth == 1:
             return root, int(np.argmax(v))
@@ -89,7 +89,7 @@ class BeamPlayer:
                     continue
                 ph = np.asarray(e.phases)
                 t2 = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
-                v2 = leaf_values(e.fields, e.viruses, ph, t2, self._leaf)
+                v2 = leaf_values(e.fields, e.viruses, ph, t2, w)
                 cleared = np.flatnonzero(ph == STAGE_CLEAR)
                 if cleared.size:
                     j = int(cleared[np.argmax(v2[cleared])])

@@ -112,14 +112,15 @@ def test_a_players_sizes_reach_it_and_are_checked(
 def test_the_beams_scale_reaches_it_and_is_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
+    from policy.beam import BeamPlayer
     from policy.eval import make_policy
     from policy.play import Episode
-    from policy.teacher import Weights
 
     ep = Episode(20, 2, 0x8000, 0)
-    assert make_policy("beam", CFG, ep).scale == 0.5
+    shipped = make_policy("beam", CFG, ep)
     chosen = make_policy("beam", Config(None, True, 2500, beam_scale=0.7), ep)
-    assert chosen.scale == 0.7 and chosen._leaf == Weights().scaled(0.7)
+    assert isinstance(shipped, BeamPlayer) and isinstance(chosen, BeamPlayer)
+    assert (shipped.scale, chosen.scale) == (0.5, 0.7)
     out = tmp_path / "ev"
     args = ["--levels", "0", "--speeds", "hi", "--episodes", "1", "--policies", "beam"]
     sizes = ["--beam-depth", "2", "--beam-width", "2"]
