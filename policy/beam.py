@@ -23,6 +23,32 @@ from engine import _core
 from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Move
 from policy.teacher import Weights, leaf_values
 
+# A line of the beam: (value, frames since the root, first placement, expansion, child, the
+# expansion's fields as uint8[N, 128]).
+Line = tuple[float, float, int, Any, int, np.ndarray]
+
+
+def distinct_best(ranked: list[Line], width: int) -> list[Line]:
+    """The first ``width`` lines of ``ranked`` (best first) whose boards differ: a line whose
+    board (its child's 128 field bytes) equals one already kept is dropped. Lines at one depth
+    have thrown the same pills, so two with one board face the same pills at the same speed
+    (it steps with the pills thrown; the RNG is not stepped in play). What may differ is the
+    frame counter's parity, which can shift a later drop by one frame
+    (fallingPill_checkYMove [$8D80] reads Down on every other frame); the copy kept is the
+    better-ranked one, which got there in no more frames. A one-colour pill in two rotations,
+    and lines that put the same halves down in another order, make such copies."""
+    seen: set[bytes] = set()
+    out: list[Line] = []
+    for line in ranked:
+        board = line[5][line[4]].tobytes()
+        if board in seen:
+            continue
+        seen.add(board)
+        out.append(line)
+        if len(out) == width:
+            break
+    return out
+
 
 @dataclass
 class BeamPlayer:
@@ -30,9 +56,10 @@ class BeamPlayer:
 
     At a spawn state every reachable placement of the falling pill is expanded by the engine
     (planned exactly, locked and settled to the next spawn, whose pill is the reserve's). The
-    ``width`` best live states by the teacher's leaf value (``-(frames since the root) -
-    evaluation(board)``, policy.teacher.leaf_values; weights ``weights.scaled(scale)``: the
-    board's terms at ``scale`` of the teacher's against the frames) are expanded again,
+    ``width`` best live states with distinct boards (``distinct_best``) by the teacher's leaf
+    value (``-(frames since the root) - evaluation(board)``, policy.teacher.leaf_values;
+    weights ``weights.scaled(scale)``: the board's terms at ``scale`` of the teacher's against
+    the frames) are expanded again,
     and so on for ``depth`` pills; the choice is the first placement of the best state at the
     last depth. A stage clear ends the search at the depth it is first reached: the fastest
     clear found there (value ``1e7 - frames``) is played towards. When every line tops out
@@ -78,15 +105,19 @@ class BeamPlayer:
             return root, int(np.argmax(v))
         # The beam: (value, frames since the root, first placement, expansion, child).
         live = np.flatnonzero(phases == PLAYING)
-        keep = live[np.argsort(-v[live], kind="stable")][: self.width]
-        beam = [(float(v[k]), float(t[k]), int(k), root, int(k)) for k in keep]
+        order = live[np.argsort(-v[live], kind="stable")]
+        fields = np.asarray(root.fields)
+        beam = distinct_best(
+            [(float(v[k]), float(t[k]), int(k), root, int(k), fields) for k in order], self.width
+        )
         for _ in range(1, self.depth):
-            cand: list[tuple[float, float, int, Any, int]] = []
+            cand: list[Line] = []
             best_clear: tuple[float, int] | None = None
-            for _, t0, first, parent, k in beam:
+            for _, t0, first, parent, k, _ in beam:
                 e = self._expand(parent.child(k))
                 if len(e) == 0:
                     continue
+                fields = np.asarray(e.fields)
                 ph = np.asarray(e.phases)
                 t2 = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
                 v2 = leaf_values(e.fields, e.viruses, ph, t2, w)
@@ -96,7 +127,7 @@ class BeamPlayer:
                     if best_clear is None or v2[j] > best_clear[0]:
                         best_clear = (float(v2[j]), first)
                 cand.extend(
-                    (float(v2[j]), float(t2[j]), first, e, int(j))
+                    (float(v2[j]), float(t2[j]), first, e, int(j), fields)
                     for j in np.flatnonzero(ph == PLAYING)
                 )
             if best_clear is not None:
@@ -104,7 +135,7 @@ class BeamPlayer:
             if not cand:
                 break  # every line tops out within this depth
             cand.sort(key=lambda c: -c[0])
-            beam = cand[: self.width]
+            beam = distinct_best(cand, self.width)
         return root, beam[0][2]
 
     def act(self, game: engine.Game) -> Move:

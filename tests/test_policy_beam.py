@@ -7,8 +7,8 @@ import pytest
 
 import engine
 from engine import _core
-from policy.beam import BeamPlayer
-from policy.play import MAX_SETTLE_FRAMES, STAGE_CLEAR, Episode, play, to_spawn
+from policy.beam import BeamPlayer, distinct_best
+from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Episode, play, to_spawn
 from policy.teacher import Weights, leaf_values
 from tests.test_policy_search import spawn_and_falling
 from tests.test_policy_teacher import constructed
@@ -40,6 +40,58 @@ def test_depth_one_is_the_best_one_ply_leaf_at_its_scale(scale: float) -> None:
         assert move.placement == best
         game.run(move.masks)
         to_spawn(game)
+
+
+def test_distinct_best_keeps_the_first_line_of_each_board_up_to_width() -> None:
+    boards = np.zeros((5, 128), np.uint8)
+    boards[1, 0] = boards[3, 0] = 1  # boards 1 and 3 are one board, as are 0, 2 and 4
+    ranked = [(-float(i), 0.0, i, None, i, boards) for i in range(5)]
+    assert [line[2] for line in distinct_best(ranked, 5)] == [0, 1]
+    assert [line[2] for line in distinct_best(ranked, 1)] == [0]
+    boards[4, 1] = 1
+    assert [line[2] for line in distinct_best(ranked, 5)] == [0, 1, 4]
+    assert [line[2] for line in distinct_best(ranked, 2)] == [0, 1]
+
+
+def reference_beam(game: engine.Game, depth: int, width: int, distinct: bool) -> int:
+    """The first placement (index into the root's expansion) of the best line found by a beam
+    over game clones; ``distinct``: keep one line a board at each depth."""
+    w = Weights().scaled(0.5)
+    lines: list[tuple[float, int, engine.Game]] = [(0.0, -1, game)]  # (frames, first, state)
+    for _ in range(depth):
+        ranked = []
+        for t0, first, g in lines:
+            e = _core.expand(g, taps_only=True, max_settle=MAX_SETTLE_FRAMES)
+            t = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
+            v = leaf_values(e.fields, e.viruses, e.phases, t, w)
+            for j in np.flatnonzero(np.asarray(e.phases) == PLAYING):
+                board = np.asarray(e.fields)[j].tobytes()
+                ranked.append((v[j], t[j], int(j) if first < 0 else first, e.child(int(j)), board))
+        ranked.sort(key=lambda c: -c[0])
+        lines, seen = [], set()
+        for _, t, first, g, board in ranked:
+            if distinct and board in seen:
+                continue
+            seen.add(board)
+            lines.append((t, first, g))
+            if len(lines) == width:
+                break
+    return lines[0][1]
+
+
+def test_the_beam_keeps_one_line_a_board_and_that_changes_a_choice() -> None:
+    """At pill 5 of seed 0x6102 two lines of the 4 x 8 beam reach one board; keeping both
+    crowds out a line that would have won, so the choice differs from a beam that keeps
+    copies. The player chooses as the reference beam that keeps one line a board."""
+    game = Episode(20, 2, 0x6102, 1).game()
+    to_spawn(game)
+    player = BeamPlayer(depth=4, width=8, taps_only=True)
+    for _ in range(4):
+        game.run(player.act(game).masks)
+        to_spawn(game)
+    _, k = player.choose(game)
+    assert k == reference_beam(game, 4, 8, distinct=True)
+    assert k != reference_beam(game, 4, 8, distinct=False)
 
 
 def test_the_choice_follows_the_pills_the_reserve_holds() -> None:
