@@ -103,7 +103,7 @@ class BeamPlayer:
         phases = np.asarray(root.phases)
         if (phases == STAGE_CLEAR).any() or not (phases == PLAYING).any() or self.depth == 1:
             return root, int(np.argmax(v))
-        # The beam: (value, frames since the root, first placement, expansion, child).
+        # The beam: its Lines, one a board (distinct_best).
         live = np.flatnonzero(phases == PLAYING)
         order = live[np.argsort(-v[live], kind="stable")]
         fields = np.asarray(root.fields)
