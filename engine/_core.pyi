@@ -220,6 +220,17 @@ class Expansion:
     def child(self, k: int) -> Game: ...
 
 def settle(game: Game, max_frames: int = 10000) -> tuple[int, int]: ...
+def beam(
+    states: Sequence[Game],
+    values: npt.ArrayLike,
+    frames: npt.ArrayLike,
+    depth: int,
+    width: int,
+    weights: npt.ArrayLike,
+    danger: npt.ArrayLike,
+    taps_only: bool = False,
+    max_settle: int = 10000,
+) -> int: ...
 def expand(
     game: Game, taps_only: bool = False, min_press_interval: int = 0, max_settle: int = 10000
 ) -> Expansion: ...

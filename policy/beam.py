@@ -21,33 +21,7 @@ import numpy as np
 import engine
 from engine import _core
 from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Move
-from policy.teacher import Weights, leaf_values
-
-# A line of the beam: (value, frames since the root, first placement, expansion, child, the
-# expansion's fields as uint8[N, 128]).
-Line = tuple[float, float, int, Any, int, np.ndarray]
-
-
-def distinct_best(ranked: list[Line], width: int) -> list[Line]:
-    """The first ``width`` lines of ``ranked`` (best first) whose boards differ: a line whose
-    board (its child's 128 field bytes) equals one already kept is dropped. Lines at one depth
-    have thrown the same pills, so two with one board face the same pills at the same speed
-    (it steps with the pills thrown; the RNG is not stepped in play). What may differ is the
-    frame counter's parity, which can shift a later drop by one frame
-    (fallingPill_checkYMove [$8D80] reads Down on every other frame); the copy kept is the
-    better-ranked one, which got there in no more frames. A one-colour pill in two rotations,
-    and lines that put the same halves down in another order, make such copies."""
-    seen: set[bytes] = set()
-    out: list[Line] = []
-    for line in ranked:
-        board = line[5][line[4]].tobytes()
-        if board in seen:
-            continue
-        seen.add(board)
-        out.append(line)
-        if len(out) == width:
-            break
-    return out
+from policy.teacher import Weights, leaf_values, packed_weights
 
 
 @dataclass
@@ -56,7 +30,7 @@ class BeamPlayer:
 
     At a spawn state every reachable placement of the falling pill is expanded by the engine
     (planned exactly, locked and settled to the next spawn, whose pill is the reserve's). The
-    ``width`` best live states with distinct boards (``distinct_best``) by the teacher's leaf
+    ``width`` best live states with distinct boards by the teacher's leaf
     value (``-(frames since the root) - evaluation(board)``, policy.teacher.leaf_values;
     weights ``weights.scaled(scale)``: the board's terms at ``scale`` of the teacher's against
     the frames) are expanded again,
@@ -69,7 +43,9 @@ class BeamPlayer:
     depth: pills searched (the falling one included), >= 1; width: states kept per depth,
     >= 1; scale > 0. depth 8 x width 80 and scale 0.5 (the defaults) were chosen on training
     seeds (docs/POLICY.md "Beam search over the level's pills").
-    Cost: up to ``1 + (depth - 1) * width`` engine expansions per decision.
+    Cost: up to ``1 + (depth - 1) * width`` engine expansions per decision. The pills after
+    the first are searched in C++ with the interpreter lock released (engine._core.beam,
+    search.h beam_search, which also says what two lines with one board may differ in).
     """
 
     depth: int = 8
@@ -103,40 +79,15 @@ class BeamPlayer:
         phases = np.asarray(root.phases)
         if (phases == STAGE_CLEAR).any() or not (phases == PLAYING).any() or self.depth == 1:
             return root, int(np.argmax(v))
-        # The beam: its Lines, one a board (distinct_best).
+        # The beam from the root's live children, best first (engine._core.beam).
         live = np.flatnonzero(phases == PLAYING)
         order = live[np.argsort(-v[live], kind="stable")]
-        fields = np.asarray(root.fields)
-        beam = distinct_best(
-            [(float(v[k]), float(t[k]), int(k), root, int(k), fields) for k in order], self.width
-        )
-        for _ in range(1, self.depth):
-            cand: list[Line] = []
-            best_clear: tuple[float, int] | None = None
-            for _, t0, first, parent, k, _ in beam:
-                e = self._expand(parent.child(k))
-                if len(e) == 0:
-                    continue
-                fields = np.asarray(e.fields)
-                ph = np.asarray(e.phases)
-                t2 = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
-                v2 = leaf_values(e.fields, e.viruses, ph, t2, w)
-                cleared = np.flatnonzero(ph == STAGE_CLEAR)
-                if cleared.size:
-                    j = int(cleared[np.argmax(v2[cleared])])
-                    if best_clear is None or v2[j] > best_clear[0]:
-                        best_clear = (float(v2[j]), first)
-                cand.extend(
-                    (float(v2[j]), float(t2[j]), first, e, int(j), fields)
-                    for j in np.flatnonzero(ph == PLAYING)
-                )
-            if best_clear is not None:
-                return root, best_clear[1]
-            if not cand:
-                break  # every line tops out within this depth
-            cand.sort(key=lambda c: -c[0])
-            beam = distinct_best(cand, self.width)
-        return root, beam[0][2]
+        p, d = packed_weights(w)
+        pos = _core.beam(
+            [root.child(int(k)) for k in order], v[order], t[order], self.depth - 1,
+            self.width, p, d, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES,
+        )  # fmt: skip
+        return root, int(order[pos])
 
     def act(self, game: engine.Game) -> Move:
         """The placement and its masks from spawn state ``game`` (policy.play's Policy)."""

@@ -7,9 +7,9 @@ import pytest
 
 import engine
 from engine import _core
-from policy.beam import BeamPlayer, distinct_best
+from policy.beam import BeamPlayer
 from policy.play import MAX_SETTLE_FRAMES, PLAYING, STAGE_CLEAR, Episode, play, to_spawn
-from policy.teacher import Weights, leaf_values
+from policy.teacher import Weights, leaf_values, packed_weights
 from tests.test_policy_search import spawn_and_falling
 from tests.test_policy_teacher import constructed
 
@@ -40,17 +40,6 @@ def test_depth_one_is_the_best_one_ply_leaf_at_its_scale(scale: float) -> None:
         assert move.placement == best
         game.run(move.masks)
         to_spawn(game)
-
-
-def test_distinct_best_keeps_the_first_line_of_each_board_up_to_width() -> None:
-    boards = np.zeros((5, 128), np.uint8)
-    boards[1, 0] = boards[3, 0] = 1  # boards 1 and 3 are one board, as are 0, 2 and 4
-    ranked = [(-float(i), 0.0, i, None, i, boards) for i in range(5)]
-    assert [line[2] for line in distinct_best(ranked, 5)] == [0, 1]
-    assert [line[2] for line in distinct_best(ranked, 1)] == [0]
-    boards[4, 1] = 1
-    assert [line[2] for line in distinct_best(ranked, 5)] == [0, 1, 4]
-    assert [line[2] for line in distinct_best(ranked, 2)] == [0, 1]
 
 
 def reference_beam(game: engine.Game, depth: int, width: int, distinct: bool) -> int:
@@ -142,3 +131,18 @@ def test_hil_beam_policy_chooses_from_the_falling_pill_the_same_for_every_pair()
     )
     with pytest.raises(ValueError, match="no placement"):
         policy.choose(falling, np.zeros(512, bool))
+
+
+def test_the_engine_beam_checks_its_arguments() -> None:
+    game = Episode(20, 2, 0x6010, 3).game()
+    to_spawn(game)
+    p, d = packed_weights(Weights())
+    assert _core.beam([game], [0.0], [0.0], 0, 1, p, d) == 0  # no pill after the first
+    with pytest.raises(ValueError, match="at least one"):
+        _core.beam([], [], [], 2, 4, p, d)
+    with pytest.raises(ValueError, match="values must be 1 numbers"):
+        _core.beam([game], [0.0, 1.0], [0.0], 2, 4, p, d)
+    with pytest.raises(ValueError, match="width"):
+        _core.beam([game], [0.0], [0.0], 2, 0, p, d)
+    with pytest.raises(TypeError, match="engine.Game"):
+        _core.beam([game, "board"], [0.0, 0.0], [0.0, 0.0], 2, 4, p, d)

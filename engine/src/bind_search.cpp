@@ -386,6 +386,51 @@ depends on the colours only through whether they are alike). Raises ValueError w
 is not at a spawn state or a colour is out of range, TypeError on bad arguments.)doc");
 
   m.def(
+      "beam",
+      [](const py::handle& states, const py::handle& values, const py::handle& frames,
+         const py::handle& depth, const py::handle& width, const py::handle& weights,
+         const py::handle& danger, bool taps_only, const py::handle& max_settle) {
+        std::vector<drm::BeamRoot> ranked;
+        for (py::handle g : states) {
+          drm::BeamRoot r;
+          r.state = game_of(py::reinterpret_borrow<py::object>(g)).s;
+          ranked.push_back(r);
+        }
+        if (ranked.empty()) throw py::value_error("states must hold at least one engine.Game");
+        const auto n = static_cast<py::ssize_t>(ranked.size());
+        const std::vector<double> v = doubles(values, "values", n, "one per state");
+        const std::vector<double> t = doubles(frames, "frames", n, "one per state");
+        for (size_t i = 0; i < ranked.size(); ++i) {
+          ranked[i].value = v[i];
+          ranked[i].frames = t[i];
+        }
+        const int d =
+            static_cast<int>(pa::in_range(depth, "depth", 0, 1 << 10, "pills after the first"));
+        const int wd =
+            static_cast<int>(pa::in_range(width, "width", 1, 1 << 16, "lines kept a pill"));
+        std::vector<double> dg;
+        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
+        const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
+        const int settle_max = settle_limit(max_settle);
+        int k;
+        {
+          py::gil_scoped_release release;
+          k = drm::beam_search(ranked, d, wd, opt, settle_max, w);
+        }
+        return k;
+      },
+      py::arg("states"), py::arg("values"), py::arg("frames"), py::arg("depth"), py::arg("width"),
+      py::arg("weights"), py::arg("danger"), py::arg("taps_only") = false,
+      py::arg("max_settle") = 10000,
+      R"doc(policy.beam.BeamPlayer's beam after its first pill (search.h beam_search), with the
+interpreter lock released. states: the root's live children (engine.Game at their spawn
+states), best first; values, frames: float64[N], their leaf values and the frames each took
+from the root. Keeps the `width` best lines with distinct boards for `depth` more pills and
+returns the position in `states` of the chosen line's root child. weights: Weights.packed();
+danger: Weights.danger(). Raises ValueError on an empty `states` or bad sizes, TypeError on
+a non-Game.)doc");
+
+  m.def(
       "expand",
       [](const py::object& game, bool taps_only, const py::handle& interval,
          const py::handle& max_settle) {

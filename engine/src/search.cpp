@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <unordered_set>
 
 #include "nes_tables.h"
 
@@ -138,6 +140,102 @@ bool expected_best_leaf(const State& s, const PlanOptions& opt, int max_settle,
   }
   value = total;
   return true;
+}
+
+namespace {
+
+// A child of the beam's current depth: its value, frames from the root, the root child it
+// came from, and where it is (expansion, child).
+struct BeamCandidate {
+  double value;
+  double frames;
+  int first;
+  int exp;
+  int child;
+};
+
+struct BeamLine {
+  double frames;
+  int first;
+  State state;
+};
+
+// Positions of the first `width` of `n` ranked boards (field_of(i): kFieldSize bytes) that
+// differ from every board kept before them.
+template <typename FieldOf>
+std::vector<size_t> distinct_best(size_t n, size_t width, FieldOf field_of) {
+  std::unordered_set<std::string> seen;
+  std::vector<size_t> keep;
+  for (size_t i = 0; i < n && keep.size() < width; ++i) {
+    if (seen.emplace(reinterpret_cast<const char*>(field_of(i)), kFieldSize).second) {
+      keep.push_back(i);
+    }
+  }
+  return keep;
+}
+
+}  // namespace
+
+int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
+                int max_settle, const LeafWeights& w) {
+  if (ranked.empty()) return -1;
+  const size_t wd = static_cast<size_t>(std::max(width, 1));
+  std::vector<BeamLine> beam;
+  for (size_t i : distinct_best(ranked.size(), wd, [&](size_t k) { return ranked[k].state.field; }))
+    beam.push_back({ranked[i].frames, static_cast<int>(i), ranked[i].state});
+  std::vector<Expansion> exps;
+  std::vector<BeamCandidate> cand;
+  for (int d = 0; d < depth; ++d) {
+    exps.resize(beam.size());
+    cand.clear();
+    bool cleared = false;
+    double clear_value = 0.0;
+    int clear_first = -1;
+    for (size_t b = 0; b < beam.size(); ++b) {
+      Expansion& e = exps[b];
+      if (!expand(beam[b].state, opt, max_settle, e)) continue;
+      // The fastest clear of this expansion (the first of equal value), then of the depth.
+      int best = -1;
+      double best_value = 0.0;
+      for (size_t j = 0; j < e.children.size(); ++j) {
+        const Child& c = e.children[j];
+        const double t = beam[b].frames + static_cast<double>(c.lock_frame + c.settle_frames);
+        const double v = leaf_value(c.state.field, c.viruses, c.state.phase, t, w);
+        if (c.state.phase == kPhaseStageClear) {
+          if (best < 0 || v > best_value) {
+            best = static_cast<int>(j);
+            best_value = v;
+          }
+        } else if (c.state.phase == kPhasePlaying) {
+          cand.push_back({v, t, beam[b].first, static_cast<int>(b), static_cast<int>(j)});
+        }
+      }
+      if (best >= 0 && (!cleared || best_value > clear_value)) {
+        cleared = true;
+        clear_value = best_value;
+        clear_first = beam[b].first;
+      }
+    }
+    if (cleared) return clear_first;
+    if (cand.empty()) break;  // every line tops out within this depth
+    std::stable_sort(cand.begin(), cand.end(), [](const BeamCandidate& a, const BeamCandidate& b) {
+      return a.value > b.value;
+    });
+    const auto field_of = [&](size_t k) {
+      return exps[static_cast<size_t>(cand[k].exp)]
+          .children[static_cast<size_t>(cand[k].child)]
+          .state.field;
+    };
+    std::vector<BeamLine> next;
+    for (size_t i : distinct_best(cand.size(), wd, field_of)) {
+      const BeamCandidate& c = cand[i];
+      next.push_back(
+          {c.frames, c.first,
+           exps[static_cast<size_t>(c.exp)].children[static_cast<size_t>(c.child)].state});
+    }
+    beam.swap(next);
+  }
+  return beam.front().first;
 }
 
 }  // namespace drm

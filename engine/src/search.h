@@ -83,4 +83,29 @@ bool expected_best_leaf(const State& s, const PlanOptions& opt, int max_settle,
                         const std::vector<double>& probs, double frames, const LeafWeights& w,
                         double& value);
 
+// One root line of policy.beam.BeamPlayer's beam: a live child of the root spawn state (at
+// its own spawn state), its leaf value and the frames it took from the root.
+struct BeamRoot {
+  double value = 0.0;
+  double frames = 0.0;
+  State state{};
+};
+
+// policy.beam.BeamPlayer after its first pill. `ranked`: the root's live children, best first
+// (ties in placement order). The beam keeps the `width` best lines whose boards (128 field
+// bytes) differ: a line whose board equals one kept before it is dropped, so a copy does not
+// take a place of the width. Lines at one depth have thrown the same pills from the reserve
+// (the RNG is not stepped in play), so two with one board face the same pills at the same
+// speed; what may differ is the frame counter's parity, which can shift a later drop by one
+// frame (fallingPill_checkYMove [$8D80] reads Down on every other frame), and the copy kept is
+// the better-ranked one, which got there in no more frames. Each kept line is expand()ed with
+// its next pill and its children valued by leaf_value() (frames counted from the root), for
+// `depth` more pills. The first depth at which some line clears the stage ends the search:
+// the fastest such clear (the first found of equal value) is chosen. When no line is left
+// alive at some depth, the best line of the depth before is chosen. Returns the position in
+// `ranked` of the chosen line's root child; -1 when `ranked` is empty. Ranking is a stable
+// sort by value, so the result is policy/beam.py's reference beam's, double for double.
+int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
+                int max_settle, const LeafWeights& w);
+
 }  // namespace drm
