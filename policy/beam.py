@@ -43,6 +43,12 @@ class BeamPlayer:
     depth: pills searched (the falling one included), >= 1; width: states kept per depth,
     >= 1; scale > 0. depth 8 x width 80 and scale 0.5 (the defaults) were chosen on training
     seeds (docs/POLICY.md "Beam search over the level's pills").
+    taps_only: plan every pill with engine.plan's taps_only search; ahead_taps_only (the
+    default): only the pills after the first (the look-ahead; the placement played is always
+    planned as ``taps_only`` says). taps_only plans find the full search's placements on
+    nearly every state (docs/PLANNER.md) in about half the time: the default beam made the
+    same choices as one that plans every pill in full on 40 level-20 HI training games
+    (docs/POLICY.md "Beam search over the level's pills").
     Cost: up to ``1 + (depth - 1) * width`` engine expansions per decision. The pills after
     the first are searched in C++ with the interpreter lock released (engine._core.beam,
     search.h beam_search, which also says what two lines with one board may differ in).
@@ -53,6 +59,7 @@ class BeamPlayer:
     weights: Weights = field(default_factory=Weights)
     scale: float = 0.5
     taps_only: bool = False
+    ahead_taps_only: bool = True
     name: str = "beam"
 
     def __post_init__(self) -> None:
@@ -85,7 +92,8 @@ class BeamPlayer:
         p, d = packed_weights(w)
         pos = _core.beam(
             [root.child(int(k)) for k in order], v[order], t[order], self.depth - 1,
-            self.width, p, d, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES,
+            self.width, p, d, taps_only=self.taps_only or self.ahead_taps_only,
+            max_settle=MAX_SETTLE_FRAMES,
         )  # fmt: skip
         return root, int(order[pos])
 

@@ -1,7 +1,7 @@
 """Policy timings as JSON: ONNX inference with masking per decision (one core), and the teacher.
 
     python -m policy.bench [--states 200] [--teacher-states 40] [--taps-only]
-                           [--search-states 100]
+                           [--search-states 100] [--beam-states 40]
 
 States are spawn states of seeded games (levels 0, 5, 10, 15, 20 x LOW/MED/HI) reached by
 playing random reachable placements. "onnx" times PlacementPolicy.choose (feature encoding,
@@ -11,6 +11,7 @@ median, trimmed mean (10% cut each side), min, p99 and max in milliseconds, as o
 benchmark does; "plan" is one engine.plan per state, for scale. --search-states times the
 play-time search (policy.search, with the network's prior), the teacher and the network
 (each planning included: the whole decision) on level-20 HI states along the network's games.
+--beam-states times policy.beam.BeamPlayer (8 x 80, the whole decision) on such states.
 """
 
 from __future__ import annotations
@@ -113,11 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--states", type=int, default=200)
     ap.add_argument("--teacher-states", type=int, default=40)
     ap.add_argument("--search-states", type=int, default=0, help="level-20 HI states for search")
+    ap.add_argument("--beam-states", type=int, default=0, help="level-20 HI states for beam")
     ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
     ap.add_argument("--taps-only", action="store_true", help="teacher plans with taps_only")
     args = ap.parse_args(argv)
-    if args.states < 1 or args.teacher_states < 0 or args.search_states < 0:
-        ap.error("--states must be >= 1, --teacher-states and --search-states >= 0")
+    if args.states < 1 or min(args.teacher_states, args.search_states, args.beam_states) < 0:
+        ap.error("--states must be >= 1; --teacher-states, --search-states, --beam-states >= 0")
 
     from policy.features import SpawnInput
     from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
@@ -147,6 +149,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["search_decision"] = timing(player.act, sub, warmup=1)
         report["teacher_decision_level20"] = timing(Teacher().act, sub, warmup=1)
         report["onnx_decision_level20"] = timing(policy.act, sub, warmup=1)
+    if args.beam_states:
+        from policy.beam import BeamPlayer
+
+        beam = BeamPlayer()
+        sub = level20_states(args.beam_states, seed=1, model=args.model)
+        report["beam"] = f"{beam.depth} x {beam.width}, scale {beam.scale}"
+        report["beam_states"] = len(sub)
+        report["beam_decision"] = timing(beam.act, sub, warmup=1)
     print(json.dumps(report, indent=1))
     return 0
 

@@ -42,15 +42,19 @@ def test_depth_one_is_the_best_one_ply_leaf_at_its_scale(scale: float) -> None:
         to_spawn(game)
 
 
-def reference_beam(game: engine.Game, depth: int, width: int, distinct: bool) -> int:
+def reference_beam(
+    game: engine.Game, depth: int, width: int, distinct: bool, root_taps_only: bool = True
+) -> int:
     """The first placement (index into the root's expansion) of the best line found by a beam
-    over game clones; ``distinct``: keep one line a board at each depth."""
+    over game clones; ``distinct``: keep one line a board at each depth. The pills after the
+    first are planned taps_only, the first as ``root_taps_only`` says."""
     w = Weights().scaled(0.5)
     lines: list[tuple[float, int, engine.Game]] = [(0.0, -1, game)]  # (frames, first, state)
-    for _ in range(depth):
+    for d in range(depth):
         ranked = []
         for t0, first, g in lines:
-            e = _core.expand(g, taps_only=True, max_settle=MAX_SETTLE_FRAMES)
+            taps = root_taps_only or d > 0
+            e = _core.expand(g, taps_only=taps, max_settle=MAX_SETTLE_FRAMES)
             t = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
             v = leaf_values(e.fields, e.viruses, e.phases, t, w)
             for j in np.flatnonzero(np.asarray(e.phases) == PLAYING):
@@ -81,6 +85,10 @@ def test_the_beam_keeps_one_line_a_board_and_that_changes_a_choice() -> None:
     _, k = player.choose(game)
     assert k == reference_beam(game, 4, 8, distinct=True)
     assert k != reference_beam(game, 4, 8, distinct=False)
+    # The default: the placement played planned in full, the look-ahead taps_only.
+    e, k = BeamPlayer(depth=4, width=8).choose(game)
+    assert (e.placements == _core.expand(game, max_settle=MAX_SETTLE_FRAMES).placements).all()
+    assert k == reference_beam(game, 4, 8, distinct=True, root_taps_only=False)
 
 
 def test_the_choice_follows_the_pills_the_reserve_holds() -> None:

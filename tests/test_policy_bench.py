@@ -1,0 +1,25 @@
+"""policy.bench: the timings it prints as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policy import bench
+
+
+def test_bench_times_the_beam_on_level20_states(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--states", "3", "--teacher-states", "0", "--beam-states", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["onnx_decision"]["n"] == 3
+    assert report["beam"] == "8 x 80, scale 0.5"
+    assert report["beam_states"] == 2 and report["beam_decision"]["n"] == 2
+    assert report["beam_decision"]["min_ms"] > 0
+    assert "teacher_decision" not in report
+
+
+def test_bench_rejects_a_negative_count() -> None:
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--beam-states", "-1"])
+    assert exc.value.code == 2
