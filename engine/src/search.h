@@ -104,7 +104,7 @@ struct BeamRoot {
 // the fastest such clear (the first found of equal value) is chosen. When no line is left
 // alive at some depth, the best line of the depth before is chosen. Returns the position in
 // `ranked` of the chosen line's root child; -1 when `ranked` is empty. Ranking is a stable
-// sort by value, so the result is policy/beam.py's reference beam's, double for double.
+// sort by value, so the result is the reference beam's of tests/test_policy_beam.py.
 int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
                 int max_settle, const LeafWeights& w);
 
