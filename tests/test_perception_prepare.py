@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")  # the train extra; CI installs it
+pytest.importorskip("onnx")  # the train extra too: torch.onnx exports with it
 
 import engine  # noqa: E402
 from calibration import Profile  # noqa: E402

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")  # the train extra; CI installs it
+pytest.importorskip("onnx")  # the train extra too: torch.onnx exports with it
 
 from calibration import CaptureModel, Profile  # noqa: E402
 from perception.reader import BoardReader  # noqa: E402

@@ -18,7 +18,9 @@ from policy.play import Episode, play, to_spawn
 
 @pytest.fixture(scope="module")
 def torch() -> ModuleType:
-    """torch is the train extra's: without it the tests that build a net skip (CI has it)."""
+    """torch and onnx are the train extra's: without them the tests that build a net skip (CI
+    has them; torch.onnx exports with onnx)."""
+    pytest.importorskip("onnx")
     return pytest.importorskip("torch")
 
 
