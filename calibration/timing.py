@@ -37,7 +37,9 @@ class CaptureSchedule:
     ``index``: 0..K-1. ``device_index``: the capture device's frame number (gaps = drops).
     ``time_ns``: host receive time since console frame 0 began. ``console_frame``: the console
     frame (engine ``frame`` count) in the picture, its even lines when combed. ``odd_frame``: the
-    console frame on the odd lines (equal to ``console_frame`` unless combing).
+    console frame on the odd lines (equal to ``console_frame`` unless combing). ``repeat``
+    (bool [K]): the device delivered its previous picture again (``repeat_rate``), so the frame
+    shown is older than the sampling instant says.
     """
 
     index: np.ndarray
@@ -45,6 +47,7 @@ class CaptureSchedule:
     time_ns: np.ndarray
     console_frame: np.ndarray
     odd_frame: np.ndarray
+    repeat: np.ndarray
 
     def __len__(self) -> int:
         return int(self.index.size)
@@ -113,6 +116,7 @@ class TimingModel:
             time_ns=time_ns[keep],
             console_frame=shown[keep],
             odd_frame=odd[keep],
+            repeat=(repeat & (k > 0))[keep],
         )
 
     def for_console_frames(self, console_frames: int) -> CaptureSchedule:

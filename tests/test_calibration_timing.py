@@ -91,6 +91,11 @@ def test_drops_leave_gaps_and_repeats_hold_the_picture():
     _, repeated = skipped_and_repeated(r.console_frame)
     assert repeated == pytest.approx(0.05 * n, abs=4 * math.sqrt(n * 0.05))
     assert len(r) == n
+    # ``repeat`` flags exactly the deliveries that hold the picture before (at the console's
+    # rate every sample shows a new frame otherwise).
+    held = np.concatenate([[False], r.console_frame[1:] == r.console_frame[:-1]])
+    np.testing.assert_array_equal(r.repeat, held)
+    assert not s.repeat.any()
 
 
 def test_combing_pairs_each_picture_with_the_frame_before():

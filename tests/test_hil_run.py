@@ -84,6 +84,9 @@ def check_run(proc: subprocess.Popen, levels, log: Path) -> dict:
     assert summary["sim"]["profile"] == PROFILE
     lat = summary["capture_latency_frames"]
     assert 3.0 <= lat["p50"] <= 4.5  # 3 frames + sampling + jitter, as the profile says
+    # Every capture's frame (the console's truth) lies among the frames the clock gave it.
+    assert summary["shown_frames_checked"] >= summary["captured_frames"] // 2 > 0, summary
+    assert summary["shown_frames_outside"] == 0, summary
     events = read_log(log)
     names = [e["event"] for e in events]
     for name in ("run_start", "link_up", "start_pressed", "level_start", "spawn", "plan"):
@@ -242,6 +245,10 @@ def test_real_time_level_start_finds_the_frame_and_phase_then_stays_in_step(tmp_
     assert (start["frame_counter_mod16"] - truth["frame_counter_mod16"]) % 8 == 0, (start, truth)
     assert summary["decisions"] >= 8, summary
     assert summary["desyncs"] == 0 and summary["timing_slips"] == 0, summary
+    # The clock mapping is never early (no STATUS is read before it was sent) and every
+    # capture's frame is among its candidates.
+    assert summary["clock_error_ms"]["min"] > -0.01, summary["clock_error_ms"]
+    assert summary["shown_frames_checked"] > 0 and summary["shown_frames_outside"] == 0, summary
 
 
 def test_bench_and_latency_calibration_print_json(profile_path):

@@ -378,11 +378,13 @@ class EmuRun(PacedConsole):
     def shown(self, g: int) -> tuple[np.ndarray, dict[str, Any]]:
         """Frame g's picture (RGB uint8 [240, 256, 3]) and truth: ``console_frame`` (the
         firmware's latch group, None on a lag frame), ``video_frame``, ``facts``,
-        ``ram_mismatches`` (so far). Raises KeyError."""
+        ``ram_mismatches`` (so far), ``latch_host_ns`` (the host clock's time of the frame's
+        controller reads: what the runtime's clock mapping estimates). Raises KeyError."""
         ev, facts = self.picture(g)
         return ev.picture, {
             "console_frame": ev.console_frame,
             "video_frame": ev.video_frame,
+            "latch_host_ns": self.host_ns(self._frame_ns(ev.video_frame)),
             "facts": facts,
             "ram_mismatches": self.ram_mismatches,
         }

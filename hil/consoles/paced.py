@@ -251,7 +251,8 @@ class ChainCapture:
     CaptureFaults (real time only).
 
     Each Frame's ``truth``: the console's (``shown``) plus ``arrival_ns`` (the timing model's
-    host time), ``device_index`` and ``odd_frame`` (the console frame on the odd lines)."""
+    host time), ``device_index``, ``odd_frame`` (the console frame on the odd lines) and
+    ``card_repeat`` (the card sent its previous picture again: CaptureSchedule.repeat)."""
 
     def __init__(
         self,
@@ -318,7 +319,10 @@ class ChainCapture:
         t = self.console.host_ns(float(sched.time_ns[k]))
         truth = dict(truth)
         truth.update(
-            arrival_ns=t, device_index=int(sched.device_index[k]), odd_frame=int(sched.odd_frame[k])
+            arrival_ns=t,
+            device_index=int(sched.device_index[k]),
+            odd_frame=int(sched.odd_frame[k]),
+            card_repeat=bool(sched.repeat[k]),
         )
         return Frame(image, t, k, truth)
 

@@ -502,9 +502,10 @@ class SimConsole(PacedConsole):
     def shown(self, g: int) -> tuple[np.ndarray, dict[str, Any]]:
         """The picture of console frame g (RGB uint8 [240, 256, 3]: the state rendered, the
         menu's clean-room picture, or black) and its truth: ``console_frame`` (the device's
-        numbering), ``sim_frame`` (g), ``facts`` (engine.ScreenFacts or None), ``level`` (index
-        into the records, -1 on a screen without a level). Raises KeyError when frame g is not
-        latched yet or long gone."""
+        numbering), ``sim_frame`` (g), ``latch_host_ns`` (the host clock's time of its first
+        latch: what the runtime's clock mapping estimates), ``facts`` (engine.ScreenFacts or
+        None), ``level`` (index into the records, -1 on a screen without a level). Raises
+        KeyError when frame g is not latched yet or long gone."""
         state = self.picture_state(g)
         if state is not None:
             picture = self.render(state)
@@ -514,6 +515,7 @@ class SimConsole(PacedConsole):
         truth = {
             "console_frame": g - self.device_base_frame,
             "sim_frame": g,
+            "latch_host_ns": self.host_ns(self.latch_ns(g)),
             "facts": None if state is None else engine.screen_facts(state),
             "level": len(self.records) - 1 if state is not None else -1,
         }

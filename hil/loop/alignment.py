@@ -36,6 +36,9 @@ from perception.observation import (
 # Frames from the Start to the end of the longest intro: 6 frames of load, at most 145 addVirus
 # calls (levels 20-24, over every seed: docs/LEVEL_GEN.md), one overrun frame, and a margin.
 MAX_INTRO_FRAMES = 6 + 145 + 1 + 8
+# Base-frame hypotheses below the prior at most (frames): the loop may read no picture for a
+# stall of ~130 ms (8 frames) on a loaded 2-core machine just as the board becomes whole.
+MAX_WINDOW_BACK = 24
 
 
 def intro_tables(
@@ -151,8 +154,14 @@ class Alignment:
                 if lv.votes is None:
                     lv.votes = np.zeros((ROWS, COLS, 256), np.float32)
                     lv.next0 = obs.next_colors
-                    first = _first_full(lv, min(target, obs.virus_count), frames)
+                    least = min(target, obs.virus_count)
+                    first = _first_full(lv, least, frames)
                     lv.base_prior = first + 1 + lv.intro_lead
+                    partial = _last_partial(lv, least, first)
+                    if partial is not None:
+                        # the whole board came after the frame that capture showed: at the
+                        # start of its range at the earliest (a frame of slack: the clock)
+                        lv.base_low = partial + 1 + 1 + lv.intro_lead - 1
                 # The board is voted over board_frames pictures (the sum of confidence per cell
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
@@ -202,7 +211,12 @@ class Alignment:
             if both is not None:  # two players, both bottles read: the intro's end, exactly
                 lv.base_prior = both + 1
             prior = lv.base_prior
-            lv.misses = {(b, c): 0 for b in range(prior - w, prior + w + 1) for c in range(16)}
+            # The window reaches back to what the last partial board allows when the loop
+            # missed the pictures of the board's completion (at most MAX_WINDOW_BACK frames).
+            low = prior - w
+            if lv.base_low is not None and both is None:
+                low = max(min(low, lv.base_low), prior - MAX_WINDOW_BACK)
+            lv.misses = {(b, c): 0 for b in range(low, prior + w + 1) for c in range(16)}
             for seen, o in lv.observations[:n]:
                 self._score(lv, seen, o)
         else:
@@ -347,6 +361,18 @@ def _first_both_full(lv: TrackedLevel, seen: list[tuple[range, Observation]]) ->
         if same_board(obs, lv.board) and not pill_cells(obs.field):
             return frames.stop - 1
     return None
+
+
+def _last_partial(lv: TrackedLevel, target: int, first: int) -> int | None:
+    """The first frame of the range of the newest capture of this level's intro before frame
+    ``first`` with fewer than ``target`` viruses (the board still being drawn), or None."""
+    best: int | None = None
+    for seen, obs in lv.observations:
+        if seen.stop - 1 >= first or obs.kind != ScreenKind.LEVEL or pill_cells(obs.field):
+            continue
+        if obs.virus_count < target and (best is None or seen.start > best):
+            best = seen.start
+    return best
 
 
 def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:

@@ -99,6 +99,9 @@ def summary(rt: Runtime) -> dict[str, Any]:
         else st.last_frame - st.first_frame + 1,
         "captured_frames": st.frames,
         "repeated_frames": st.repeated_frames,
+        "shown_frames_checked": st.shown_checked,
+        "shown_frames_outside": st.shown_outside,
+        "clock_error_ms": _signed(st.clock_error_ms),
         "menu_frames": st.menu_frames,
         "decisions": st.decisions,
         "missed_decisions": st.missed_decisions,
@@ -164,4 +167,12 @@ def summary(rt: Runtime) -> dict[str, Any]:
             }
     out.update(rt.console.report())  # the console's own section: "sim", "emu", "rig"
     rt.log.write("summary", **out)
+    return out
+
+
+def _signed(series: Any) -> dict[str, float] | None:
+    """percentiles of a signed Series, with its min."""
+    out = percentiles(series)
+    if out is not None:
+        out["min"] = round(series.min, 3)
     return out

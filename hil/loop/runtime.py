@@ -520,6 +520,7 @@ class Runtime:
                 events += self.p1.tracker.on_frame(frame.time_ns, obs1)
             self.last_obs = obs
             self._latency_sample(frame)
+            self._shown_check(frame)
             lap("tracker")
         self.decision.on_frame(t_got, linked=self.wire.linked)
         if self.p1 is not None:
@@ -614,6 +615,39 @@ class Runtime:
             return
         done = clock.latch_ns(g) + clock.period_ns
         self.stats.capture_latency_frames.append((frame.time_ns - done) / clock.period_ns)
+
+    # Captures outside their frames logged per run (shown_outside events; all are counted).
+    SHOWN_OUTSIDE_LOGGED = 50
+
+    def _shown_check(self, frame: Frame) -> None:
+        """Where the console knows which of its frames a capture shows (the truth's
+        ``console_frame``: the simulated console, the emulator), whether it lies in the frames
+        the clock mapping says the capture can show (Tracker.shown_frames): a capture outside
+        them is compared with the wrong frames' predictions. Counted (``shown_frames_outside``
+        in the summary) and the first SHOWN_OUTSIDE_LOGGED logged (``shown_outside``); with the
+        truth's ``latch_host_ns`` the clock mapping's error goes to ``clock_error_ms``."""
+        truth = getattr(frame, "truth", None)
+        g = truth.get("console_frame") if isinstance(truth, dict) else None
+        if g is None or not self.clock.ready or truth.get("card_repeat"):
+            return  # (a card's repeat shows an older frame than its arrival says: not the clock)
+        shown = self.tracker.shown_frames(frame.time_ns)
+        self.stats.shown_checked += 1
+        latch = truth.get("latch_host_ns")
+        if latch is not None:
+            self.stats.clock_error_ms.append((self.clock.latch_ns(int(g)) - latch) / 1e6)
+        if g in shown:
+            return
+        self.stats.shown_outside += 1
+        if self.stats.shown_outside <= self.SHOWN_OUTSIDE_LOGGED:
+            self.log.write(
+                "shown_outside",
+                frame=int(g),
+                shown=[shown.start, shown.stop - 1],
+                clock_samples=self.clock.samples,
+                clock_error_ms=None
+                if latch is None
+                else round((self.clock.latch_ns(int(g)) - latch) / 1e6, 3),
+            )
 
     # ---- reporting ------------------------------------------------------------------------
 

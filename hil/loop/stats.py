@@ -18,7 +18,7 @@ STALL_MS = 1e3 / 60.0988
 
 class Series:
     """A streaming aggregate of one per-frame number (flat memory on long runs): count, exact
-    max, the last value, the last ``recent`` values, and a histogram of log-spaced bins 1 %
+    max and min, the last value, the last ``recent`` values, and a histogram of log-spaced bins 1 %
     wide (keyed by sign and bin; about 2,100 keys at most from 1e-6 to 1e3 in either sign, in
     practice a few hundred), from which :meth:`percentiles` reads p50/p90/p99 to within 0.5 %
     of the exact value."""
@@ -28,6 +28,7 @@ class Series:
     def __init__(self, recent: int = 600) -> None:
         self.n = 0
         self.max = -math.inf
+        self.min = math.inf
         self.last: float | None = None
         self.recent: deque[float] = deque(maxlen=recent)
         self.bins: dict[int, int] = {}
@@ -35,6 +36,7 @@ class Series:
     def append(self, value: float) -> None:
         v = float(value)
         self.max = max(self.max, v)
+        self.min = min(self.min, v)
         self.last = v
         self.recent.append(v)
         key = self._key(v)
@@ -99,6 +101,13 @@ class Stats:
     arm_misses: int = 0
     stalls: int = 0  # frames whose handling took longer than a console frame
     repeated_frames: int = 0  # captures that repeated the picture before them
+    # Captures whose console frame the console's ground truth gives (the simulated console,
+    # the emulator), and those of them outside the frames the clock said they could show.
+    shown_checked: int = 0
+    shown_outside: int = 0
+    # The clock mapping's error where the console knows the latch times (FrameClock.latch_ns
+    # of a captured frame minus the truth's; ms, > 0: the clock puts the frame later).
+    clock_error_ms: Series = field(default_factory=Series)
     longest_stall: dict[str, Any] = field(default_factory=dict)  # ms, where, frame
     first_frame: int | None = None
     last_frame: int | None = None

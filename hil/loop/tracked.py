@@ -96,6 +96,10 @@ class TrackedLevel:
         # The base frame as the intro's pictures give it (None until the whole board is seen):
         # the first picture with every virus is the frame before State 0's.
         self.base_prior: int | None = None
+        # The earliest base frame the intro's pictures allow: a capture with the board still
+        # partial showed a frame before the whole one. Below base_prior - align_window when the
+        # loop read no picture for a while (a stall) as the board became whole.
+        self.base_low: int | None = None
         self.base: int | None = None
         self.fc0: int | None = None  # frameCounter mod 16 in state 0
         self.observations: list[tuple[range, Observation]] = []
