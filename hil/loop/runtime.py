@@ -627,7 +627,9 @@ class Runtime:
         in the summary) and the first SHOWN_OUTSIDE_LOGGED logged (``shown_outside``); with the
         truth's ``latch_host_ns`` the clock mapping's error goes to ``clock_error_ms``."""
         truth = getattr(frame, "truth", None)
-        g = truth.get("console_frame") if isinstance(truth, dict) else None
+        if not isinstance(truth, dict):
+            return
+        g = truth.get("console_frame")
         if g is None or not self.clock.ready or truth.get("card_repeat"):
             return  # (a card's repeat shows an older frame than its arrival says: not the clock)
         shown = self.tracker.shown_frames(frame.time_ns)
