@@ -141,6 +141,26 @@ def test_hil_beam_policy_chooses_from_the_falling_pill_the_same_for_every_pair()
         policy.choose(falling, np.zeros(512, bool))
 
 
+def test_hil_beam_policys_quick_choice_is_a_smaller_beam_not_the_network() -> None:
+    """Pondered first in real time, the quick choice plays when the full beam comes too late
+    (a loaded machine): a beam over the same known pills at QUICK_BEAM, not the network,
+    which stays the choice for a pill decided at its spawn."""
+    from hil.loop.policies import QUICK_BEAM
+    from hil.loop.runtime import make_policy
+
+    policy = make_policy("beam")
+    quick = policy.quick
+    assert quick is not None and quick.quick is None and quick.net is policy.net
+    assert (quick.player.depth, quick.player.width) == QUICK_BEAM
+    assert QUICK_BEAM[0] * QUICK_BEAM[1] < policy.player.depth * policy.player.width
+    game, falling, plan = spawn_and_falling(0x6016)
+    idx = quick.choose(falling, plan.reachable)
+    assert idx == BeamPlayer(*QUICK_BEAM).act(game).placement
+    assert policy.choose_now(falling, plan.reachable) == policy.net.choose(
+        falling, plan.reachable
+    )
+
+
 def test_the_engine_beam_checks_its_arguments() -> None:
     game = Episode(20, 2, 0x6010, 3).game()
     to_spawn(game)

@@ -17,10 +17,13 @@ from hil.link.protocol import Status
 NES_HZ = 60.0988
 # How late the clock mapping may put a latch (ns): its offset is the least delay of the last
 # 512 STATUS reads, and no read is ever early. Measured with the console's ground truth
-# (``clock_error_ms`` in a run's summary): the emulator in real time on 2 cores, 0.41 ms at
-# least, median 0.6 ms, p99 2.7 ms (the STATUS leaves when the console process's pacing gets
-# to it); the simulated console 0.16-0.25 ms at the median. A capture sampled within that
-# much after a frame boundary shows the later frame: the candidates include it.
+# (``clock_error_ms`` in a run's summary) on the emulator in real time on 2 cores (the STATUS
+# leaves when the console process's pacing gets to it): quiet 0.37-0.41 ms at least, p50
+# 0.6-0.7 ms, p99 2.7-3.6 ms; beside two CPU-bound processes p50 1.3, p99 4.9, max 6.2 ms; the
+# simulated console 0.16-0.25 ms at the median. A capture sampled within that much after a
+# frame boundary shows the later frame: the candidates include it. Not more: each ms widens
+# every capture's candidates, and at 6 ms the level start's alignment could no longer tell
+# base frames b and b + 1 apart (tests/test_tracker.py).
 CLOCK_LATE_NS = 3e6
 
 

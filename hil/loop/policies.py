@@ -14,7 +14,8 @@ real time, whose plan the full one replaces when it comes in time).
   (policy.search.AttackSearch, docs/VERSUS.md "Players");
 - ``beam`` (one player): policy.beam's search over the pills the level's reserve will throw,
   which the tracker's states hold once the board names the level's seed (docs/RUN.md "The
-  level's pills"); ~100 ms of one core a choice, one search for a pondered pill.
+  level's pills"); ~100 ms of one core a choice, one search for a pondered pill, pondered
+  first in real time with a beam of QUICK_BEAM (~20 ms).
 """
 
 from __future__ import annotations
@@ -112,26 +113,44 @@ class SearchPolicy:
         raise ValueError("the search found no placement the runtime's planner reaches")
 
 
+# The beam pondered first in real time (``BeamPolicy.quick``): depth x width. About 20 ms of one
+# core at level 20 HI against the full beam's ~125 ms (policy.beam), so its plan is on the wire
+# when a busy machine leaves the full one too late; a search over the level's known pills, where
+# the network it replaces played blind (a loaded run topped out at level 23 HI: a board full to
+# row 3, 19 % of the pills the network's).
+QUICK_BEAM = (6, 16)
+
+
 class BeamPolicy:
     """policy.beam.BeamPlayer from the falling pill (its first ply played with the planner's
     own masks, policy.search.PlayedPly), on the pills of the state's reserve: the level's own
     when the tracker found its seed (docs/RUN.md "The level's pills"), else some seed's,
-    which it plays as well as it can. ``quick`` is the ONNX network: a pill decided at its
-    spawn in real time takes its choice (``choose_now``), and a pondered pill is planned with
-    it first (hil.loop.decision)."""
+    which it plays as well as it can. ``depth`` x ``width``: the beam's (None: policy.beam's
+    defaults). ``quick`` (real time): the same beam at :data:`QUICK_BEAM`, pondered first so
+    its plan is on the wire when the full beam comes too late (hil.loop.decision); None for
+    the quick one itself. A pill decided at its spawn in real time takes the ONNX network's
+    choice (``choose_now``, ~2 ms), as does a placement the runtime's planner cannot reach."""
 
     name = "beam"
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        depth: int | None = None,
+        width: int | None = None,
+        *,
+        net: OnnxPolicy | None = None,
+        with_quick: bool = True,
+    ) -> None:
         from policy.beam import BeamPlayer
 
-        self.player = BeamPlayer()
-        self.quick = OnnxPolicy()
+        self.player = BeamPlayer() if depth is None or width is None else BeamPlayer(depth, width)
+        self.net = net if net is not None else OnnxPolicy()
+        self.quick = BeamPolicy(*QUICK_BEAM, net=self.net, with_quick=False) if with_quick else None
 
     def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
         """The network's choice (~2 ms): for a pill decided at its spawn in real time, which
         cannot wait the beam's ~100 ms."""
-        return self.quick.choose(game, reachable)
+        return self.net.choose(game, reachable)
 
     def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
         from policy.search import PlayedPly
@@ -143,7 +162,7 @@ class BeamPolicy:
         e, k = self.player.choose(game, first)
         idx = int(e.placements[k])
         # (the runtime's planner may reach less than engine.plan: then the network chooses)
-        return idx if ok[idx] else self.quick.choose(game, reachable)
+        return idx if ok[idx] else self.net.choose(game, reachable)
 
     def choose_pairs(
         self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
