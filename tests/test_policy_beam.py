@@ -156,9 +156,7 @@ def test_hil_beam_policys_quick_choice_is_a_smaller_beam_not_the_network() -> No
     game, falling, plan = spawn_and_falling(0x6016)
     idx = quick.choose(falling, plan.reachable)
     assert idx == BeamPlayer(*QUICK_BEAM).act(game).placement
-    assert policy.choose_now(falling, plan.reachable) == policy.net.choose(
-        falling, plan.reachable
-    )
+    assert policy.choose_now(falling, plan.reachable) == policy.net.choose(falling, plan.reachable)
 
 
 def test_the_engine_beam_checks_its_arguments() -> None:
