@@ -159,9 +159,10 @@ class Alignment:
                     lv.base_prior = first + 1 + lv.intro_lead
                     partial = _last_partial(lv, least, first)
                     if partial is not None:
-                        # the whole board came after the frame that capture showed: at the
-                        # start of its range at the earliest (a frame of slack: the clock)
-                        lv.base_low = partial + 1 + 1 + lv.intro_lead - 1
+                        # That capture showed a frame from ``partial`` on with the board not
+                        # whole: whole from partial + 1 on, state 0 a frame later; less a frame
+                        # of slack for the clock.
+                        lv.base_low = partial + 1 + lv.intro_lead
                 # The board is voted over board_frames pictures (the sum of confidence per cell
                 # and code): a reader unsure of a virus on one animation frame is sure on the
                 # other, and a board read wrong at the start stays wrong in the shadow.
