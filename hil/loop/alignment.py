@@ -129,12 +129,16 @@ class Alignment:
         self.cfg = cfg
         self.worker = worker
 
-    def on_capture(self, lv: TrackedLevel, frames: range, obs: Observation) -> Event | None:
-        """One capture of level ``lv`` (not yet aligned) that shows console frames ``frames``:
-        the board voted while the intro shows it whole, then the hypotheses scored on the
-        worker. Returns the ``level_start`` Event when a finished job chose one (then ``lv``
-        holds base, fc0 and state 0: see :func:`_start`), else None."""
+    def on_capture(
+        self, lv: TrackedLevel, frames: range, obs: Observation, point: int | None = None
+    ) -> Event | None:
+        """One capture of level ``lv`` (not yet aligned) that shows console frames ``frames``
+        (``point``: the most likely of them, FrameClock.shown_frame; None: the last): the
+        board voted while the intro shows it whole, then the hypotheses scored on the worker.
+        Returns the ``level_start`` Event when a finished job chose one (then ``lv`` holds
+        base, fc0 and state 0: see :func:`_start`), else None."""
         lv.observations.append((frames, obs))
+        lv.points.append(frames.stop - 1 if point is None else min(point, frames.stop - 1))
         if lv.board is None:
             target = virus_target(lv.level)
             # The whole board: every virus of the level in sight. After the longest intro the
@@ -334,6 +338,7 @@ def _start(lv: TrackedLevel, b: int, c: int, ambiguous: bool) -> Event:
         },
     )
     lv.observations.clear()
+    lv.points.clear()
     return event
 
 
@@ -377,11 +382,11 @@ def _last_partial(lv: TrackedLevel, target: int, first: int) -> int | None:
 
 
 def _first_full(lv: TrackedLevel, target: int, frames: range) -> int:
-    """The first frame a capture of this level showed ``target`` viruses or more (the current
-    capture's when none before did)."""
-    for seen, obs in lv.observations:
+    """The most likely frame (``lv.points``) of the first capture of this level that showed
+    ``target`` viruses or more (the current capture's last frame when none before did)."""
+    for (_, obs), point in zip(lv.observations, lv.points, strict=True):
         if obs.kind == ScreenKind.LEVEL and obs.virus_count >= target and not pill_cells(obs.field):
-            return seen.stop - 1
+            return point
     return frames.stop - 1
 
 

@@ -25,6 +25,10 @@ NES_HZ = 60.0988
 # every capture's candidates, and at 6 ms the level start's alignment could no longer tell
 # base frames b and b + 1 apart (tests/test_tracker.py).
 CLOCK_LATE_NS = 3e6
+# The clock's typical late bias (ns), for a capture's single most likely frame
+# (FrameClock.shown_frame): the candidates' upper end with CLOCK_LATE_NS is often a frame past
+# it, and the level start's base-frame prior taken from there was a frame late.
+CLOCK_POINT_NS = 5e5
 
 
 class FrameClock:
@@ -112,6 +116,11 @@ class FrameClock:
         armed (fixed) when frame g-1's latch window closes."""
         t = host_ns + margin_ns - self.window_us * 1000.0
         return self.frame_at(t) + 2
+
+    def shown_frame(self, arrival_ns: float, latency_ns: float) -> int:
+        """The most likely frame a capture that arrived at ``arrival_ns`` shows: the newest
+        complete ``latency_ns`` before, at the clock's typical late bias (CLOCK_POINT_NS)."""
+        return self.frame_at(arrival_ns - latency_ns - self.period_ns + CLOCK_POINT_NS)
 
     def shown_frames(
         self,

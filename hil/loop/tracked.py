@@ -103,6 +103,7 @@ class TrackedLevel:
         self.base: int | None = None
         self.fc0: int | None = None  # frameCounter mod 16 in state 0
         self.observations: list[tuple[range, Observation]] = []
+        self.points: list[int] = []  # per observation, its most likely frame (shown_frame)
         self.board: npt.NDArray[np.uint8] | None = None
         self.next0: tuple[int, int] | None = None
         self.tables: dict[int, list[Observation]] = {}

@@ -145,6 +145,7 @@ class Tracker:
             self.lv.observations = [
                 (range(r.start - shift, r.stop - shift), o) for r, o in self.lv.observations
             ]
+            self.lv.points = [g - shift for g in self.lv.points]
         if self.last_matched is not None:
             self.last_matched -= shift
 
@@ -345,7 +346,8 @@ class Tracker:
                     events.append(self._end("left", frames.stop - 1))
             else:
                 if self.state == LevelState.ALIGNING:
-                    events += self._aligning(lv, frames, obs)
+                    point = self.clock.shown_frame(arrival_ns, self.cfg.latency_ns)
+                    events += self._aligning(lv, frames, obs, point)
                 if self.state == LevelState.TRACKING:
                     events += self._tracking(frames, obs)
                 elif self.state == LevelState.BLIND:
@@ -365,9 +367,11 @@ class Tracker:
             self.lv.end_frame = frame
         return Event(name, frame, {"level": self.lv.level if self.lv else None})
 
-    def _aligning(self, lv: TrackedLevel, frames: range, obs: Observation) -> list[Event]:
+    def _aligning(
+        self, lv: TrackedLevel, frames: range, obs: Observation, point: int
+    ) -> list[Event]:
         """A capture while the level is aligned; tracking starts once the alignment chose."""
-        started = self.alignment.on_capture(lv, frames, obs)
+        started = self.alignment.on_capture(lv, frames, obs, point)
         if started is None:
             return []
         self.state = LevelState.TRACKING
