@@ -172,3 +172,43 @@ def test_the_engine_beam_checks_its_arguments() -> None:
         _core.beam([game], [0.0], [0.0], 2, 0, p, d)
     with pytest.raises(TypeError, match="engine.Game"):
         _core.beam([game, "board"], [0.0, 0.0], [0.0, 0.0], 2, 4, p, d)
+
+
+def test_hil_beam_policy_works_out_the_next_pills_choice_ahead() -> None:
+    """In real time the beam starts the next pill's choice as soon as it has made one: the
+    level's pills are known, so the next spawn state follows from the placement. The loop's
+    pondering of that spawn (hil.loop.ponder, from the predicted state) then takes that
+    result, the same choice a beam without it makes; another state is a miss."""
+    from hil.loop.policies import BeamPolicy
+    from hil.loop.ponder import ponder
+    from hil.loop.runtime import EnginePlanner
+
+    planner = EnginePlanner()
+    ahead = BeamPolicy(4, 8, with_quick=False)
+    plain = BeamPolicy(4, 8, net=ahead.net, with_quick=False)
+    ahead.start_prefetch(planner)
+    try:
+        game, falling, plan = spawn_and_falling(0x6018)
+        idx = ahead.choose(falling, plan.reachable)
+        assert idx == plain.choose(falling, plan.reachable)
+        assert (ahead.prefetch.started, ahead.prefetch.hits) == (1, 0)
+        masks = plan.masks(idx)
+        got = ponder(0, 0, falling, masks, planner, ahead.choose, ahead.choose_pairs)
+        want = ponder(0, 0, falling, masks, planner, plain.choose, plain.choose_pairs)
+        assert got is not None and want is not None
+        assert ahead.prefetch.hits == 1 and ahead.prefetch.misses == 0
+        assert {p: c[0] for p, c in got.choices.items()} == {
+            p: c[0] for p, c in want.choices.items()
+        }
+        assert ahead.prefetch.started == 2  # ... and the pill after it is under way
+        other = Episode(20, 2, 0x601A, 0).game()  # another level's spawn: not the one ahead
+        to_spawn(other)
+        other.step(0)
+        ahead.choose(other, engine.plan(other).reachable)
+        assert ahead.prefetch.misses == 1
+        assert plain.prefetch.started == 0  # off unless started (lockstep: the loop waits)
+        summary = ahead.prefetch.summary()
+        assert (summary["hits"], summary["misses"]) == (1, 1)
+        assert summary["work_ms"]["n"] >= 1 and summary["work_ms"]["cpu_p50"] > 0
+    finally:
+        ahead.stop_prefetch()

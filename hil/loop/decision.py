@@ -156,6 +156,25 @@ class Decision:
         self.ahead: Ahead | None = None  # pill N+1 pondered during pill N's fall
         self._ahead_level: object = None  # the tracker's level it was pondered in
         self.ponder_stats = PonderStats()
+        # In real time a policy that can work out the next pill's choice from its own
+        # (policies.BeamPolicy, on the level's known pills) does so on a thread of its own.
+        start = getattr(policy, "start_prefetch", None)
+        if self.ponder and not lockstep and start is not None:
+            start(planner)
+
+    def close(self) -> None:
+        """Stops the policy's own thread, if it has one (nothing waits for it)."""
+        stop = getattr(self.policy, "stop_prefetch", None)
+        if stop is not None:
+            stop()
+
+    def ponder_summary(self) -> dict[str, Any]:
+        """The summary's ``ponder``: PonderStats.summary, and the policy's prefetch counts
+        (``prefetch``; None for a policy without them)."""
+        prefetch = getattr(self.policy, "prefetch", None)
+        return self.ponder_stats.summary() | {
+            "prefetch": None if prefetch is None else prefetch.summary()
+        }
 
     def margin_ms(self) -> float:
         """Extra margin for the first frame a decision aims at: none in lockstep, else the

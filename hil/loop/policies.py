@@ -15,19 +15,25 @@ real time, whose plan the full one replaces when it comes in time).
 - ``beam`` (one player): policy.beam's search over the pills the level's reserve will throw,
   which the tracker's states hold once the board names the level's seed (docs/RUN.md "The
   level's pills"); ~100 ms of one core a choice, one search for a pondered pill, pondered
-  first in real time with a beam of QUICK_BEAM (~20 ms).
+  first in real time with a beam of QUICK_BEAM (~20 ms); in real time it also starts the next
+  pill's choice as soon as it has made one (BeamPolicy.start_prefetch).
 """
 
 from __future__ import annotations
 
+import time
 import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 import engine
+from engine.placement import pill_falling
 from hil.loop.decision import Policy
+from hil.loop.ponder import MAX_SETTLE_FRAMES
 
 
 class OnnxPolicy:
@@ -146,6 +152,33 @@ class BeamPolicy:
         self.player = BeamPlayer() if depth is None or width is None else BeamPlayer(depth, width)
         self.net = net if net is not None else OnnxPolicy()
         self.quick = BeamPolicy(*QUICK_BEAM, net=self.net, with_quick=False) if with_quick else None
+        # The next pill's choice worked out ahead (start_prefetch): the state it is for
+        # (state_bytes) and its Future.
+        self._planner: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._next: tuple[bytes, Future[int]] | None = None
+        self.prefetch = PrefetchStats()
+
+    def start_prefetch(self, planner: Any) -> None:
+        """In real time: after each choice, work out the next pill's on a thread of its own.
+
+        The level's pills are known (the reserve) and the engine is frame-exact, so the state
+        at the next spawn follows from the placement chosen: its masks (``planner(game,
+        prefix)``, the runtime's planner) played and settled as hil.loop.ponder does. Its
+        choice then starts about a pill earlier than the loop asks for it (the loop ponders
+        pill N + 1 from spawn N on, so the full beam had one pill's fall; on a loaded machine
+        it came too late for 12-19 % of the pills). A choice asked for a state equal byte for
+        byte to the one worked out takes that result (waiting for it when still running); it
+        is the same as computing it then (the beam is deterministic), only earlier."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beam-ahead")
+        self._planner = planner
+
+    def stop_prefetch(self) -> None:
+        """Stops the prefetch thread (a running search finishes; none waits for it)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def choose_now(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
         """The network's choice (~2 ms): for a pill decided at its spawn in real time, which
@@ -153,16 +186,66 @@ class BeamPolicy:
         return self.net.choose(game, reachable)
 
     def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
-        from policy.search import PlayedPly
-
         ok = np.asarray(reachable, dtype=bool)
-        first = PlayedPly(game, engine.plan(game))
-        if len(first) == 0 or not ok.any():
+        if not ok.any():
             raise ValueError("no placement to choose")
-        e, k = self.player.choose(game, first)
-        idx = int(e.placements[k])
+        idx = -1
+        ahead, self._next = self._next, None
+        if ahead is not None:
+            if ahead[0] == bytes(game.state_bytes()):
+                self.prefetch.hits += 1
+                t0 = time.perf_counter()
+                idx = ahead[1].result()  # (raises what the search raised)
+                self.prefetch.waited_ms.append((time.perf_counter() - t0) * 1e3)
+            else:
+                ahead[1].cancel()
+                self.prefetch.misses += 1
+        if idx < 0:
+            idx = self._beam(game)
+        if self._pool is not None:
+            self._ahead(game, idx)
         # (the runtime's planner may reach less than engine.plan: then the network chooses)
         return idx if ok[idx] else self.net.choose(game, reachable)
+
+    def _beam(self, game: engine.Game) -> int:
+        """The beam's placement from spawn state ``game`` (ValueError: nothing to place)."""
+        from policy.search import PlayedPly
+
+        first = PlayedPly(game, engine.plan(game))
+        if len(first) == 0:
+            raise ValueError("no placement to choose")
+        e, k = self.player.choose(game, first)
+        return int(e.placements[k])
+
+    def _ahead(self, game: engine.Game, idx: int) -> None:
+        """Starts the choice for the spawn after placement ``idx`` from ``game`` (none when
+        the planner does not reach it, the pill does not lock, or the level ends first)."""
+        plan = self._planner(game, np.zeros(0, np.uint8))
+        if int(plan.status) != 0 or not np.asarray(plan.reachable, bool)[idx]:
+            return
+        nxt = game.clone()
+        nxt.run(np.asarray(plan.masks(idx), np.uint8))
+        if not int(nxt.lock_event):
+            return
+        for _ in range(MAX_SETTLE_FRAMES):
+            if pill_falling(nxt):
+                break
+            nxt.step(0)
+        else:
+            return
+        assert self._pool is not None
+        self.prefetch.started += 1
+        self._next = (bytes(nxt.state_bytes()), self._pool.submit(self._timed_beam, nxt))
+
+    def _timed_beam(self, game: engine.Game) -> int:
+        """_beam on the prefetch thread, its wall and CPU time (ms) kept for the summary."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return self._beam(game)
+        finally:
+            self.prefetch.work.append(
+                ((time.perf_counter() - t0) * 1e3, (time.thread_time() - c0) * 1e3)
+            )
 
     def choose_pairs(
         self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
@@ -172,6 +255,50 @@ class BeamPolicy:
         the whole plan goes on the wire before the spawn."""
         idx = self.choose(game, reachable)
         return {(int(a), int(b)): idx for a, b in pairs}
+
+
+@dataclass
+class PrefetchStats:
+    """BeamPolicy.start_prefetch's counts for the summary (``ponder.prefetch``): choices
+    started ahead, asked for (``hits``: the state was the one worked out) or not (``misses``:
+    another state was asked, after a quick choice played, a desync or a level's end), the
+    wall time a hit still waited for its search (ms), and each search's wall and CPU time (ms;
+    ``work_ms``: the pondering's ``work_ms.full`` of a hit is only the wait)."""
+
+    started: int = 0
+    hits: int = 0
+    misses: int = 0
+    waited_ms: list[float] = field(default_factory=list)
+    work: list[tuple[float, float]] = field(default_factory=list)  # (wall ms, CPU ms)
+
+    def summary(self) -> dict[str, Any]:
+        w = np.asarray(self.waited_ms, float)
+        work = np.asarray(self.work, float).reshape(-1, 2)
+
+        def pct(a: Any, q: float) -> float:
+            return round(float(np.percentile(a, q)), 2)
+
+        return {
+            "started": self.started,
+            "hits": self.hits,
+            "misses": self.misses,
+            "work_ms": None
+            if not len(work)
+            else {
+                "n": len(work),
+                "wall_p50": pct(work[:, 0], 50),
+                "wall_p99": pct(work[:, 0], 99),
+                "cpu_p50": pct(work[:, 1], 50),
+                "cpu_p99": pct(work[:, 1], 99),
+            },
+            "waited_ms": None
+            if not len(w)
+            else {
+                "p50": pct(w, 50),
+                "p99": pct(w, 99),
+                "waited": int((w > 1.0).sum()),
+            },
+        }
 
 
 class Handicapped:

@@ -137,7 +137,7 @@ def summary(rt: Runtime) -> dict[str, Any]:
             "spawn_to_wire_without_planner_and_policy": percentiles(st.overhead_ms),
         },
         "capture_latency_frames": percentiles(st.capture_latency_frames),
-        "ponder": rt.decision.ponder_stats.summary(),
+        "ponder": rt.decision.ponder_summary(),
         "peak_rss_mb": peak_rss_mb(),
         "wall_s": round(time.perf_counter() - rt.t_start, 3),
         "reader": getattr(rt.reader, "name", "?"),
@@ -158,7 +158,7 @@ def summary(rt: Runtime) -> dict[str, Any]:
                 "resyncs": t1.resyncs,
                 "timing_slips": t1.timing_slips,
                 "attacks_seen": t1.attacks,
-                "ponder": rt.p1.decision.ponder_stats.summary(),
+                "ponder": rt.p1.decision.ponder_summary(),
                 # rounds whose end player 1's tracker read as the mirror of player 2's
                 "rounds_agreed": sum(
                     mirrored(r.get("round", {}).get("result"), r.get("p1", {}).get("result"))

@@ -466,9 +466,11 @@ class Runtime:
             self.wire.release()
             self.worker.close()
             self.slow_worker.close()
+            self.decision.close()
             if self.p1 is not None:
                 self.p1.worker.close()
                 self.p1.slow_worker.close()
+                self.p1.decision.close()
             sys.setswitchinterval(switch)
         now = self.clock.frame_at(self.now()) if self.clock.ready else None
         self.levels.finish(self.tracker, now, self.end_reason)
