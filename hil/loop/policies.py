@@ -202,10 +202,12 @@ class BeamPolicy:
                 self.prefetch.misses += 1
         if idx < 0:
             idx = self._beam(game)
+        # (the runtime's planner may reach less than engine.plan: then the network chooses)
+        if not ok[idx]:
+            idx = self.net.choose(game, reachable)
         if self._pool is not None:
             self._ahead(game, idx)
-        # (the runtime's planner may reach less than engine.plan: then the network chooses)
-        return idx if ok[idx] else self.net.choose(game, reachable)
+        return idx
 
     def _beam(self, game: engine.Game) -> int:
         """The beam's placement from spawn state ``game`` (ValueError: nothing to place)."""
