@@ -208,3 +208,53 @@ def test_in_real_time_the_full_policys_ponder_replaces_the_quick_one_while_it_ca
         }
         assert work["full"]["n"] == 1 and work["full"]["wall_p50"] == 400.0
         assert work["full"]["cpu_p99"] == 150.0
+
+
+class Ahead(Deepest):
+    """A policy that works out its next choice on a thread of its own (BeamPolicy)."""
+
+    def __init__(self) -> None:
+        self.started: list[object] = []
+        self.stopped = 0
+        self.prefetch = SimpleNamespace(summary=lambda: {"hits": 0})
+
+    def start_prefetch(self, planner) -> None:
+        self.started.append(planner)
+
+    def stop_prefetch(self) -> None:
+        self.stopped += 1
+
+
+def test_a_policys_prefetch_starts_in_real_time_with_pondering_only():
+    """Lockstep waits for every decision, so a choice worked out ahead would buy nothing; in
+    real time the policy gets the runtime's planner, is stopped at the end, and its counts go
+    into the summary's ponder."""
+    for lockstep, ponder, started in (
+        (True, True, False),
+        (False, False, False),
+        (False, True, True),
+    ):
+        policy = Ahead()
+        planner = EnginePlanner()
+        d = Decision(
+            policy,
+            planner,
+            FakeTracker(0, spawn_state()),  # type: ignore[arg-type]
+            Schedule(),
+            first_free=lambda extra: 0,
+            feed=lambda n: None,
+            send=lambda f, masks, what: True,
+            lockstep=lockstep,
+            feed_frames=8,
+            log=lambda name, **data: None,
+            stats=Stats(),
+            ponder=ponder,
+            now_frame=lambda: 0,
+            horizon=lambda: None,
+        )
+        assert policy.started == ([planner] if started else [])
+        assert d.ponder_summary()["prefetch"] == {"hits": 0}
+        d.close()
+        assert policy.stopped == 1
+    plain = make(spawn_state(), g0=0, first=0, fast=False)[0]
+    assert plain.ponder_summary()["prefetch"] is None  # a policy without one

@@ -31,9 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
-from engine.placement import pill_falling
 from hil.loop.decision import Policy
-from hil.loop.ponder import MAX_SETTLE_FRAMES
+from hil.loop.ponder import next_spawn
 
 
 class OnnxPolicy:
@@ -164,12 +163,13 @@ class BeamPolicy:
 
         The level's pills are known (the reserve) and the engine is frame-exact, so the state
         at the next spawn follows from the placement chosen: its masks (``planner(game,
-        prefix)``, the runtime's planner) played and settled as hil.loop.ponder does. Its
-        choice then starts about a pill earlier than the loop asks for it (the loop ponders
-        pill N + 1 from spawn N on, so the full beam had one pill's fall; on a loaded machine
-        it came too late for 12-19 % of the pills). A choice asked for a state equal byte for
-        byte to the one worked out takes that result (waiting for it when still running); it
-        is the same as computing it then (the beam is deterministic), only earlier."""
+        prefix)``, the runtime's planner) played and settled (hil.loop.ponder.next_spawn, as
+        the pondering does). Its choice then starts about a pill earlier than the loop asks
+        for it (the loop ponders pill N + 1 from spawn N on, so the full beam had one pill's
+        fall; on a loaded machine it came too late for 12-19 % of the pills). A choice asked
+        for a state equal byte for byte to the one worked out takes that result (waiting for
+        it when still running); it is the same as computing it then (the beam is
+        deterministic), only earlier. ``planner``: hil.loop.decision.Planner."""
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="beam-ahead")
         self._planner = planner
@@ -225,16 +225,10 @@ class BeamPolicy:
         plan = self._planner(game, np.zeros(0, np.uint8))
         if int(plan.status) != 0 or not np.asarray(plan.reachable, bool)[idx]:
             return
-        nxt = game.clone()
-        nxt.run(np.asarray(plan.masks(idx), np.uint8))
-        if not int(nxt.lock_event):
+        got = next_spawn(game, plan.masks(idx))
+        if got is None:
             return
-        for _ in range(MAX_SETTLE_FRAMES):
-            if pill_falling(nxt):
-                break
-            nxt.step(0)
-        else:
-            return
+        nxt = got[0]
         assert self._pool is not None
         self.prefetch.started += 1
         self._next = (bytes(nxt.state_bytes()), self._pool.submit(self._timed_beam, nxt))

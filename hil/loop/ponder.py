@@ -107,6 +107,24 @@ class Ahead:
         return placement, masks, start
 
 
+def next_spawn(game: engine.Game, masks: Sequence[int] | U8) -> tuple[engine.Game, int] | None:
+    """The state before the first frame the next pill can be moved in, after ``masks`` (uint8,
+    one a frame from ``game``) lock ``game``'s falling pill, then no buttons; and the frames
+    from ``game`` to it. None when the pill does not lock on the last mask or no pill can move
+    within MAX_SETTLE_FRAMES after (stage clear, top-out). ``game`` is not changed."""
+    pred = game.clone()
+    pred.run(np.asarray(masks, np.uint8))
+    if not int(pred.lock_event):
+        return None
+    frames = len(masks)
+    for _ in range(MAX_SETTLE_FRAMES):
+        if pill_falling(pred):
+            return pred, frames
+        pred.step(0)
+        frames += 1
+    return None
+
+
 def ponder(
     pill: int,
     g0: int,
@@ -137,18 +155,11 @@ def ponder(
 
     t0 = time.perf_counter()
     c0 = time.thread_time()
-    pred = game.clone()
-    pred.run(np.asarray(full, np.uint8))
-    if not int(pred.lock_event):
+    got = next_spawn(game, full)
+    if got is None:
         return None
-    frame = g0 + len(full)
-    for _ in range(MAX_SETTLE_FRAMES):
-        if pill_falling(pred):
-            break
-        pred.step(0)
-        frame += 1
-    else:
-        return None
+    pred, frames = got
+    frame = g0 + frames
     plan = planner(pred, np.zeros(0, np.uint8))
     if int(plan.status) != 0 or len(plan) == 0:
         return None
