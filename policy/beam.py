@@ -52,6 +52,10 @@ class BeamPlayer:
     Cost: up to ``1 + (depth - 1) * width`` engine expansions per decision. The pills after
     the first are searched in C++ with the interpreter lock released (engine._core.beam,
     search.h beam_search, which also says what two lines with one board may differ in).
+    reuse (the default): the searches of one player share an engine._core.ExpansionCache, so
+    an expansion the search before made (about half of them, on level-20 HI games) is not
+    made again; the choices are the same either way (docs/POLICY.md "Beam search over the
+    level's pills"). The cache is the player's own (not copied or pickled with it).
     """
 
     depth: int = 8
@@ -60,13 +64,25 @@ class BeamPlayer:
     scale: float = 0.5
     taps_only: bool = False
     ahead_taps_only: bool = True
+    reuse: bool = True
     name: str = "beam"
+    _cache: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.depth < 1 or self.width < 1:
             raise ValueError(f"depth and width must be >= 1, got {self.depth}, {self.width}")
         if not self.scale > 0:
             raise ValueError(f"scale must be > 0, got {self.scale}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_cache": None}
+
+    @property
+    def cache(self) -> Any:
+        """The engine._core.ExpansionCache of this player's searches (None without reuse)."""
+        if self.reuse and self._cache is None:
+            self._cache = _core.ExpansionCache()
+        return self._cache if self.reuse else None
 
     def _expand(self, game: engine.Game) -> Any:
         return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
@@ -93,7 +109,7 @@ class BeamPlayer:
         pos = _core.beam(
             [root.child(int(k)) for k in order], v[order], t[order], self.depth - 1,
             self.width, p, d, taps_only=self.taps_only or self.ahead_taps_only,
-            max_settle=MAX_SETTLE_FRAMES,
+            max_settle=MAX_SETTLE_FRAMES, cache=self.cache,
         )  # fmt: skip
         return root, int(order[pos])
 

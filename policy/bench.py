@@ -1,7 +1,7 @@
 """Policy timings as JSON: ONNX inference with masking per decision (one core), and the teacher.
 
     python -m policy.bench [--states 200] [--teacher-states 40] [--taps-only]
-                           [--search-states 100] [--beam-states 40]
+                           [--search-states 100] [--beam-states 40] [--beam-games 2]
 
 States are spawn states of seeded games (levels 0, 5, 10, 15, 20 x LOW/MED/HI) reached by
 playing random reachable placements. "onnx" times PlacementPolicy.choose (feature encoding,
@@ -11,7 +11,11 @@ median, trimmed mean (10% cut each side), min, p99 and max in milliseconds, as o
 benchmark does; "plan" is one engine.plan per state, for scale. --search-states times the
 play-time search (policy.search, with the network's prior), the teacher and the network
 (each planning included: the whole decision) on level-20 HI states along the network's games.
---beam-states times policy.beam.BeamPlayer (8 x 80, the whole decision) on such states.
+--beam-states times policy.beam.BeamPlayer (8 x 80, the whole decision) on such states (each
+from another game, so the player's cache of expansions, which serves the next pill of one
+game, never hits). --beam-games times it as policy.eval and hil run use it: every decision of
+whole level-20 HI games the beam plays itself (seeds from 0x7000), with its cache and again on
+the same states with none (``reuse=False``).
 """
 
 from __future__ import annotations
@@ -68,6 +72,45 @@ def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -
         fn(it)
         ts.append((time.perf_counter() - t) * 1e3)
         cpu.append((time.thread_time() - c) * 1e3)
+    return _stats(ts, cpu)
+
+
+def beam_game_timings(
+    games: int, first_seed: int = 0x7000, depth: int = 8, width: int = 80
+) -> dict[str, Any]:
+    """policy.beam.BeamPlayer(depth, width)'s decisions along `games` whole level-20 HI games
+    it plays itself (game n: seed first_seed + 2n), timed in order with the player's cache of
+    expansions (``beam_game_decision``), then on the same states with a player that keeps
+    none (``beam_game_decision_no_reuse``). Also the cache's hits and misses."""
+    from policy.beam import BeamPlayer
+
+    beam = BeamPlayer(depth, width)
+    states: list[engine.Game] = []
+    wall: list[float] = []
+    cpu: list[float] = []
+    for n in range(games):
+        g = Episode(20, 2, first_seed + 2 * n, n & 0xFF).game()
+        to_spawn(g)
+        while at_spawn(g):
+            states.append(g.clone())
+            c, t = time.thread_time(), time.perf_counter()
+            move = beam.act(g)
+            wall.append((time.perf_counter() - t) * 1e3)
+            cpu.append((time.thread_time() - c) * 1e3)
+            g.run(move.masks)
+            to_spawn(g)
+    return {
+        "beam_games": games,
+        "beam_game_decision": _stats(wall, cpu),
+        "beam_cache_hits": beam.cache.hits,
+        "beam_cache_misses": beam.cache.misses,
+        "beam_game_decision_no_reuse": timing(
+            BeamPlayer(depth, width, reuse=False).act, states, warmup=0
+        ),
+    }
+
+
+def _stats(ts: Sequence[float], cpu: Sequence[float]) -> dict[str, float]:
     a = np.sort(np.asarray(ts))
     cut = len(a) // 10
     trimmed = a[cut : len(a) - cut] if len(a) > 2 * cut else a
@@ -115,11 +158,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--teacher-states", type=int, default=40)
     ap.add_argument("--search-states", type=int, default=0, help="level-20 HI states for search")
     ap.add_argument("--beam-states", type=int, default=0, help="level-20 HI states for beam")
+    ap.add_argument(
+        "--beam-games", type=int, default=0, help="whole level-20 HI games the beam plays, timed"
+    )
     ap.add_argument("--model", default=None, help="ONNX model (default policy/models/policy.onnx)")
     ap.add_argument("--taps-only", action="store_true", help="teacher plans with taps_only")
     args = ap.parse_args(argv)
-    if args.states < 1 or min(args.teacher_states, args.search_states, args.beam_states) < 0:
-        ap.error("--states must be >= 1; --teacher-states, --search-states, --beam-states >= 0")
+    counts = (args.teacher_states, args.search_states, args.beam_states, args.beam_games)
+    if args.states < 1 or min(counts) < 0:
+        ap.error(
+            "--states must be >= 1; --teacher-states, --search-states, --beam-states,"
+            " --beam-games >= 0"
+        )
 
     from policy.features import SpawnInput
     from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
@@ -157,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["beam"] = f"{beam.depth} x {beam.width}, scale {beam.scale}"
         report["beam_states"] = len(sub)
         report["beam_decision"] = timing(beam.act, sub, warmup=1)
+    if args.beam_games:
+        report.update(beam_game_timings(args.beam_games))
     print(json.dumps(report, indent=1))
     return 0
 

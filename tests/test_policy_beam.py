@@ -159,6 +159,30 @@ def test_hil_beam_policys_quick_choice_is_a_smaller_beam_not_the_network() -> No
     assert policy.choose_now(falling, plan.reachable) == policy.net.choose(falling, plan.reachable)
 
 
+def test_expansions_kept_between_searches_leave_every_choice_as_it_was() -> None:
+    """The beam at pill N + 1 expands many states the beam at pill N did (the same pills from
+    the same boards); with reuse it takes them from the player's cache. The choices along a
+    game are those of a player that expands everything again, and the cache holds at most
+    two searches' expansions."""
+    import pickle
+
+    a, b = BeamPlayer(depth=5, width=12, reuse=False), BeamPlayer(depth=5, width=12)
+    assert a.cache is None
+    game = Episode(20, 2, 0x6018, 5).game()
+    to_spawn(game)
+    for _ in range(12):
+        move = b.act(game)
+        assert move.placement == a.act(game).placement
+        assert len(b.cache) <= 2 * (1 + 4 * 12)
+        game.run(move.masks)
+        to_spawn(game)
+    assert b.cache.hits > 0 and b.cache.misses > 0
+    copy = pickle.loads(pickle.dumps(b))
+    assert copy == b and copy._cache is None and copy.cache is not b.cache
+    b.cache.clear()
+    assert (b.cache.hits, b.cache.misses, len(b.cache)) == (0, 0, 0)
+
+
 def test_the_engine_beam_checks_its_arguments() -> None:
     game = Episode(20, 2, 0x6010, 3).game()
     to_spawn(game)
@@ -172,6 +196,8 @@ def test_the_engine_beam_checks_its_arguments() -> None:
         _core.beam([game], [0.0], [0.0], 2, 0, p, d)
     with pytest.raises(TypeError, match="engine.Game"):
         _core.beam([game, "board"], [0.0, 0.0], [0.0, 0.0], 2, 4, p, d)
+    with pytest.raises(TypeError):
+        _core.beam([game], [0.0], [0.0], 2, 4, p, d, cache="not a cache")
 
 
 def test_hil_beam_policy_works_out_the_next_pills_choice_ahead() -> None:

@@ -385,11 +385,23 @@ plan is made once for the two-colour pairs and once for the one-colour pairs (th
 depends on the colours only through whether they are alike). Raises ValueError when `game`
 is not at a spawn state or a colour is out of range, TypeError on bad arguments.)doc");
 
+  py::class_<drm::ExpansionCache>(m, "ExpansionCache", R"doc(Expansions kept from one beam search
+to the next (search.h ExpansionCache): pass it as engine._core.beam's `cache` to every search
+of one game. It holds the expansions of the last two searches (each up to
+1 + (depth - 1) x width of them, ~25 KB each); thread-safe.)doc")
+      .def(py::init<>())
+      .def_property_readonly("hits", &drm::ExpansionCache::hits, "Expansions taken from the cache.")
+      .def_property_readonly("misses", &drm::ExpansionCache::misses,
+                             "Expansions made (and added to it).")
+      .def("clear", &drm::ExpansionCache::clear, "Drops every expansion and zeroes the counts.")
+      .def("__len__", &drm::ExpansionCache::size);
+
   m.def(
       "beam",
       [](const py::handle& states, const py::handle& values, const py::handle& frames,
          const py::handle& depth, const py::handle& width, const py::handle& weights,
-         const py::handle& danger, bool taps_only, const py::handle& max_settle) {
+         const py::handle& danger, bool taps_only, const py::handle& max_settle,
+         drm::ExpansionCache* cache) {
         std::vector<drm::BeamRoot> ranked;
         for (py::handle g : states) {
           drm::BeamRoot r;
@@ -415,15 +427,16 @@ is not at a spawn state or a colour is out of range, TypeError on bad arguments.
         int k;
         {
           py::gil_scoped_release release;
-          k = drm::beam_search(ranked, d, wd, opt, settle_max, w);
+          k = drm::beam_search(ranked, d, wd, opt, settle_max, w, cache);
         }
         return k;
       },
       py::arg("states"), py::arg("values"), py::arg("frames"), py::arg("depth"), py::arg("width"),
       py::arg("weights"), py::arg("danger"), py::arg("taps_only") = false,
-      py::arg("max_settle") = 10000,
+      py::arg("max_settle") = 10000, py::arg("cache") = nullptr,
       R"doc(policy.beam.BeamPlayer's beam after its first pill (search.h beam_search), with the
-interpreter lock released. states: the root's live children (engine.Game at their spawn
+interpreter lock released. cache: an ExpansionCache shared by the searches of one game (None:
+none), which leaves the choice as it is and saves the expansions the search before made. states: the root's live children (engine.Game at their spawn
 states), best first; values, frames: float64[N], their leaf values and the frames each took
 from the root. Keeps the `width` best lines with distinct boards for `depth` more pills and
 returns the position in `states` of the chosen line's root child. weights: Weights.packed();

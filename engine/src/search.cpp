@@ -176,31 +176,145 @@ std::vector<size_t> distinct_best(size_t n, size_t width, FieldOf field_of) {
 
 }  // namespace
 
+namespace {
+
+std::string cache_key(const State& s, const PlanOptions& opt, int max_settle) {
+  State k = s;
+  k.spr_pill = 0;
+  k.spr_pill_x = 0;
+  k.spr_pill_y = 0;
+  k.spr_pill_rotation = 0;
+  k.spr_pill_color[0] = 0;
+  k.spr_pill_color[1] = 0;
+  const int32_t extra[4] = {opt.min_press_interval, opt.max_frames, opt.taps_only ? 1 : 0,
+                            max_settle};
+  std::string key(reinterpret_cast<const char*>(&k), sizeof(State));
+  key.append(reinterpret_cast<const char*>(extra), sizeof(extra));
+  return key;
+}
+
+}  // namespace
+
+bool ExpansionCache::get(const State& s, const PlanOptions& opt, int max_settle,
+                         std::shared_ptr<const ExpansionTerms>& out) {
+  out.reset();
+  if (!at_spawn(s)) return false;
+  std::string key = cache_key(s, opt, max_settle);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cur_.find(key);
+    if (it != cur_.end()) {
+      ++hits_;
+      out = it->second;
+      return true;
+    }
+    it = prev_.find(key);
+    if (it != prev_.end()) {
+      ++hits_;
+      out = it->second;
+      cur_.emplace(std::move(key), out);
+      return true;
+    }
+    ++misses_;
+  }
+  auto e = std::make_shared<ExpansionTerms>();
+  expand(s, opt, max_settle, e->e);
+  TermParams p;
+  double danger[kFieldSize] = {};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p.blocker = blocker_;
+    p.no_room = no_room_;
+    std::copy(danger_.begin(), danger_.end(), danger);  // (empty before any next_search())
+  }
+  p.danger = danger;
+  e->terms.assign(e->e.children.size() * kNumBoardTerms, 0.0);
+  for (size_t i = 0; i < e->e.children.size(); ++i) {
+    const Child& c = e->e.children[i];
+    if (c.state.phase == kPhasePlaying)
+      board_terms(c.state.field, p, e->terms.data() + i * kNumBoardTerms);
+  }
+  out = e;
+  std::lock_guard<std::mutex> lock(mu_);
+  cur_.emplace(std::move(key), out);
+  return true;
+}
+
+void ExpansionCache::next_search(const TermParams& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool same = !danger_.empty() && p.blocker == blocker_ && p.no_room == no_room_ &&
+                    std::equal(danger_.begin(), danger_.end(), p.danger);
+  if (!same) {
+    cur_.clear();
+    prev_.clear();
+    blocker_ = p.blocker;
+    no_room_ = p.no_room;
+    danger_.assign(p.danger, p.danger + kFieldSize);
+  }
+  prev_.swap(cur_);
+  cur_.clear();
+}
+
+void ExpansionCache::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cur_.clear();
+  prev_.clear();
+  hits_ = misses_ = 0;
+}
+
+uint64_t ExpansionCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+uint64_t ExpansionCache::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
+size_t ExpansionCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = cur_.size();
+  for (const auto& kv : prev_) n += cur_.count(kv.first) ? 0 : 1;
+  return n;
+}
+
 int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
-                int max_settle, const LeafWeights& w) {
+                int max_settle, const LeafWeights& w, ExpansionCache* cache) {
   if (ranked.empty()) return -1;
   const size_t wd = static_cast<size_t>(std::max(width, 1));
   std::vector<BeamLine> beam;
   for (size_t i : distinct_best(ranked.size(), wd, [&](size_t k) { return ranked[k].state.field; }))
     beam.push_back({ranked[i].frames, static_cast<int>(i), ranked[i].state});
-  std::vector<Expansion> exps;
+  if (cache != nullptr) cache->next_search(w.terms);
+  std::vector<std::shared_ptr<const ExpansionTerms>> exps;
   std::vector<BeamCandidate> cand;
   for (int d = 0; d < depth; ++d) {
-    exps.resize(beam.size());
+    exps.assign(beam.size(), nullptr);
     cand.clear();
     bool cleared = false;
     double clear_value = 0.0;
     int clear_first = -1;
     for (size_t b = 0; b < beam.size(); ++b) {
-      Expansion& e = exps[b];
-      if (!expand(beam[b].state, opt, max_settle, e)) continue;
+      if (cache != nullptr) {
+        if (!cache->get(beam[b].state, opt, max_settle, exps[b])) continue;
+      } else {
+        auto made = std::make_shared<ExpansionTerms>();
+        if (!expand(beam[b].state, opt, max_settle, made->e)) continue;
+        exps[b] = std::move(made);
+      }
+      const Expansion& e = exps[b]->e;
+      const double* terms = exps[b]->terms.empty() ? nullptr : exps[b]->terms.data();
       // The fastest clear of this expansion (the first of equal value), then of the depth.
       int best = -1;
       double best_value = 0.0;
       for (size_t j = 0; j < e.children.size(); ++j) {
         const Child& c = e.children[j];
         const double t = beam[b].frames + static_cast<double>(c.lock_frame + c.settle_frames);
-        const double v = leaf_value(c.state.field, c.viruses, c.state.phase, t, w);
+        const double v =
+            terms != nullptr
+                ? leaf_value_of_terms(terms + j * kNumBoardTerms, c.viruses, c.state.phase, t, w)
+                : leaf_value(c.state.field, c.viruses, c.state.phase, t, w);
         if (c.state.phase == kPhaseStageClear) {
           if (best < 0 || v > best_value) {
             best = static_cast<int>(j);
@@ -223,7 +337,7 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
     });
     const auto field_of = [&](size_t k) {
       return exps[static_cast<size_t>(cand[k].exp)]
-          .children[static_cast<size_t>(cand[k].child)]
+          ->e.children[static_cast<size_t>(cand[k].child)]
           .state.field;
     };
     std::vector<BeamLine> next;
@@ -231,7 +345,7 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
       const BeamCandidate& c = cand[i];
       next.push_back(
           {c.frames, c.first,
-           exps[static_cast<size_t>(c.exp)].children[static_cast<size_t>(c.child)].state});
+           exps[static_cast<size_t>(c.exp)]->e.children[static_cast<size_t>(c.child)].state});
     }
     beam.swap(next);
   }

@@ -7,6 +7,10 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "game.h"
@@ -105,7 +109,50 @@ struct BeamRoot {
 // alive at some depth, the best line of the depth before is chosen. Returns the position in
 // `ranked` of the chosen line's root child; -1 when `ranked` is empty. Ranking is a stable
 // sort by value, so the result is the reference beam's of tests/test_policy_beam.py.
+// `cache` (may be null): expansions are taken from it and added to it (ExpansionCache), the
+// same children as expand() makes, so the choice is the same with or without it.
+class ExpansionCache;
 int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
-                int max_settle, const LeafWeights& w);
+                int max_settle, const LeafWeights& w, ExpansionCache* cache = nullptr);
+
+// An expansion with its live children's board terms (board_terms() with one TermParams):
+// kNumBoardTerms doubles a child, in child order (zeros for a child not playing).
+struct ExpansionTerms {
+  Expansion e;
+  std::vector<double> terms;
+};
+
+// Expansions kept from one beam search to the next. The beam at pill N + 1 starts from one
+// child of pill N's root, and about half of its expansions are of states pill N's beam
+// expanded already (the same pills from the same boards). A state is looked up by its bytes
+// with the sprite buffer's copy of the falling pill (spr_pill..spr_pill_color, written for
+// the picture by fallingPill_spriteUpdate $872F and read by nothing in play) left out, with the
+// plan options and the settle bound: the planned state and a child worked out by lock_at()
+// differ only there. The children's board terms are kept with them (the evaluation's share of
+// a search is about a quarter). Two generations are kept: next_search() drops the older, so
+// the cache holds at most the expansions of two searches. Thread-safe (one mutex; an
+// expansion is made outside it).
+class ExpansionCache {
+ public:
+  // expand() of `s` and its children's terms with the TermParams of the last next_search()
+  // (false: `s` is not a spawn state, and `out` is null), from the cache when some search
+  // made it.
+  bool get(const State& s, const PlanOptions& opt, int max_settle,
+           std::shared_ptr<const ExpansionTerms>& out);
+  // Starts a search whose leaves are valued with `p`: the expansions of the one before the
+  // last are dropped, and every one when `p` differs from the last search's.
+  void next_search(const TermParams& p);
+  void clear();
+  uint64_t hits() const;
+  uint64_t misses() const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const ExpansionTerms>> cur_, prev_;
+  double blocker_ = 0.0, no_room_ = 0.0;
+  std::vector<double> danger_;  // kFieldSize, or empty before the first search
+  uint64_t hits_ = 0, misses_ = 0;
+};
 
 }  // namespace drm

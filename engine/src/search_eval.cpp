@@ -208,6 +208,13 @@ double leaf_value(const uint8_t* field, int viruses, int phase, double frames,
   if (phase == kPhaseTopOut) return kLeafTopped + frames;
   double t[kNumBoardTerms];
   board_terms(field, w.terms, t);
+  return leaf_value_of_terms(t, viruses, phase, frames, w);
+}
+
+double leaf_value_of_terms(const double* t, int viruses, int phase, double frames,
+                           const LeafWeights& w) {
+  if (phase == kPhaseStageClear) return kLeafClear - frames;
+  if (phase == kPhaseTopOut) return kLeafTopped + frames;
   // policy.teacher.leaf_values, term by term, left to right.
   double v = -frames;
   v = v - w.virus * static_cast<double>(viruses);

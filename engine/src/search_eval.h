@@ -50,6 +50,11 @@ constexpr double kLeafTopped = -1.0e7;
 double leaf_value(const uint8_t* field, int viruses, int phase, double frames,
                   const LeafWeights& w);
 
+// leaf_value() with the board's terms `t` (board_terms() of the field with w.terms) given:
+// the same double.
+double leaf_value_of_terms(const double* t, int viruses, int phase, double frames,
+                           const LeafWeights& w);
+
 // The penalty for a next pill with `reachable` placements: mobility * max(0, target - n)^2.
 double mobility_penalty(int reachable, const LeafWeights& w);
 
