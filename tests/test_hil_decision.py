@@ -258,3 +258,47 @@ def test_a_policys_prefetch_starts_in_real_time_with_pondering_only():
         assert policy.stopped == 1
     plain = make(spawn_state(), g0=0, first=0, fast=False)[0]
     assert plain.ponder_summary()["prefetch"] is None  # a policy without one
+
+
+class Counted(Ahead):
+    """Ahead, counting its full choices and its choices for a pill due now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = self.now = 0
+
+    def choose(self, game: engine.Game, reachable) -> int:
+        self.full += 1
+        return super().choose(game, reachable)
+
+    def choose_now(self, game: engine.Game, reachable) -> int:
+        self.now += 1
+        return super().choose(game, reachable)
+
+
+def test_the_warm_up_choice_is_the_one_for_a_pill_due_now():
+    """Before the console starts, one choice warms the policy's network (its first run is
+    slow). In real time it is the quick choice, so a policy that works out its next choice
+    ahead does not start one for a state that never comes; in lockstep the one choice there
+    is."""
+    for lockstep, full, now in ((False, 0, 1), (True, 1, 0)):
+        policy = Counted()
+        d = Decision(
+            policy,
+            EnginePlanner(),
+            FakeTracker(0, spawn_state()),  # type: ignore[arg-type]
+            Schedule(),
+            first_free=lambda extra: 0,
+            feed=lambda n: None,
+            send=lambda f, masks, what: True,
+            lockstep=lockstep,
+            feed_frames=8,
+            log=lambda name, **data: None,
+            stats=Stats(),
+            ponder=True,
+            now_frame=lambda: 0,
+            horizon=lambda: None,
+        )
+        d.warm_up()
+        assert (policy.full, policy.now) == (full, now)
+        d.close()

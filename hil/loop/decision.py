@@ -162,6 +162,21 @@ class Decision:
         if self.ponder and not lockstep and start is not None:
             start(planner)
 
+    def warm_up(self) -> None:
+        """One choice on a level-0 spawn before the console starts: the first run of an
+        onnxruntime session (the policy's network) takes 100-400 ms, and a real-time console
+        does not wait. It is the choice made for a pill due now (``choose_now``), so a policy
+        that works out its next choice ahead (BeamPolicy.start_prefetch) does not start one
+        for a state that never comes."""
+        game = engine.Game(0, 1, 0x8988)
+        for _ in range(400):
+            if pill_falling(game):
+                break
+            game.step(0)
+        plan = self.planner(game, np.zeros(0, np.uint8))
+        if len(plan):
+            self.choose_now(game, plan.reachable)
+
     def close(self) -> None:
         """Stops the policy's own thread, if it has one (nothing waits for it)."""
         stop = getattr(self.policy, "stop_prefetch", None)

@@ -40,7 +40,6 @@ import numpy as np
 import numpy.typing as npt
 
 import engine
-from engine.placement import pill_falling
 from hil.consoles.base import CaptureError, Console, Frame
 from hil.link.controller import Controller
 from hil.link.link import LinkFatal
@@ -431,14 +430,7 @@ class Runtime:
         warm = getattr(self.reader, "warm_up", None)
         if warm is not None:
             warm()
-        game = engine.Game(0, 1, 0x8988)
-        for _ in range(400):
-            if pill_falling(game):
-                break
-            game.step(0)
-        plan = self.decision.planner(game, np.zeros(0, np.uint8))
-        if len(plan):
-            self.decision.policy.choose(game, plan.reachable)
+        self.decision.warm_up()
 
     def run(self) -> dict[str, Any]:
         """Plays until every level has ended, the frame budget is spent, the capture ends, or
