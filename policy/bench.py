@@ -11,11 +11,11 @@ median, trimmed mean (10% cut each side), min, p99 and max in milliseconds, as o
 benchmark does; "plan" is one engine.plan per state, for scale. --search-states times the
 play-time search (policy.search, with the network's prior), the teacher and the network
 (each planning included: the whole decision) on level-20 HI states along the network's games.
---beam-states times policy.beam.BeamPlayer (8 x 80, the whole decision) on such states (each
-from another game, so the player's cache of expansions, which serves the next pill of one
-game, never hits). --beam-games times it as policy.eval and hil run use it: every decision of
-whole level-20 HI games the beam plays itself (seeds from 0x7000), with its cache and again on
-the same states with none (``reuse=False``).
+--beam-states times policy.beam.BeamPlayer (its default size, the whole decision) on such
+states (each from another game, so the player's cache of expansions, which serves the next
+pill of one game, never hits). --beam-games times it as policy.eval and hil run use it: every
+decision of whole level-20 HI games the beam plays itself (seeds from 0x7000), with its cache
+and again on the same states with none (``reuse=False``).
 """
 
 from __future__ import annotations
@@ -76,15 +76,17 @@ def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -
 
 
 def beam_game_timings(
-    games: int, first_seed: int = 0x7000, depth: int = 8, width: int = 80
+    games: int, first_seed: int = 0x7000, depth: int | None = None, width: int | None = None
 ) -> dict[str, Any]:
-    """policy.beam.BeamPlayer(depth, width)'s decisions along `games` whole level-20 HI games
-    it plays itself (game n: seed first_seed + 2n), timed in order with the player's cache of
-    expansions (``beam_game_decision``), then on the same states with a player that keeps
-    none (``beam_game_decision_no_reuse``). Also the cache's hits and misses."""
+    """policy.beam.BeamPlayer(depth, width)'s decisions (None: its default size) along `games`
+    whole level-20 HI games it plays itself (game n: seed first_seed + 2n), timed in order
+    with the player's cache of expansions (``beam_game_decision``), then on the same states
+    with a player that keeps none (``beam_game_decision_no_reuse``). Also the cache's hits
+    and misses."""
     from policy.beam import BeamPlayer
 
-    beam = BeamPlayer(depth, width)
+    shipped = BeamPlayer()
+    beam = BeamPlayer(depth or shipped.depth, width or shipped.width)
     states: list[engine.Game] = []
     wall: list[float] = []
     cpu: list[float] = []
@@ -101,11 +103,12 @@ def beam_game_timings(
             to_spawn(g)
     return {
         "beam_games": games,
+        "beam_game_size": f"{beam.depth} x {beam.width}, scale {beam.scale}",
         "beam_game_decision": _stats(wall, cpu),
         "beam_cache_hits": beam.cache.hits,
         "beam_cache_misses": beam.cache.misses,
         "beam_game_decision_no_reuse": timing(
-            BeamPlayer(depth, width, reuse=False).act, states, warmup=0
+            BeamPlayer(beam.depth, beam.width, reuse=False).act, states, warmup=0
         ),
     }
 
