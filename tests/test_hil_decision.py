@@ -236,22 +236,7 @@ def test_a_policys_prefetch_starts_in_real_time_with_pondering_only():
     ):
         policy = Ahead()
         planner = EnginePlanner()
-        d = Decision(
-            policy,
-            planner,
-            FakeTracker(0, spawn_state()),  # type: ignore[arg-type]
-            Schedule(),
-            first_free=lambda extra: 0,
-            feed=lambda n: None,
-            send=lambda f, masks, what: True,
-            lockstep=lockstep,
-            feed_frames=8,
-            log=lambda name, **data: None,
-            stats=Stats(),
-            ponder=ponder,
-            now_frame=lambda: 0,
-            horizon=lambda: None,
-        )
+        d = idle_decision(policy, planner, lockstep, ponder)
         assert policy.started == ([planner] if started else [])
         assert d.ponder_summary()["prefetch"] == {"hits": 0}
         d.close()
@@ -283,22 +268,27 @@ def test_the_warm_up_choice_is_the_one_for_a_pill_due_now():
     is."""
     for lockstep, full, now in ((False, 0, 1), (True, 1, 0)):
         policy = Counted()
-        d = Decision(
-            policy,
-            EnginePlanner(),
-            FakeTracker(0, spawn_state()),  # type: ignore[arg-type]
-            Schedule(),
-            first_free=lambda extra: 0,
-            feed=lambda n: None,
-            send=lambda f, masks, what: True,
-            lockstep=lockstep,
-            feed_frames=8,
-            log=lambda name, **data: None,
-            stats=Stats(),
-            ponder=True,
-            now_frame=lambda: 0,
-            horizon=lambda: None,
-        )
+        d = idle_decision(policy, EnginePlanner(), lockstep, True)
         d.warm_up()
         assert (policy.full, policy.now) == (full, now)
         d.close()
+
+
+def idle_decision(policy, planner, lockstep: bool, ponder: bool) -> Decision:
+    """A Decision on a tracker that holds one spawn state, with nothing wired to a console."""
+    return Decision(
+        policy,
+        planner,
+        FakeTracker(0, spawn_state()),  # type: ignore[arg-type]
+        Schedule(),
+        first_free=lambda extra: 0,
+        feed=lambda n: None,
+        send=lambda f, masks, what: True,
+        lockstep=lockstep,
+        feed_frames=8,
+        log=lambda name, **data: None,
+        stats=Stats(),
+        ponder=ponder,
+        now_frame=lambda: 0,
+        horizon=lambda: None,
+    )
