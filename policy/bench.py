@@ -75,6 +75,11 @@ def timing(fn: Callable[[Any], object], items: Sequence[Any], warmup: int = 5) -
     return _stats(ts, cpu)
 
 
+def beam_size(beam: Any) -> str:
+    """A BeamPlayer's size as the report names it: "DEPTH x WIDTH, scale SCALE"."""
+    return f"{beam.depth} x {beam.width}, scale {beam.scale}"
+
+
 def beam_game_timings(
     games: int, first_seed: int = 0x7000, depth: int | None = None, width: int | None = None
 ) -> dict[str, Any]:
@@ -103,7 +108,7 @@ def beam_game_timings(
             to_spawn(g)
     return {
         "beam_games": games,
-        "beam_game_size": f"{beam.depth} x {beam.width}, scale {beam.scale}",
+        "beam_game_size": beam_size(beam),
         "beam_game_decision": _stats(wall, cpu),
         "beam_cache_hits": beam.cache.hits,
         "beam_cache_misses": beam.cache.misses,
@@ -207,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         beam = BeamPlayer()
         sub = level20_states(args.beam_states, seed=1, model=args.model)
-        report["beam"] = f"{beam.depth} x {beam.width}, scale {beam.scale}"
+        report["beam"] = beam_size(beam)
         report["beam_states"] = len(sub)
         report["beam_decision"] = timing(beam.act, sub, warmup=1)
     if args.beam_games:
