@@ -41,7 +41,7 @@ class BeamPlayer:
     placement by its own leaf value).
 
     depth: pills searched (the falling one included), >= 1; width: states kept per depth,
-    >= 1; scale > 0. depth 8 x width 80 and scale 0.5 (the defaults) were chosen on training
+    >= 1; scale > 0. depth 16 x width 80 and scale 0.5 (the defaults) were chosen on training
     seeds (docs/POLICY.md "Beam search over the level's pills").
     taps_only: plan every pill with engine.plan's taps_only search; ahead_taps_only (the
     default): only the pills after the first (the look-ahead; the placement played is always
@@ -58,7 +58,7 @@ class BeamPlayer:
     level's pills"). The cache is the player's own (not copied or pickled with it).
     """
 
-    depth: int = 8
+    depth: int = 16
     width: int = 80
     weights: Weights = field(default_factory=Weights)
     scale: float = 0.5

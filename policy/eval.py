@@ -358,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the search's third-ply grandchildren per child (default SearchPlayer's, 4)",
     )
     ap.add_argument(
-        "--beam-depth", type=int, default=None, help="the beam's pills (default BeamPlayer's, 8)"
+        "--beam-depth", type=int, default=None, help="the beam's pills (default BeamPlayer's, 16)"
     )
     ap.add_argument(
         "--beam-width",

@@ -77,7 +77,7 @@ def test_argument_parsing() -> None:
     ("policy", "sizes", "defaults", "given"),
     [
         ("search", ("beam3", "width3"), (12, 4), {"search_beam3": 8, "search_width3": 2}),
-        ("beam", ("depth", "width"), (8, 80), {"beam_depth": 3, "beam_width": 5}),
+        ("beam", ("depth", "width"), (16, 80), {"beam_depth": 3, "beam_width": 5}),
     ],
 )
 def test_a_players_sizes_reach_it_and_are_checked(

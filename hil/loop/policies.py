@@ -119,10 +119,10 @@ class SearchPolicy:
 
 
 # The beam pondered first in real time (``BeamPolicy.quick``): depth x width. About 20 ms of one
-# core at level 20 HI against the full beam's ~125 ms (policy.beam), so its plan is on the wire
-# when a busy machine leaves the full one too late; a search over the level's known pills, where
-# the network it replaces played blind (a loaded run topped out at level 23 HI: a board full to
-# row 3, 19 % of the pills the network's).
+# core at level 20 HI against the full 16 x 80 beam's 51 ms (median; p99 213 ms, policy.bench),
+# so its plan is on the wire when a busy machine leaves the full one too late; a search over the
+# level's known pills, where the network it replaces played blind (a loaded run topped out at
+# level 23 HI: a board full to row 3, 19 % of the pills the network's).
 QUICK_BEAM = (6, 16)
 
 
