@@ -87,12 +87,24 @@ class BeamPlayer:
     def _expand(self, game: engine.Game) -> Any:
         return _core.expand(game, taps_only=self.taps_only, max_settle=MAX_SETTLE_FRAMES)
 
-    def choose(self, game: engine.Game, first: Any = None) -> tuple[Any, int]:
-        """(the root's expansion, the chosen child's position in it) at spawn state ``game``.
-        ``first``: the root's expansion when ``game`` is not a spawn state (a
-        policy.search.PlayedPly of a falling pill, as the live loop decides); None:
-        engine._core.expand(game). Raises ValueError when ``game`` is not at a spawn state
-        (engine._core.expand) or has no pill to plan."""
+    def search(self, game: engine.Game, margin: float = 24.0) -> tuple[Any, int, np.ndarray]:
+        """(the root's expansion, the chosen child's position, values float64[n]: one per
+        child, in frames, higher is better) at spawn state ``game``; the choice is
+        :meth:`choose`'s.
+
+        A live child's value is the best leaf value its lines reach where the beam ends
+        (engine._core.beam_values: the last depth, or the depth of the first stage clear).
+        At level 20 HI that is one or two children a state (the lines converge), so a live
+        child with no line there is ranked below the chosen one by ``margin`` frames plus the
+        gap between its own leaf value and the best child's: ``value[k] - margin - (max(leaf)
+        - leaf)``. A child that clears or tops out on the first pill, or every child when the
+        search stops at the root, has its own leaf value. The chosen child's value is the
+        highest (ties go to it). These are the labels of ``policy.train --labeller beam``.
+        Raises ValueError as :meth:`choose`.
+        """
+        return self._search(game, None, margin)
+
+    def _search(self, game: engine.Game, first: Any, margin: float | None) -> tuple[Any, int, Any]:
         root = self._expand(game) if first is None else first
         if len(root) == 0:
             raise ValueError(f"no placement to choose: plan status {root.status}")
@@ -101,17 +113,39 @@ class BeamPlayer:
         v = leaf_values(root.fields, root.viruses, root.phases, t, w)
         phases = np.asarray(root.phases)
         if (phases == STAGE_CLEAR).any() or not (phases == PLAYING).any() or self.depth == 1:
-            return root, int(np.argmax(v))
+            return root, int(np.argmax(v)), v
         # The beam from the root's live children, best first (engine._core.beam).
         live = np.flatnonzero(phases == PLAYING)
         order = live[np.argsort(-v[live], kind="stable")]
         p, d = packed_weights(w)
-        pos = _core.beam(
+        args = (
             [root.child(int(k)) for k in order], v[order], t[order], self.depth - 1,
-            self.width, p, d, taps_only=self.taps_only or self.ahead_taps_only,
-            max_settle=MAX_SETTLE_FRAMES, cache=self.cache,
+            self.width, p, d,
         )  # fmt: skip
-        return root, int(order[pos])
+        opts = {
+            "taps_only": self.taps_only or self.ahead_taps_only,
+            "max_settle": MAX_SETTLE_FRAMES,
+            "cache": self.cache,
+        }
+        if margin is None:
+            return root, int(order[_core.beam(*args, **opts)]), None
+        pos, deep = _core.beam_values(*args, **opts)
+        k = int(order[pos])
+        values = v.copy()
+        below = deep[pos] - margin - (v[order[0]] - v[order])
+        values[order] = np.where(np.isfinite(deep), deep, below)
+        if int(np.argmax(values)) != k:  # a tie with a child before it
+            values[k] = float(values.max()) + 1.0e-6
+        return root, k, values
+
+    def choose(self, game: engine.Game, first: Any = None) -> tuple[Any, int]:
+        """(the root's expansion, the chosen child's position in it) at spawn state ``game``.
+        ``first``: the root's expansion when ``game`` is not a spawn state (a
+        policy.search.PlayedPly of a falling pill, as the live loop decides); None:
+        engine._core.expand(game). Raises ValueError when ``game`` is not at a spawn state
+        (engine._core.expand) or has no pill to plan."""
+        root, k, _ = self._search(game, first, None)
+        return root, k
 
     def act(self, game: engine.Game) -> Move:
         """The placement and its masks from spawn state ``game`` (policy.play's Policy)."""

@@ -13,8 +13,10 @@
 4. export: policy.onnx, checked against torch on the training states.
 
 `--labeller search` labels with the play-time search (policy.search, the network as its prior:
-~20 ms a state against the teacher's ~3 ms) instead of the teacher; `--player ONNX` has a fixed
-policy play the DAgger games (e.g. the shipped ensemble) instead of the network being trained;
+~20 ms a state against the teacher's ~3 ms) instead of the teacher, `--labeller beam` with the
+beam over the level's pills (policy.beam, which reads the pill reserve the network never sees);
+`--player ONNX` has a fixed policy play the DAgger games (e.g. the shipped ensemble) instead of
+the network being trained;
 `python -m policy.ensemble policy_fp32.onnx --split --out DIR` gives an ensemble's members back as
 policy.pt files for --init (docs/POLICY.md "Distilling the search").
 
@@ -124,8 +126,10 @@ class LabelJob:
     taps_only: bool
     beam: int
     max_frames: int
-    labeller: str = "teacher"  # "teacher" (policy.teacher) or "search" (policy.search)
+    labeller: str = "teacher"  # "teacher" (policy.teacher), "search" or "beam" (policy.beam)
     prior: str | None = None  # the search's prior ONNX (None: the shipped policy.onnx)
+    beam_depth: int = 16  # the beam labeller's pills and lines (policy.beam.BeamPlayer)
+    beam_width: int = 80
 
 
 def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
@@ -162,8 +166,19 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
             e, values = searcher.search(game)
             return e, values, np.ones(len(values), bool)
 
+    elif job.labeller == "beam":
+        # the beam over the level's pills (policy.beam): it reads the reserve, the network
+        # does not; its values are the best line's where the beam ends (BeamPlayer.search)
+        from policy.beam import BeamPlayer
+
+        beam = BeamPlayer(depth=job.beam_depth, width=job.beam_width, taps_only=job.taps_only)
+
+        def values_of(game: engine.Game) -> tuple[Any, Any, Any]:
+            e, _, values = beam.search(game)
+            return e, values, np.ones(len(values), bool)
+
     else:
-        raise ValueError(f"unknown labeller {job.labeller!r}: teacher or search")
+        raise ValueError(f"unknown labeller {job.labeller!r}: teacher, search or beam")
     rows: dict[str, list[Any]] = {k: [] for k in FIELDS}
 
     class Labeller:
@@ -404,10 +419,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--first-round", type=int, default=1, help="number of the first DAgger round")
     ap.add_argument(
         "--labeller",
-        choices=("teacher", "search"),
+        choices=("teacher", "search", "beam"),
         default="teacher",
-        help="who labels the states: the 2-ply teacher or the play-time search (slower, stronger)",
+        help="who labels the states: the 2-ply teacher, the play-time search (slower, stronger)"
+        " or the beam over the level's pills (--beam-depth x --beam-width; it reads the reserve)",
     )
+    ap.add_argument("--beam-depth", type=int, default=16, help="pills of --labeller beam")
+    ap.add_argument("--beam-width", type=int, default=80, help="lines of --labeller beam")
     ap.add_argument(
         "--search-prior",
         default=None,
@@ -419,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="ONNX policy that plays the DAgger games (default: the network being trained)",
     )
     args = ap.parse_args(argv)
+    if args.beam_depth < 1 or args.beam_width < 1:
+        ap.error(
+            f"--beam-depth and --beam-width must be >= 1, got {args.beam_depth}, {args.beam_width}"
+        )
 
     import torch
 
@@ -452,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.max_frames,
                 args.labeller,
                 args.search_prior,
+                args.beam_depth,
+                args.beam_width,
             )  # fmt: skip
             for ep in eps
         ]

@@ -238,3 +238,51 @@ def test_hil_beam_policy_works_out_the_next_pills_choice_ahead() -> None:
         assert summary["work_ms"]["n"] >= 1 and summary["work_ms"]["cpu_p50"] > 0
     finally:
         ahead.stop_prefetch()
+
+
+def test_the_beams_values_are_each_first_placements_best_line_where_it_ends() -> None:
+    """BeamPlayer.search (the labels of policy.train --labeller beam): a root child's value is
+    the best value of its lines at the last depth, as a beam over game clones finds it; the
+    chosen child is choose()'s and has the highest value; a child with no line there is
+    below the chosen one by the margin and its own leaf value's gap to the best child."""
+    depth, width = 4, 10
+    game = Episode(20, 2, 0x6018, 5).game()
+    to_spawn(game)
+    player = BeamPlayer(depth=depth, width=width)
+    for _ in range(6):
+        game.run(player.act(game).masks)
+        to_spawn(game)
+    w = Weights().scaled(0.5)
+    lines: list[tuple[float, float, int, engine.Game]] = [(0.0, 0.0, -1, game)]
+    for d in range(depth):
+        ranked = []
+        for _, t0, first, g in lines:
+            e = _core.expand(g, taps_only=d > 0 or player.taps_only, max_settle=MAX_SETTLE_FRAMES)
+            t = t0 + (e.lock_frames + e.settle_frames).astype(np.float64)
+            v = leaf_values(e.fields, e.viruses, e.phases, t, w)
+            assert not (np.asarray(e.phases) == STAGE_CLEAR).any()
+            for j in np.flatnonzero(np.asarray(e.phases) == PLAYING):
+                board = np.asarray(e.fields)[j].tobytes()
+                ranked.append((v[j], t[j], int(j) if first < 0 else first, e.child(int(j)), board))
+        ranked.sort(key=lambda c: -c[0])
+        lines, seen = [], set()
+        for v_, t_, first, g, board in ranked:
+            if board not in seen and len(lines) < width:
+                seen.add(board)
+                lines.append((v_, t_, first, g))
+    best: dict[int, float] = {}
+    for v_, _, first, _ in lines:
+        best[first] = max(best.get(first, -np.inf), v_)
+    root, k, values = BeamPlayer(depth=depth, width=width).search(game, margin=30.0)
+    assert k == player.choose(game)[1] == lines[0][2]
+    assert int(np.argmax(values)) == k
+    assert len(best) >= 2  # the test sees a child with a line beside the chosen one
+    for j, v_ in best.items():
+        assert values[j] == pytest.approx(v_, abs=1e-9)
+    t = (root.lock_frames + root.settle_frames).astype(np.float64)
+    leaf = leaf_values(root.fields, root.viruses, root.phases, t, w)
+    live = np.asarray(root.phases) == PLAYING
+    others = [j for j in np.flatnonzero(live) if j not in best]
+    assert others
+    for j in others:
+        assert values[j] == pytest.approx(values[k] - 30.0 - (leaf[live].max() - leaf[j]))

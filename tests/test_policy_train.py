@@ -112,3 +112,31 @@ def test_a_small_training_run_end_to_end(tmp_path) -> None:
     board, extras, mask = Dataset.load(tmp_path / "a" / "search.npz").tensors()
     logits = PlacementPolicy(tmp_path / "e.onnx").logits(board[:4], extras[:4], mask[:4])
     assert mask[np.arange(4), logits.argmax(axis=1)].all()  # a reachable placement each
+
+
+def test_the_beam_labels_a_game_with_its_ranked_values() -> None:
+    """--labeller beam: every state is labelled with the beam's values (BeamPlayer.search),
+    its choice first; the beam plays the game it labels and clears it."""
+    from policy.play import Episode
+    from policy.train import LabelJob, _label_game
+
+    ep = Episode(1, 2, 0x6014, 4)
+    d, result = _label_game(LabelJob(ep, None, True, 4, 3000, "beam", None, 3, 8))
+    assert result.cleared and len(d) == result.pills > 0
+    cand, value = d.arrays["cand"], d.arrays["value"]
+    assert (d.arrays["choice"] == cand[:, 0]).all()
+    for c, v in zip(cand, value, strict=True):
+        n = int((c >= 0).sum())
+        assert n >= 1 and (np.diff(v[:n]) <= 0).all()
+    assert (cand[:, 1] >= 0).mean() > 0.5  # most states rank more than one placement
+
+
+@pytest.mark.parametrize("flag", ["--beam-depth", "--beam-width"])
+def test_a_beam_size_below_one_is_refused_at_the_command_line(flag: str, tmp_path, capsys) -> None:
+    from policy.train import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--out", str(tmp_path), "--labeller", "beam", flag, "0"])
+    assert e.value.code == 2
+    assert "--beam-depth and --beam-width must be >= 1" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was written

@@ -396,40 +396,46 @@ of one game. It holds the expansions of the last two searches (each up to
       .def("clear", &drm::ExpansionCache::clear, "Drops every expansion and zeroes the counts.")
       .def("__len__", &drm::ExpansionCache::size);
 
+  // engine._core.beam and beam_values: the roots, sizes and weights from Python, the search
+  // with the interpreter lock released; `first_values` as beam_search's.
+  const auto run_beam = [](const py::handle& states, const py::handle& values,
+                           const py::handle& frames, const py::handle& depth,
+                           const py::handle& width, const py::handle& weights,
+                           const py::handle& danger, bool taps_only, const py::handle& max_settle,
+                           drm::ExpansionCache* cache, std::vector<double>* first_values) {
+    std::vector<drm::BeamRoot> ranked;
+    for (py::handle g : states) {
+      drm::BeamRoot r;
+      r.state = game_of(py::reinterpret_borrow<py::object>(g)).s;
+      ranked.push_back(r);
+    }
+    if (ranked.empty()) throw py::value_error("states must hold at least one engine.Game");
+    const auto n = static_cast<py::ssize_t>(ranked.size());
+    const std::vector<double> v = doubles(values, "values", n, "one per state");
+    const std::vector<double> t = doubles(frames, "frames", n, "one per state");
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      ranked[i].value = v[i];
+      ranked[i].frames = t[i];
+    }
+    const int d =
+        static_cast<int>(pa::in_range(depth, "depth", 0, 1 << 10, "pills after the first"));
+    const int wd = static_cast<int>(pa::in_range(width, "width", 1, 1 << 16, "lines kept a pill"));
+    std::vector<double> dg;
+    const drm::LeafWeights w = leaf_weights(weights, danger, dg);
+    const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
+    const int settle_max = settle_limit(max_settle);
+    py::gil_scoped_release release;
+    return drm::beam_search(ranked, d, wd, opt, settle_max, w, cache, first_values);
+  };
+
   m.def(
       "beam",
-      [](const py::handle& states, const py::handle& values, const py::handle& frames,
-         const py::handle& depth, const py::handle& width, const py::handle& weights,
-         const py::handle& danger, bool taps_only, const py::handle& max_settle,
-         drm::ExpansionCache* cache) {
-        std::vector<drm::BeamRoot> ranked;
-        for (py::handle g : states) {
-          drm::BeamRoot r;
-          r.state = game_of(py::reinterpret_borrow<py::object>(g)).s;
-          ranked.push_back(r);
-        }
-        if (ranked.empty()) throw py::value_error("states must hold at least one engine.Game");
-        const auto n = static_cast<py::ssize_t>(ranked.size());
-        const std::vector<double> v = doubles(values, "values", n, "one per state");
-        const std::vector<double> t = doubles(frames, "frames", n, "one per state");
-        for (size_t i = 0; i < ranked.size(); ++i) {
-          ranked[i].value = v[i];
-          ranked[i].frames = t[i];
-        }
-        const int d =
-            static_cast<int>(pa::in_range(depth, "depth", 0, 1 << 10, "pills after the first"));
-        const int wd =
-            static_cast<int>(pa::in_range(width, "width", 1, 1 << 16, "lines kept a pill"));
-        std::vector<double> dg;
-        const drm::LeafWeights w = leaf_weights(weights, danger, dg);
-        const drm::PlanOptions opt = plan_options(taps_only, py::int_(0));
-        const int settle_max = settle_limit(max_settle);
-        int k;
-        {
-          py::gil_scoped_release release;
-          k = drm::beam_search(ranked, d, wd, opt, settle_max, w, cache);
-        }
-        return k;
+      [run_beam](const py::handle& states, const py::handle& values, const py::handle& frames,
+                 const py::handle& depth, const py::handle& width, const py::handle& weights,
+                 const py::handle& danger, bool taps_only, const py::handle& max_settle,
+                 drm::ExpansionCache* cache) {
+        return run_beam(states, values, frames, depth, width, weights, danger, taps_only,
+                        max_settle, cache, nullptr);
       },
       py::arg("states"), py::arg("values"), py::arg("frames"), py::arg("depth"), py::arg("width"),
       py::arg("weights"), py::arg("danger"), py::arg("taps_only") = false,
@@ -442,6 +448,28 @@ from the root. Keeps the `width` best lines with distinct boards for `depth` mor
 returns the position in `states` of the chosen line's root child. weights: Weights.packed();
 danger: Weights.danger(). Raises ValueError on an empty `states` or bad sizes, TypeError on
 a non-Game.)doc");
+
+  m.def(
+      "beam_values",
+      [run_beam](const py::handle& states, const py::handle& values, const py::handle& frames,
+                 const py::handle& depth, const py::handle& width, const py::handle& weights,
+                 const py::handle& danger, bool taps_only, const py::handle& max_settle,
+                 drm::ExpansionCache* cache) {
+        std::vector<double> fv;
+        const int k = run_beam(states, values, frames, depth, width, weights, danger, taps_only,
+                               max_settle, cache, &fv);
+        py::array_t<double> out(static_cast<py::ssize_t>(fv.size()));
+        std::copy(fv.begin(), fv.end(), out.mutable_data());
+        return py::make_tuple(k, out);
+      },
+      py::arg("states"), py::arg("values"), py::arg("frames"), py::arg("depth"), py::arg("width"),
+      py::arg("weights"), py::arg("danger"), py::arg("taps_only") = false,
+      py::arg("max_settle") = 10000, py::arg("cache") = nullptr,
+      R"doc(engine._core.beam with each root line's value: returns (position, values), the position
+as beam's and values float64[N], one per state: the best leaf value (frames, higher is better) of
+that root child's lines where the search ended (its last depth; at the depth where a line first
+clears the stage, its fastest clear there, else its best live line there); -inf where none of
+its lines is there. The same arguments and errors as beam.)doc");
 
   m.def(
       "expand",

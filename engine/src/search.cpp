@@ -158,6 +158,7 @@ struct BeamLine {
   double frames;
   int first;
   State state;
+  double value;
 };
 
 // Positions of the first `width` of `n` ranked boards (field_of(i): kFieldSize bytes) that
@@ -280,12 +281,22 @@ size_t ExpansionCache::size() const {
 }
 
 int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
-                int max_settle, const LeafWeights& w, ExpansionCache* cache) {
+                int max_settle, const LeafWeights& w, ExpansionCache* cache,
+                std::vector<double>* first_values) {
   if (ranked.empty()) return -1;
   const size_t wd = static_cast<size_t>(std::max(width, 1));
   std::vector<BeamLine> beam;
   for (size_t i : distinct_best(ranked.size(), wd, [&](size_t k) { return ranked[k].state.field; }))
-    beam.push_back({ranked[i].frames, static_cast<int>(i), ranked[i].state});
+    beam.push_back({ranked[i].frames, static_cast<int>(i), ranked[i].state, ranked[i].value});
+  // The best value each root child's lines reach where the search ends (-inf: none there).
+  const auto best_of_lines = [&](const std::vector<BeamLine>& lines) {
+    if (first_values == nullptr) return;
+    first_values->assign(ranked.size(), -std::numeric_limits<double>::infinity());
+    for (const BeamLine& l : lines) {
+      double& f = (*first_values)[static_cast<size_t>(l.first)];
+      f = std::max(f, l.value);
+    }
+  };
   if (cache != nullptr) cache->next_search(w.terms);
   std::vector<std::shared_ptr<const ExpansionTerms>> exps;
   std::vector<BeamCandidate> cand;
@@ -330,7 +341,26 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
         clear_first = beam[b].first;
       }
     }
-    if (cleared) return clear_first;
+    if (cleared) {
+      if (first_values != nullptr) {
+        // Each root child's fastest clear at this depth, else its best live line here.
+        std::vector<BeamLine> lines;
+        for (const BeamCandidate& c : cand) lines.push_back({c.frames, c.first, {}, c.value});
+        best_of_lines(lines);
+        for (size_t b = 0; b < beam.size(); ++b) {
+          if (exps[b] == nullptr) continue;
+          const Expansion& e = exps[b]->e;
+          for (const Child& c : e.children) {
+            if (c.state.phase != kPhaseStageClear) continue;
+            const double t = beam[b].frames + static_cast<double>(c.lock_frame + c.settle_frames);
+            const double v = leaf_value(c.state.field, c.viruses, c.state.phase, t, w);
+            double& f = (*first_values)[static_cast<size_t>(beam[b].first)];
+            f = std::max(f, v);
+          }
+        }
+      }
+      return clear_first;
+    }
     if (cand.empty()) break;  // every line tops out within this depth
     std::stable_sort(cand.begin(), cand.end(), [](const BeamCandidate& a, const BeamCandidate& b) {
       return a.value > b.value;
@@ -345,10 +375,12 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
       const BeamCandidate& c = cand[i];
       next.push_back(
           {c.frames, c.first,
-           exps[static_cast<size_t>(c.exp)]->e.children[static_cast<size_t>(c.child)].state});
+           exps[static_cast<size_t>(c.exp)]->e.children[static_cast<size_t>(c.child)].state,
+           c.value});
     }
     beam.swap(next);
   }
+  best_of_lines(beam);
   return beam.front().first;
 }
 

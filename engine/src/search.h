@@ -111,9 +111,14 @@ struct BeamRoot {
 // sort by value, so the result is the reference beam's of tests/test_policy_beam.py.
 // `cache` (may be null): expansions are taken from it and added to it (ExpansionCache), the
 // same children as expand() makes, so the choice is the same with or without it.
+// `first_values` (may be null): set to one value per `ranked` root child, the best value of
+// its lines where the search ended (the last depth searched, or at the depth of the first
+// clear: its fastest clear there, else its best live line there); -inf for a root child with
+// no line there. The choice is the same with or without it.
 class ExpansionCache;
 int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const PlanOptions& opt,
-                int max_settle, const LeafWeights& w, ExpansionCache* cache = nullptr);
+                int max_settle, const LeafWeights& w, ExpansionCache* cache = nullptr,
+                std::vector<double>* first_values = nullptr);
 
 // An expansion with its live children's board terms (board_terms() with one TermParams):
 // kNumBoardTerms doubles a child, in child order (zeros for a child not playing).
