@@ -241,6 +241,18 @@ def beam(
     max_settle: int = 10000,
     cache: ExpansionCache | None = None,
 ) -> int: ...
+def beam_values(
+    states: Sequence[Game],
+    values: npt.ArrayLike,
+    frames: npt.ArrayLike,
+    depth: int,
+    width: int,
+    weights: npt.ArrayLike,
+    danger: npt.ArrayLike,
+    taps_only: bool = False,
+    max_settle: int = 10000,
+    cache: ExpansionCache | None = None,
+) -> tuple[int, npt.NDArray[np.float64]]: ...
 def expand(
     game: Game, taps_only: bool = False, min_press_interval: int = 0, max_settle: int = 10000
 ) -> Expansion: ...
