@@ -289,14 +289,12 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
   for (size_t i : distinct_best(ranked.size(), wd, [&](size_t k) { return ranked[k].state.field; }))
     beam.push_back({ranked[i].frames, static_cast<int>(i), ranked[i].state, ranked[i].value});
   // The best value each root child's lines reach where the search ends (-inf: none there).
-  const auto best_of_lines = [&](const std::vector<BeamLine>& lines) {
-    if (first_values == nullptr) return;
-    first_values->assign(ranked.size(), -std::numeric_limits<double>::infinity());
-    for (const BeamLine& l : lines) {
-      double& f = (*first_values)[static_cast<size_t>(l.first)];
-      f = std::max(f, l.value);
-    }
+  const auto note_first = [&](int first, double value) {
+    double& f = (*first_values)[static_cast<size_t>(first)];
+    f = std::max(f, value);
   };
+  if (first_values != nullptr)
+    first_values->assign(ranked.size(), -std::numeric_limits<double>::infinity());
   if (cache != nullptr) cache->next_search(w.terms);
   std::vector<std::shared_ptr<const ExpansionTerms>> exps;
   std::vector<BeamCandidate> cand;
@@ -335,6 +333,7 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
           cand.push_back({v, t, beam[b].first, static_cast<int>(b), static_cast<int>(j)});
         }
       }
+      if (best >= 0 && first_values != nullptr) note_first(beam[b].first, best_value);
       if (best >= 0 && (!cleared || best_value > clear_value)) {
         cleared = true;
         clear_value = best_value;
@@ -342,23 +341,9 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
       }
     }
     if (cleared) {
-      if (first_values != nullptr) {
-        // Each root child's fastest clear at this depth, else its best live line here.
-        std::vector<BeamLine> lines;
-        for (const BeamCandidate& c : cand) lines.push_back({c.frames, c.first, {}, c.value});
-        best_of_lines(lines);
-        for (size_t b = 0; b < beam.size(); ++b) {
-          if (exps[b] == nullptr) continue;
-          const Expansion& e = exps[b]->e;
-          for (const Child& c : e.children) {
-            if (c.state.phase != kPhaseStageClear) continue;
-            const double t = beam[b].frames + static_cast<double>(c.lock_frame + c.settle_frames);
-            const double v = leaf_value(c.state.field, c.viruses, c.state.phase, t, w);
-            double& f = (*first_values)[static_cast<size_t>(beam[b].first)];
-            f = std::max(f, v);
-          }
-        }
-      }
+      // A root child with no clear at this depth: its best live line here.
+      if (first_values != nullptr)
+        for (const BeamCandidate& c : cand) note_first(c.first, c.value);
       return clear_first;
     }
     if (cand.empty()) break;  // every line tops out within this depth
@@ -380,7 +365,8 @@ int beam_search(const std::vector<BeamRoot>& ranked, int depth, int width, const
     }
     beam.swap(next);
   }
-  best_of_lines(beam);
+  if (first_values != nullptr)
+    for (const BeamLine& l : beam) note_first(l.first, l.value);
   return beam.front().first;
 }
 
