@@ -11,11 +11,13 @@ Each iteration:
    masked logits over ``--temperature``. One Ray task plays one seed's group (the group's games
    step together and the network sees them as one batch): ``--workers`` local CPUs or a Ray
    cluster at ``--address`` (policy.parallel);
-2. every game gets a return: minus its frames to the stage clear, or ``-(--top-out-frames)``
-   when it did not clear (top-out or ``--max-frames``), so any clear beats any loss and a faster
-   clear beats a slower one. A game's advantage is its return less its group's mean, over the
-   group's standard deviation (the group is the same level, seed and frameCounter: the baseline
-   needs no learned value); a group whose games all scored the same teaches nothing;
+2. every game gets a return: minus its frames to the stage clear; ``-(--top-out-frames)`` for a
+   top-out, so that any clear beats any loss and a faster clear a slower one; a game cut at
+   ``--max-frames`` minus its frames and ``--frames-per-virus`` for each virus left (short games
+   train the early game, where the network's top-outs are). A game's advantage is its return
+   less its group's mean, over the group's standard deviation (the group is the same level, seed
+   and frameCounter: the baseline needs no learned value); a group whose games all scored the
+   same teaches nothing;
 3. ``--epochs`` passes of clipped policy gradient (PPO's surrogate, ratio clip ``--clip``) over
    the visited spawn states, plus ``--kl`` times the KL divergence from the starting network (it
    keeps the fine-tuned network near what was trained by imitation), Adam at ``--lr``.
@@ -48,7 +50,10 @@ from policy.features import board_planes, extras_vector
 from policy.play import Episode, Result
 
 DEFAULT_INIT = Path(__file__).resolve().parent / "models" / "policy_fp32.onnx"
-TOP_OUT_FRAMES = 20_000  # the return of a game that did not clear is minus this
+TOP_OUT_FRAMES = 20_000  # the return of a game that topped out is minus this
+# frames a virus left at the frame limit is charged: the shipped network's level-20 HI games take a
+# median of ~10,100 frames for 84 viruses (docs/POLICY.md "Numbers")
+FRAMES_PER_VIRUS = 120
 STATE_FIELDS = ("field", "pill", "next", "level", "speed", "speed_ups", "viruses", "mask")
 
 
@@ -212,10 +217,23 @@ def play_group(job: GroupJob) -> Rollouts:
     return Rollouts(arrays, results, np.zeros(job.group, np.int32))
 
 
-def game_returns(results: Sequence[Result], top_out_frames: float = TOP_OUT_FRAMES) -> Any:
-    """float64[G]: minus the frames to the stage clear of each cleared game, minus
-    ``top_out_frames`` for every other (top-out or frame limit)."""
-    return np.array([-float(r.frames) if r.cleared else -float(top_out_frames) for r in results])
+def game_returns(
+    results: Sequence[Result],
+    top_out_frames: float = TOP_OUT_FRAMES,
+    frames_per_virus: float = FRAMES_PER_VIRUS,
+) -> Any:
+    """float64[G]: minus ``top_out_frames`` for a game that topped out; for every other, minus
+    its frames and ``frames_per_virus`` for each virus left (a cleared game: minus its frames to
+    the stage clear; a game cut at the frame limit: the viruses it has still to clear, at a
+    typical rate, so that games cut early are ranked by what they cleared)."""
+    return np.array(
+        [
+            -float(top_out_frames)
+            if r.topped_out
+            else -float(r.frames) - frames_per_virus * r.viruses_left
+            for r in results
+        ]
+    )
 
 
 def advantages(returns: npt.ArrayLike, group: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -323,9 +341,15 @@ def load_start(paths: Sequence[str]) -> Any:
 
 
 def summary(results: Sequence[Result]) -> dict[str, float]:
-    """Clear rate and cleared games' frames (median, p10, p90) of sampled games."""
+    """Clear and top-out rates, mean viruses left and the cleared games' frames (p10, median,
+    p90) of sampled games."""
     frames = [r.frames for r in results if r.cleared]
-    out = {"games": float(len(results)), "clear_rate": float(np.mean([r.cleared for r in results]))}
+    out = {
+        "games": float(len(results)),
+        "clear_rate": float(np.mean([r.cleared for r in results])),
+        "top_out_rate": float(np.mean([r.topped_out for r in results])),
+        "viruses_left": float(np.mean([r.viruses_left for r in results])),
+    }
     if frames:
         p10, p50, p90 = np.percentile(frames, [10, 50, 90])
         out.update(frames_p10=float(p10), frames_p50=float(p50), frames_p90=float(p90))
@@ -350,6 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--speeds", default="hi")
     ap.add_argument("--temperature", type=float, default=0.5, help="of the sampling softmax")
     ap.add_argument("--top-out-frames", type=float, default=TOP_OUT_FRAMES)
+    ap.add_argument(
+        "--frames-per-virus",
+        type=float,
+        default=FRAMES_PER_VIRUS,
+        help="what a virus left at --max-frames costs",
+    )
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--kl", type=float, default=0.1, help="weight of KL(start || network)")
     ap.add_argument("--batch", type=int, default=256)
@@ -375,8 +405,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("temperature", "lr", "top_out_frames", "clip"):
         if not getattr(args, name) > 0:
             ap.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)}")
-    if args.kl < 0:
-        ap.error(f"--kl must be >= 0, got {args.kl}")
+    if args.kl < 0 or args.frames_per_virus < 0:
+        ap.error(
+            f"--kl and --frames-per-virus must be >= 0, got {args.kl}, {args.frames_per_virus}"
+        )
 
     from policy.eval import parse_levels, parse_speeds
 
@@ -421,7 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parts.append(part)
                 bar.advance()
         data = Rollouts.concat(parts)
-        adv = advantages(game_returns(data.results, args.top_out_frames), data.group)
+        returns = game_returns(data.results, args.top_out_frames, args.frames_per_virus)
+        adv = advantages(returns, data.group)
         stats = policy_gradient(
             model,
             reference,

@@ -51,6 +51,14 @@ def test_returns_put_every_clear_above_every_loss_and_fast_above_slow() -> None:
     assert list(r) == [-9000.0, -7000.0, -20_000.0]
 
 
+def test_games_cut_at_the_frame_limit_are_ranked_by_the_viruses_they_left() -> None:
+    from policy.play import Result
+
+    cut = [Result(20, 2, 2, False, False, 3000, 30, left) for left in (70, 60)]
+    r = game_returns([*cut, result(False, 2500)], 20_000, 120)
+    assert list(r) == [-3000.0 - 70 * 120, -3000.0 - 60 * 120, -20_000.0]
+
+
 def test_advantages_compare_a_game_only_with_its_own_group() -> None:
     returns = [-7000.0, -9000.0, -20_000.0, -8000.0, -8000.0, -3000.0]
     a = advantages(returns, [0, 0, 0, 1, 1, 2])
@@ -144,6 +152,9 @@ def test_a_small_self_play_run_writes_a_loadable_ensemble(tiny, tmp_path) -> Non
         ["--temperature", "0"],
         ["--kl", "-1"],
         ["--levels", "30"],
+        ["--frames-per-virus", "-5"],
+        ["--clip", "0"],
+        ["--epochs", "0"],
     ],
 )
 def test_bad_settings_are_refused_at_the_command_line(args, tmp_path, capsys) -> None:
