@@ -48,6 +48,7 @@ import numpy.typing as npt
 from engine.placement import NUM_PLACEMENTS
 from policy.features import board_planes, extras_vector
 from policy.play import Episode, Result
+from policy.train import append_state, state_tensors
 
 DEFAULT_INIT = Path(__file__).resolve().parent / "models" / "policy_fp32.onnx"
 TOP_OUT_FRAMES = 20_000  # the return of a game that topped out is minus this
@@ -112,13 +113,8 @@ class Rollouts:
     def tensors(self) -> tuple[npt.NDArray[Any], ...]:
         """(board float32[N,11,16,8], extras float32[N,18], mask bool[N,512], action int64[N],
         logp float32[N])."""
-        a = self.arrays
-        board = board_planes(a["field"])
-        extras = extras_vector(
-            a["pill"], a["next"], a["level"], a["speed"], a["speed_ups"], a["viruses"]
-        )
-        mask = np.unpackbits(a["mask"], axis=1)[:, :NUM_PLACEMENTS].astype(bool)
-        return board, extras, mask, a["action"].astype(np.int64), a["logp"]
+        board, extras, mask = state_tensors(self.arrays)
+        return board, extras, mask, self.arrays["action"].astype(np.int64), self.arrays["logp"]
 
 
 def sample(
@@ -177,14 +173,7 @@ def play_group(job: GroupJob) -> Rollouts:
         for row, i in enumerate(playing):
             o, plan = obs[row], plans[row]
             idx, logp = sample(np.where(masks[row], logits[row], -1.0e9), job.temperature, rng)
-            rows["field"].append(o.field.reshape(-1))
-            rows["pill"].append(o.pill_colors)
-            rows["next"].append(o.next_colors)
-            rows["level"].append(o.level)
-            rows["speed"].append(o.speed)
-            rows["speed_ups"].append(o.speed_ups)
-            rows["viruses"].append(o.virus_count)
-            rows["mask"].append(np.packbits(masks[row]))
+            append_state(rows, o, masks[row])
             rows["action"].append(idx)
             rows["logp"].append(logp)
             rows["game"].append(i)

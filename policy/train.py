@@ -61,6 +61,31 @@ FIELDS = (
 )
 
 
+def append_state(rows: dict[str, list[Any]], obs: Any, reachable: npt.ArrayLike) -> None:
+    """Appends a spawn state's fields (field, pill, next, level, speed, speed_ups, viruses, mask:
+    the packed reachable bool[512]) to ``rows``; obs: a policy.features.SpawnInput."""
+    rows["field"].append(np.asarray(obs.field).reshape(-1))
+    rows["pill"].append(obs.pill_colors)
+    rows["next"].append(obs.next_colors)
+    rows["level"].append(obs.level)
+    rows["speed"].append(obs.speed)
+    rows["speed_ups"].append(obs.speed_ups)
+    rows["viruses"].append(obs.virus_count)
+    rows["mask"].append(np.packbits(np.asarray(reachable, dtype=bool)))
+
+
+def state_tensors(arrays: dict[str, npt.NDArray[Any]]) -> tuple[npt.NDArray[Any], ...]:
+    """(board float32[N,11,16,8], extras float32[N,18], mask bool[N,512]) of stored spawn
+    states (the fields append_state writes, stacked)."""
+    a = arrays
+    board = board_planes(a["field"])
+    extras = extras_vector(
+        a["pill"], a["next"], a["level"], a["speed"], a["speed_ups"], a["viruses"]
+    )
+    mask = np.unpackbits(a["mask"], axis=1)[:, :NUM_PLACEMENTS].astype(bool)
+    return board, extras, mask
+
+
 @dataclass
 class Dataset:
     """Labelled spawn states (N of them).
@@ -92,13 +117,7 @@ class Dataset:
 
     def tensors(self) -> tuple[npt.NDArray[np.float32], ...]:
         """(board [N,11,16,8], extras [N,18], mask bool[N,512]) for the network."""
-        a = self.arrays
-        board = board_planes(a["field"])
-        extras = extras_vector(
-            a["pill"], a["next"], a["level"], a["speed"], a["speed_ups"], a["viruses"]
-        )
-        mask = np.unpackbits(a["mask"], axis=1)[:, :NUM_PLACEMENTS].astype(bool)
-        return board, extras, mask
+        return state_tensors(self.arrays)
 
     def targets(self, temperature: float) -> npt.NDArray[np.float32]:
         """Soft targets float32[N, 512]: softmax(value / temperature) over the candidates."""
@@ -193,14 +212,7 @@ def _label_game(job: LabelJob) -> tuple[Dataset, Result]:
             cand[: order.size] = e.placements[order]
             val[: order.size] = np.maximum(values[order], -1.0e6)
             obs = SpawnInput.from_game(game)
-            rows["field"].append(obs.field)
-            rows["pill"].append(obs.pill_colors)
-            rows["next"].append(obs.next_colors)
-            rows["level"].append(obs.level)
-            rows["speed"].append(obs.speed)
-            rows["speed_ups"].append(obs.speed_ups)
-            rows["viruses"].append(obs.virus_count)
-            rows["mask"].append(np.packbits(e.reachable))
+            append_state(rows, obs, e.reachable)
             rows["cand"].append(cand)
             rows["value"].append(val)
             best = int(cand[0])
