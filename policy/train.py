@@ -134,6 +134,24 @@ class Dataset:
         out[rows[sel], cand.reshape(-1)[sel]] = p.reshape(-1)[sel]
         return out
 
+    def regrets(self, clip: float) -> npt.NDArray[np.float32]:
+        """Regret float32[N, 512] in frames, in [0, clip]: the labeller's best value less each
+        placement's. A reachable placement that is not among the stored candidates gets the
+        worst stored candidate's regret (a lower bound: the labeller ranked it below them);
+        an unreachable one 0 (the network's mask gives it no probability)."""
+        cand = self.arrays["cand"].astype(np.int64)
+        val = self.arrays["value"].astype(np.float64)
+        ok = cand >= 0
+        best = np.where(ok, val, -np.inf).max(axis=1, keepdims=True)
+        reg = np.clip(np.where(ok, best - val, 0.0), 0.0, clip)
+        worst = reg.max(axis=1)
+        reach = np.unpackbits(self.arrays["mask"], axis=1)[:, :NUM_PLACEMENTS].astype(bool)
+        out = np.where(reach, worst[:, None], 0.0).astype(np.float32)
+        rows = np.repeat(np.arange(len(self)), cand.shape[1])
+        sel = ok.reshape(-1)
+        out[rows[sel], cand.reshape(-1)[sel]] = reg.reshape(-1)[sel]
+        return out
+
 
 # ---------------------------------------------------------------------------- labelling
 
@@ -330,15 +348,21 @@ def train_network(
     seed: int,
     desc: str = "train",
     val_frac: float = 0.05,
+    regret: float = 0.0,
+    regret_clip: float = 2000.0,
 ) -> dict[str, float]:
     """Cross-entropy of the masked logits against the teacher's soft targets (AdamW, cosine
-    learning rate). The last `val_frac` of the states is held out. Returns the final epoch's
-    loss and top-1 agreement with the teacher's pick (and val_loss / val_agree)."""
+    learning rate), plus `regret` x the network's expected regret in hundreds of frames
+    (sum over placements of its probability x the labeller's regret, Dataset.regrets clipped
+    at `regret_clip` frames; 0: cross-entropy alone). The last `val_frac` of the states is
+    held out. Returns the final epoch's loss and top-1 agreement with the teacher's pick (and
+    val_loss / val_agree; val_regret, the expected regret in frames, when `regret` > 0)."""
     import torch
 
     torch.manual_seed(seed)
     board, extras, mask = data.tensors()
     target = data.targets(temperature)
+    treg = torch.from_numpy(data.regrets(regret_clip)) if regret > 0 else None
     choice = data.arrays["choice"].astype(np.int64)
     n_all = len(data)
     n_val = int(n_all * val_frac)
@@ -360,6 +384,8 @@ def train_network(
                 logits = model(tb[idx], te[idx], tm[idx])
                 logp = torch.log_softmax(logits, dim=1)
                 loss = -(tt[idx] * logp).sum(dim=1).mean()
+                if treg is not None:
+                    loss = loss + regret * (logp.exp() * treg[idx]).sum(dim=1).mean() / 100.0
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -371,14 +397,18 @@ def train_network(
             model.eval()
             if n_val:
                 with torch.no_grad():
-                    v_loss, v_agree = 0.0, 0
+                    v_loss, v_agree, v_reg = 0.0, 0, 0.0
                     for i in range(n, n_all, 1024):
                         sl = slice(i, min(i + 1024, n_all))
                         logits = model(tb[sl], te[sl], tm[sl])
                         logp = torch.log_softmax(logits, dim=1)
                         v_loss += float(-(tt[sl] * logp).sum())
                         v_agree += int((logits.argmax(dim=1) == tc[sl]).sum())
+                        if treg is not None:
+                            v_reg += float((logp.exp() * treg[sl]).sum())
                 stats.update(val_loss=v_loss / n_val, val_agree=v_agree / n_val)
+                if treg is not None:
+                    stats["val_regret"] = v_reg / n_val
             print(f"{desc} epoch {epoch}: {json.dumps(stats)}", file=sys.stderr, flush=True)
     model.eval()
     return stats
@@ -416,6 +446,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--temperature", type=float, default=12.0, help="soft-target frames")
+    ap.add_argument(
+        "--regret",
+        type=float,
+        default=0.0,
+        help="weight of the expected regret (hundreds of frames) added to the cross-entropy",
+    )
+    ap.add_argument(
+        "--regret-clip", type=float, default=2000.0, help="regret cap per placement, frames"
+    )
     ap.add_argument("--channels", type=int, default=32)
     ap.add_argument("--blocks", type=int, default=6)
     ap.add_argument("--beam", type=int, default=8)
@@ -449,6 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="ONNX policy that plays the DAgger games (default: the network being trained)",
     )
     args = ap.parse_args(argv)
+    if args.regret < 0 or args.regret_clip <= 0:
+        ap.error(
+            f"--regret must be >= 0 and --regret-clip > 0, got {args.regret}, {args.regret_clip}"
+        )
     if args.beam_depth < 1 or args.beam_width < 1:
         ap.error(
             f"--beam-depth and --beam-width must be >= 1, got {args.beam_depth}, {args.beam_width}"
@@ -520,7 +563,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         model.load_state_dict(torch.load(args.init))
     if args.epochs > 0:
         stats = train_network(
-            data, model, args.epochs, args.lr, args.batch, args.temperature, args.seed, "imitation"
+            data,
+            model,
+            args.epochs,
+            args.lr,
+            args.batch,
+            args.temperature,
+            args.seed,
+            "imitation",
+            regret=args.regret,
+            regret_clip=args.regret_clip,
         )
         log["rounds"].append({"round": 0, "states": len(data), **stats, "s": time.time() - t0})
         torch.save(model.state_dict(), out / "policy.pt")
@@ -542,6 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.temperature,
             args.seed + r,
             f"train {r}",
+            regret=args.regret,
+            regret_clip=args.regret_clip,
         )
         log["rounds"].append(
             {
