@@ -34,6 +34,7 @@ POLICIES = (
     "greedy",
     "teacher",
     "onnx",
+    "onnx-survive",
     "search",
     "search-late5",
     "search-ponder",
@@ -144,6 +145,8 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
         return Teacher(taps_only=cfg.taps_only)
     if name == "onnx":
         return _onnx_policy(cfg)
+    if name == "onnx-survive":
+        return _onnx_policy(cfg, survive=True)
     if name in ("search", "search-late5", "search-ponder"):
         from policy.search import LateSearch, PonderedSearch, SearchPlayer
 
@@ -170,15 +173,17 @@ def make_policy(name: str, cfg: Config, episode: Episode) -> Policy:
     raise ValueError(f"unknown policy {name!r}")
 
 
-_ONNX: dict[tuple[str | None, bool], Any] = {}
+_ONNX: dict[tuple[str | None, bool, bool], Any] = {}
 
 
-def _onnx_policy(cfg: Config) -> Policy:
-    key = (cfg.model, cfg.taps_only)
+def _onnx_policy(cfg: Config, survive: bool = False) -> Policy:
+    key = (cfg.model, cfg.taps_only, survive)
     if key not in _ONNX:  # one onnxruntime session per process
         from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
 
-        _ONNX[key] = PlacementPolicy(cfg.model or DEFAULT_MODEL, threads=1, taps_only=cfg.taps_only)
+        _ONNX[key] = PlacementPolicy(
+            cfg.model or DEFAULT_MODEL, threads=1, taps_only=cfg.taps_only, survive=survive
+        )
     policy: Policy = _ONNX[key]
     return policy
 

@@ -20,6 +20,24 @@ from policy.features import SpawnInput, encode
 from policy.play import Move
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"
+TOP_OUT = int(engine.Phase.TOP_OUT)
+
+
+def survival_mask(
+    game: engine.Game, reachable: npt.ArrayLike, taps_only: bool = False
+) -> npt.NDArray[np.bool_]:
+    """bool[512]: `reachable` less the placements whose lock tops out at once (the next pill
+    cannot spawn: action_sendPill, pillMoveValidation $90E3), found by one engine expansion
+    (engine._core.expand: each placement locked, cleared and settled to the next spawn or the
+    end). When every reachable placement tops out, `reachable` is returned unchanged. No
+    values, no deeper ply: a rule like the planner's reachability, not a search."""
+    mask = np.asarray(reachable, dtype=bool).reshape(-1).copy()
+    e = _core.expand(game, taps_only=taps_only)
+    phases = np.asarray(e.phases)
+    lose = phases == TOP_OUT
+    if lose.any() and not lose.all():
+        mask[np.asarray(e.placements)[lose]] = False
+    return mask
 
 
 class PlacementPolicy:
@@ -27,6 +45,8 @@ class PlacementPolicy:
 
     model: path of the ONNX file. threads: onnxruntime intra-op threads (1: one core).
     taps_only: plan with engine.plan(taps_only=True) in act() (faster, may miss placements).
+    survive: act() never picks a placement that tops out at once while another does not
+    (survival_mask; one engine expansion a decision, ~1.5 ms on one core; name "onnx-survive").
     The shipped model is the int8 copy of the trained ensemble (policy.quantize; the float32
     ensemble is policy/models/policy_fp32.onnx). Raises FileNotFoundError when the model file
     is missing, ValueError when onnxruntime cannot load it.
@@ -35,7 +55,11 @@ class PlacementPolicy:
     name = "onnx"
 
     def __init__(
-        self, model: str | Path = DEFAULT_MODEL, threads: int = 1, taps_only: bool = False
+        self,
+        model: str | Path = DEFAULT_MODEL,
+        threads: int = 1,
+        taps_only: bool = False,
+        survive: bool = False,
     ) -> None:
         path = Path(model)
         if not path.is_file():
@@ -51,6 +75,9 @@ class PlacementPolicy:
         except Exception as exc:  # onnxruntime's InvalidProtobuf, InvalidGraph, Fail, ...
             raise ValueError(f"{path}: not an ONNX model onnxruntime can run ({exc})") from exc
         self.taps_only = taps_only
+        self.survive = survive
+        if survive:
+            self.name = "onnx-survive"
 
     def logits(
         self, board: npt.NDArray[np.float32], extras: npt.NDArray[np.float32], mask: npt.ArrayLike
@@ -110,8 +137,11 @@ class PlacementPolicy:
         plan = _core.plan(game, taps_only=self.taps_only)
         if len(plan) == 0:
             raise ValueError(f"no placement to choose: plan status {plan.status}")
-        idx = self.choose(SpawnInput.from_game(game), plan.reachable)
+        reachable = plan.reachable
+        if self.survive:
+            reachable = survival_mask(game, reachable, self.taps_only)
+        idx = self.choose(SpawnInput.from_game(game), reachable)
         return Move(idx, plan.masks(idx))
 
 
-__all__ = ["DEFAULT_MODEL", "PlacementPolicy"]
+__all__ = ["DEFAULT_MODEL", "PlacementPolicy", "survival_mask"]

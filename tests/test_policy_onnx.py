@@ -178,3 +178,35 @@ def test_split_gives_back_an_ensembles_members(
     err = capsys.readouterr().err.strip()
     assert "int8 copy" in err and "policy_fp32.onnx" in err and "\n" not in err
     assert not (tmp_path / "int8").exists()
+
+
+def test_the_survival_mask_keeps_the_network_from_topping_out_at_once() -> None:
+    """Level 20 HI, seed 0x800E (a held-out game the float32 ensemble loses on its third pill):
+    at that state the network's own pick tops out at once while most placements do not;
+    survival_mask removes exactly the placements whose child is TOP_OUT, and survive=True
+    picks a placement that lives. Where no placement tops out the mask is the reachable set."""
+    from policy.onnx_policy import TOP_OUT, survival_mask
+
+    fp32 = Path(DEFAULT_MODEL).with_name("policy_fp32.onnx")
+    plain = PlacementPolicy(fp32)
+    live = PlacementPolicy(fp32, survive=True)
+    assert live.name == "onnx-survive" and plain.name == "onnx"
+    seen: list[tuple[bool, bool]] = []
+
+    def check(game: engine.Game, move: Any) -> None:
+        plan = _core.plan(game)
+        e = _core.expand(game)
+        lose = np.asarray(e.placements)[np.asarray(e.phases) == TOP_OUT]
+        mask = survival_mask(game, plan.reachable)
+        reach = np.asarray(plan.reachable, bool)
+        if 0 < lose.size < len(e):
+            assert not mask[lose].any() and mask.sum() == reach.sum() - lose.size
+        else:
+            assert np.array_equal(mask, reach)
+        seen.append((bool(np.isin(move.placement, lose)), bool(lose.size)))
+        if seen[-1][0]:
+            assert not np.isin(live.act(game.clone()).placement, lose)
+
+    result = play(plain, Episode(20, 2, 0x800E, (0x800E >> 1) & 0xFF), on_decision=check)
+    assert result.topped_out and seen[-1] == (True, True)
+    assert not play(live, Episode(20, 2, 0x800E, (0x800E >> 1) & 0xFF)).topped_out
