@@ -2,8 +2,10 @@
 
     python -m policy.eval --levels 0-20 --speeds low,med,hi --episodes 20 --out out/eval
 
-plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx, and
-search: the play-time 3-ply search with the network's prior, policy/search.py),
+plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx,
+onnx-survive: the network that never picks a placement topping out at once while another
+lives, policy.onnx_policy.survival_mask, and search: the play-time 3-ply search with the
+network's prior, policy/search.py),
 prints a table (clear rate, p10, median and p90 frames to clear, top-outs; the human record
 below the levels that have one: level 20 HI, 123.57 s), and writes
 eval.json and eval.png under --out. A game is fixed by (level, speed, seed, frameCounter);
