@@ -185,7 +185,8 @@ def test_the_survival_mask_keeps_the_network_from_topping_out_at_once() -> None:
     at that state the network's own pick tops out at once while most placements do not;
     survival_mask removes exactly the placements whose child is TOP_OUT, and survive=True
     picks a placement that lives. Where no placement tops out the mask is the reachable set."""
-    from policy.onnx_policy import TOP_OUT, survival_mask
+    from policy.onnx_policy import survival_mask
+    from policy.play import TOP_OUT
 
     fp32 = Path(DEFAULT_MODEL).with_name("policy_fp32.onnx")
     plain = PlacementPolicy(fp32)
