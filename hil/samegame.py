@@ -16,7 +16,7 @@ summary). For each level this tool
 2. asks the player policy.eval runs for the loop's policy (``--policy search`` in real time
    with pondering: the first pill the prior network's quick choice, every other pill
    ``policy.eval --policies search-ponder``'s choice without the next pill; lockstep: the
-   search at the spawn for the first; ``onnx``: the network) what it picks in each of the
+   search at the spawn for the first; ``onnx``: the network, ``onnx-survive``, as the loop's) what it picks in each of the
    loop's spawn states: how many of the loop's choices it makes;
 3. plays that player from state 0 (unless ``--no-player``): policy.eval's frames for the same
    game. One different choice makes another game, so these compare as sets, not level by level.
@@ -100,28 +100,31 @@ class Players:
         from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
 
         net = PlacementPolicy(DEFAULT_MODEL, threads=1)
+        # the loop's network never picks a placement that tops out at once while another
+        # lives (hil.loop.policies.OnnxPolicy): policy.eval's onnx-survive
+        quick = PlacementPolicy(DEFAULT_MODEL, threads=1, survive=True)
         self.first: Any
         self.rest: Any
         if policy == "onnx":
-            self.first = self.rest = net
-            self.name = "onnx"
+            self.first = self.rest = quick
+            self.name = "onnx-survive"
         elif policy == "search":
             from policy.search import PonderedSearch, SearchPlayer
 
             search = SearchPlayer(prior=net)
             # real time: a pill decided at its spawn takes the prior's quick choice
-            self.first = net if realtime else search
+            self.first = quick if realtime else search
             self.rest = PonderedSearch(search) if ponder else search
-            self.name = ("onnx then " if realtime else "search then ") + (
+            self.name = ("onnx-survive then " if realtime else "search then ") + (
                 "search-ponder" if ponder else "search"
             )
         elif policy == "beam":
             from policy.beam import BeamPlayer
 
             beam = BeamPlayer()  # a pondered pill's choice is the one at its spawn: no guess
-            self.first = net if realtime else beam
+            self.first = quick if realtime else beam
             self.rest = beam
-            self.name = ("onnx then " if realtime else "") + "beam"
+            self.name = ("onnx-survive then " if realtime else "") + "beam"
         else:
             raise SameGameError(f"policy {policy!r}: only onnx, search and beam runs are replayed")
 

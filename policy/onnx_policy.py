@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,26 +18,31 @@ import engine
 from engine import _core
 from engine.placement import NUM_PLACEMENTS
 from policy.features import SpawnInput, encode
-from policy.play import TOP_OUT, Move
+from policy.play import MAX_SETTLE_FRAMES, TOP_OUT, Move
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"
 
 
-def survival_mask(
-    game: engine.Game, reachable: npt.ArrayLike, taps_only: bool = False
-) -> npt.NDArray[np.bool_]:
-    """bool[512]: `reachable` less the placements whose lock tops out at once (the next pill
-    cannot spawn: action_sendPill, pillMoveValidation $90E3), found by one engine expansion
-    (engine._core.expand: each placement locked, cleared and settled to the next spawn or the
-    end). When every reachable placement tops out, `reachable` is returned unchanged. No
-    values, no deeper ply: a rule like the planner's reachability, not a search."""
-    mask = np.asarray(reachable, dtype=bool).reshape(-1).copy()
-    e = _core.expand(game, taps_only=taps_only)
-    phases = np.asarray(e.phases)
-    lose = phases == TOP_OUT
-    if lose.any() and not lose.all():
-        mask[np.asarray(e.placements)[lose]] = False
-    return mask
+def first_surviving(game: engine.Game, plan: Any, order: npt.ArrayLike) -> int:
+    """The first placement of `order` (placement indices 0..511, best first, each one of
+    `plan`'s: engine.plan of `game`) whose pill, played on a copy of `game` with the plan's
+    own inputs (plan.masks) and settled to the next spawn (engine._core.settle), does not top
+    out (the next pill cannot spawn: action_sendPill, pillMoveValidation $90E3); order[0]
+    when every one of them tops out. `game`: a falling pill at any frame (a spawn state, or
+    the live loop's state where its first new input takes effect). Exact (the planner's
+    inputs played frame by frame); no values, no deeper ply: a rule like the planner's
+    reachability, not a search. Cost: one copy, the pill's frames and the settle for the
+    first choice that lives (usually order[0]). Raises ValueError for an empty `order`."""
+    ranked = np.asarray(order, dtype=np.int64).reshape(-1)
+    if ranked.size == 0:
+        raise ValueError("no placement to choose")
+    for idx in ranked:
+        child = game.clone()
+        child.run(np.asarray(plan.masks(int(idx)), dtype=np.uint8))
+        _core.settle(child, MAX_SETTLE_FRAMES)
+        if int(child.phase) != TOP_OUT:
+            return int(idx)
+    return int(ranked[0])
 
 
 class PlacementPolicy:
@@ -44,9 +50,9 @@ class PlacementPolicy:
 
     model: path of the ONNX file. threads: onnxruntime intra-op threads (1: one core).
     taps_only: plan with engine.plan(taps_only=True) in act() (faster, may miss placements).
-    survive: act() never picks a placement that tops out at once while another does not
-    (survival_mask; one engine expansion a decision, ~0.3 ms of one core at the median, 1.5 ms
-    at p99, docs/POLICY.md "Survival mask"; name "onnx-survive").
+    survive: act() never picks a placement that tops out at once while another does not:
+    the best-ranked one that lives (first_surviving; docs/POLICY.md "Survival rule"; name
+    "onnx-survive").
     The shipped model is the int8 copy of the trained ensemble (policy.quantize; the float32
     ensemble is policy/models/policy_fp32.onnx). Raises FileNotFoundError when the model file
     is missing, ValueError when onnxruntime cannot load it.
@@ -94,54 +100,63 @@ class PlacementPolicy:
         )
         return np.asarray(out, dtype=np.float32)
 
-    def choose(self, obs: SpawnInput, reachable: npt.ArrayLike) -> int:
-        """The highest-scoring reachable placement index 0..511.
+    def ranking(
+        self, observations: SpawnInput | Sequence[SpawnInput], reachable: npt.ArrayLike
+    ) -> npt.NDArray[np.int64]:
+        """The reachable placement indices int64[R], best first: by the network's
+        log-probability over the reachable placements, averaged over `observations` when
+        several are given (one batch; the ranking for a pill whose successor is not known yet,
+        one observation per successor it may have). Ties keep index order.
 
         reachable: bool[512] (engine Plan.reachable). Raises ValueError when no placement is
-        reachable or the observation is out of range.
+        reachable, no observation is given or one is out of range.
         """
         mask = np.asarray(reachable, dtype=bool).reshape(-1)
         if mask.shape != (NUM_PLACEMENTS,):
             raise ValueError(f"reachable must have 512 entries, got {mask.shape}")
         if not mask.any():
             raise ValueError("no reachable placement to choose from")
-        board, extras = encode(obs)
-        logits = self.logits(board, extras, mask[None])[0]
-        # The graph already masked; this guards against a model file that does not.
-        return int(np.argmax(np.where(mask, logits, -np.inf)))
+        obs = [observations] if isinstance(observations, SpawnInput) else list(observations)
+        if not obs:
+            raise ValueError("no observation to choose over")
+        feats = [encode(o) for o in obs]
+        board = np.concatenate([f[0] for f in feats])
+        extras = np.concatenate([f[1] for f in feats])
+        logits = self.logits(board, extras, np.repeat(mask[None], len(feats), 0))
+        # The graph already masks; this guards against a model file that does not.
+        z = np.where(mask, logits.astype(np.float64), -np.inf)
+        z -= z.max(axis=1, keepdims=True)
+        logp = (z - np.log(np.exp(z).sum(axis=1, keepdims=True))).mean(axis=0)
+        ok = np.flatnonzero(mask)
+        return ok[np.argsort(-logp[ok], kind="stable")]
+
+    def choose(self, obs: SpawnInput, reachable: npt.ArrayLike) -> int:
+        """The highest-scoring reachable placement index 0..511 (ranking()[0]).
+
+        reachable: bool[512] (engine Plan.reachable). Raises ValueError when no placement is
+        reachable or the observation is out of range.
+        """
+        return int(self.ranking(obs, reachable)[0])
 
     def choose_mean(self, observations: Sequence[SpawnInput], reachable: npt.ArrayLike) -> int:
         """The reachable placement best on average over ``observations`` (the mean of the
         network's log-probabilities over the reachable placements; one batch): the choice
         for a pill whose successor is not known yet, one observation per successor it may
-        have. Raises ValueError as :meth:`choose`."""
-        mask = np.asarray(reachable, dtype=bool).reshape(-1)
-        if mask.shape != (NUM_PLACEMENTS,):
-            raise ValueError(f"reachable must have 512 entries, got {mask.shape}")
-        if not mask.any():
-            raise ValueError("no reachable placement to choose from")
+        have. Raises ValueError as :meth:`ranking`."""
         if not observations:
             raise ValueError("no observation to choose over")
-        feats = [encode(o) for o in observations]
-        board = np.concatenate([f[0] for f in feats])
-        extras = np.concatenate([f[1] for f in feats])
-        logits = self.logits(board, extras, np.repeat(mask[None], len(feats), 0))
-        z = np.where(mask, logits.astype(np.float64), -np.inf)
-        z -= z.max(axis=1, keepdims=True)
-        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        return int(np.argmax(np.where(mask, logp.mean(axis=0), -np.inf)))
+        return int(self.ranking(observations, reachable)[0])
 
     def act(self, game: engine.Game) -> Move:
-        """Plans from `game` (a spawn state) and picks with choose(). Raises ValueError when
-        there is no pill to plan."""
+        """Plans from `game` (a spawn state) and picks the best-ranked placement (ranking();
+        with survive, the best-ranked that does not top out at once: first_surviving).
+        Raises ValueError when there is no pill to plan."""
         plan = _core.plan(game, taps_only=self.taps_only)
         if len(plan) == 0:
             raise ValueError(f"no placement to choose: plan status {plan.status}")
-        reachable = plan.reachable
-        if self.survive:
-            reachable = survival_mask(game, reachable, self.taps_only)
-        idx = self.choose(SpawnInput.from_game(game), reachable)
+        order = self.ranking(SpawnInput.from_game(game), plan.reachable)
+        idx = first_surviving(game, plan, order) if self.survive else int(order[0])
         return Move(idx, plan.masks(idx))
 
 
-__all__ = ["DEFAULT_MODEL", "PlacementPolicy", "survival_mask"]
+__all__ = ["DEFAULT_MODEL", "PlacementPolicy", "first_surviving"]

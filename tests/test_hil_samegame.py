@@ -46,10 +46,10 @@ def test_the_emu_console_keeps_each_levels_state_0():
 
 
 def _log(tmp_path, levels, *, late=3, realtime=False, player=None, policy="onnx"):
-    """A hil run log of engine games played by ``player`` (default the network; the loop's
-    choices, its policy named ``policy``), each level ``late`` frames longer than the engine's
-    game, as a loop that lost frames would count."""
-    net = player if player is not None else PlacementPolicy(DEFAULT_MODEL, threads=1)
+    """A hil run log of engine games played by ``player`` (default the network with the
+    loop's survival rule; the loop's choices, its policy named ``policy``), each level ``late``
+    frames longer than the engine's game, as a loop that lost frames would count."""
+    net = player if player is not None else PlacementPolicy(DEFAULT_MODEL, survive=True)
     events = [{"event": "run_start", "settings": {"ponder": True}}]
     seen = []
     for level, speed, seed in levels:
@@ -89,7 +89,7 @@ def test_samegame_replays_the_loops_placements_and_plays_the_same_games(tmp_path
         # game from state 0 is the loop's game
         assert rec["player_agrees"] == rec["pills"] - 1 and rec["player_disagrees_at"] == []
         assert rec["player"]["frames"] == rec["engine_frames"]
-    assert report["player"] == "onnx" and report["median_loop_frames"] is not None
+    assert report["player"] == "onnx-survive" and report["median_loop_frames"] is not None
 
 
 def test_samegame_replays_a_beam_run_with_policy_evals_beam(tmp_path, capsys):

@@ -180,34 +180,83 @@ def test_split_gives_back_an_ensembles_members(
     assert not (tmp_path / "int8").exists()
 
 
-def test_the_survival_mask_keeps_the_network_from_topping_out_at_once() -> None:
-    """Level 20 HI, seed 0x800E (a held-out game the float32 ensemble loses on its third pill):
-    at that state the network's own pick tops out at once while most placements do not;
-    survival_mask removes exactly the placements whose child is TOP_OUT, and survive=True
-    picks a placement that lives. Where no placement tops out the mask is the reachable set."""
-    from policy.onnx_policy import survival_mask
+def fatal_state(net: PlacementPolicy) -> engine.Game:
+    """Level 20 HI, seed 0x800E (a held-out game the float32 ensemble loses on its third
+    pill): the spawn state of the pill whose choice by ``net`` tops out at once."""
+    states: list[engine.Game] = []
+    result = play(
+        net,
+        Episode(20, 2, 0x800E, (0x800E >> 1) & 0xFF),
+        on_decision=lambda g, m: states.append(g.clone()),
+    )
+    assert result.topped_out
+    return states[-1]
+
+
+def top_outs(game: engine.Game) -> np.ndarray:
+    """The placements whose lock tops out at once, by the engine's own expansion (an oracle
+    independent of first_surviving, which plays the planner's inputs)."""
     from policy.play import TOP_OUT
+
+    e = _core.expand(game)
+    return np.asarray(e.placements)[np.asarray(e.phases) == TOP_OUT]
+
+
+def test_survive_picks_the_best_ranked_placement_that_does_not_top_out() -> None:
+    """At every decision of the float32 ensemble's lost game 0x800E, first_surviving gives the
+    first placement of the network's ranking outside the engine's top-out set; at the fatal
+    pill the network's own pick tops out while most placements live, and survive=True (named
+    onnx-survive) plays the game on without topping out."""
+    from policy.onnx_policy import first_surviving
 
     fp32 = Path(DEFAULT_MODEL).with_name("policy_fp32.onnx")
     plain = PlacementPolicy(fp32)
     live = PlacementPolicy(fp32, survive=True)
     assert live.name == "onnx-survive" and plain.name == "onnx"
-    seen: list[tuple[bool, bool]] = []
+    seen: list[tuple[bool, int]] = []
 
     def check(game: engine.Game, move: Any) -> None:
         plan = _core.plan(game)
-        e = _core.expand(game)
-        lose = np.asarray(e.placements)[np.asarray(e.phases) == TOP_OUT]
-        mask = survival_mask(game, plan.reachable)
-        reach = np.asarray(plan.reachable, bool)
-        if 0 < lose.size < len(e):
-            assert not mask[lose].any() and mask.sum() == reach.sum() - lose.size
-        else:
-            assert np.array_equal(mask, reach)
-        seen.append((bool(np.isin(move.placement, lose)), bool(lose.size)))
-        if seen[-1][0]:
-            assert not np.isin(live.act(game.clone()).placement, lose)
+        order = plain.ranking(SpawnInput.from_game(game), plan.reachable)
+        assert (
+            order[0] == move.placement == plain.choose(SpawnInput.from_game(game), plan.reachable)
+        )
+        lose = top_outs(game)
+        alive = order[~np.isin(order, lose)]
+        want = alive[0] if len(alive) else order[0]
+        assert first_surviving(game, plan, order) == want == live.act(game.clone()).placement
+        seen.append((bool(np.isin(move.placement, lose)), len(alive)))
 
     result = play(plain, Episode(20, 2, 0x800E, (0x800E >> 1) & 0xFF), on_decision=check)
-    assert result.topped_out and seen[-1] == (True, True)
+    assert result.topped_out and seen[-1][0] and seen[-1][1] >= 8
+    assert not any(lost for lost, _ in seen[:-1])
     assert not play(live, Episode(20, 2, 0x800E, (0x800E >> 1) & 0xFF)).topped_out
+    with pytest.raises(ValueError, match="no placement"):
+        first_surviving(engine.Game(0, 1, 0x8988), None, [])
+
+
+def test_the_live_loops_onnx_policy_survives_from_the_falling_pill() -> None:
+    """hil's OnnxPolicy decides on the state where its first input takes effect, not the
+    spawn: 5 frames after the fatal spawn of 0x800E its default (survive) picks a placement
+    that lives, played with engine.plan's inputs and settled; survive=False keeps the
+    network's pick, which tops out. choose_mean (a pondered pill) survives too."""
+    from hil.loop.policies import OnnxPolicy
+    from policy.play import TOP_OUT
+
+    net = PlacementPolicy(Path(DEFAULT_MODEL).with_name("policy_fp32.onnx"))
+    game = fatal_state(net)
+    game.run(np.zeros(5, np.uint8))
+    plan = engine.plan(game)
+
+    def phase_after(idx: int) -> int:
+        child = game.clone()
+        child.run(np.asarray(plan.masks(idx), np.uint8))
+        _core.settle(child, 10_000)
+        return int(child.phase)
+
+    blind = OnnxPolicy(net, survive=False).choose(game, plan.reachable)
+    assert phase_after(blind) == TOP_OUT
+    live = OnnxPolicy(net)
+    assert phase_after(live.choose(game, plan.reachable)) != TOP_OUT
+    pairs = [(0, 0), (1, 2), (2, 1)]
+    assert phase_after(live.choose_mean(game, plan.reachable, pairs)) != TOP_OUT

@@ -7,7 +7,8 @@ enough for a pill decided at its spawn in real time) and ``quick`` (a policy pon
 real time, whose plan the full one replaces when it comes in time).
 
 - ``heuristic``: hil's stand-in (hil.loop.heuristic), one-ply greedy, no model;
-- ``onnx``: the policy room's network (policy.onnx_policy.PlacementPolicy), ~2 ms a choice;
+- ``onnx``: the policy room's network (policy.onnx_policy.PlacementPolicy), ~2 ms a choice,
+  never a placement that tops out at once while another lives (OnnxPolicy);
 - ``search``: policy.search's 3-ply search with the network as prior (docs/POLICY.md
   "Play-time search"): stronger, ~100 ms of one core a choice, 250-1000 ms for a pondered pill;
 - ``search-attack`` (two players): the search with a bonus for each half a pill's chain sends
@@ -37,25 +38,41 @@ from hil.loop.ponder import next_spawn
 
 class OnnxPolicy:
     """The policy room's network on ``policy.features.SpawnInput.from_game`` of the state.
-    ``net``: a policy.onnx_policy.PlacementPolicy (default: the shipped model)."""
+    ``net``: a policy.onnx_policy.PlacementPolicy (default: the shipped model). ``survive``
+    (default): the best-ranked placement whose lock does not top out at once while another's
+    does not (policy.onnx_policy.first_surviving, played from the loop's state with
+    engine.plan's inputs), the rule of ``policy.eval --policies onnx-survive``; False: the
+    network's top choice alone, as ``onnx``."""
 
     name = "onnx"
 
-    def __init__(self, net: Any = None) -> None:
+    def __init__(self, net: Any = None, survive: bool = True) -> None:
         from policy.onnx_policy import PlacementPolicy
 
         self.net = net if net is not None else PlacementPolicy()
+        self.survive = survive
 
     def choose(self, game: engine.Game, reachable: npt.ArrayLike) -> int:
         from policy.features import SpawnInput
 
-        return int(self.net.choose(SpawnInput.from_game(game), reachable))
+        return self._pick(game, reachable, self.net.ranking(SpawnInput.from_game(game), reachable))
 
     def choose_mean(self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any) -> int:
         """The placement best on average over the next pill's colours ``pairs``
-        (PlacementPolicy.choose_mean): for a pill pondered before the preview shows its
+        (PlacementPolicy.ranking over them): for a pill pondered before the preview shows its
         successor."""
-        return int(self.net.choose_mean(next_pill_observations(game, pairs), reachable))
+        order = self.net.ranking(next_pill_observations(game, pairs), reachable)
+        return self._pick(game, reachable, order)
+
+    def _pick(self, game: engine.Game, reachable: npt.ArrayLike, order: Any) -> int:
+        if not self.survive:
+            return int(order[0])
+        from policy.onnx_policy import first_surviving
+
+        plan = engine.plan(game)
+        # the loop's planner and this one see the same pill; keep only what both reach
+        both = order[np.asarray(plan.reachable, dtype=bool)[order]]
+        return first_surviving(game, plan, both) if len(both) else int(order[0])
 
 
 class SearchPolicy:
