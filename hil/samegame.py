@@ -16,7 +16,8 @@ summary). For each level this tool
 2. asks the player policy.eval runs for the loop's policy (``--policy search`` in real time
    with pondering: the first pill the prior network's quick choice, every other pill
    ``policy.eval --policies search-ponder``'s choice without the next pill; lockstep: the
-   search at the spawn for the first; ``onnx``: the network, ``onnx-survive``, as the loop's) what it picks in each of the
+   search at the spawn for the first; ``onnx``: the network with the loop's survival rule,
+   ``onnx-survive``; the prior's quick choices are that too) what it picks in each of the
    loop's spawn states: how many of the loop's choices it makes;
 3. plays that player from state 0 (unless ``--no-player``): policy.eval's frames for the same
    game. One different choice makes another game, so these compare as sets, not level by level.
