@@ -17,8 +17,10 @@ summary). For each level this tool
    with pondering: the first pill the prior network's quick choice, every other pill
    ``policy.eval --policies search-ponder``'s choice without the next pill; lockstep: the
    search at the spawn for the first; ``onnx``: the network with the loop's survival rule,
-   ``onnx-survive``; the prior's quick choices are that too) what it picks in each of the
-   loop's spawn states: how many of the loop's choices it makes;
+   ``onnx-survive``, and with pondering each pill after the first as the loop ponders it,
+   without the next pill where the loop's 9 choices differ within the run's
+   ``ponder.commit_frames``: PonderedNetwork; the prior's quick choices are onnx-survive's)
+   what it picks in each of the loop's spawn states: how many of the loop's choices it makes;
 3. plays that player from state 0 (unless ``--no-player``): policy.eval's frames for the same
    game. One different choice makes another game, so these compare as sets, not level by level.
 
@@ -97,7 +99,9 @@ class Players:
     """policy.eval's players for the loop's policy: ``first`` decides a level's first pill,
     ``rest`` every other (both ``act(game) -> Move`` at a spawn state)."""
 
-    def __init__(self, policy: str, realtime: bool, ponder: bool) -> None:
+    def __init__(
+        self, policy: str, realtime: bool, ponder: bool, commit_frames: int | None = None
+    ) -> None:
         from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
 
         net = PlacementPolicy(DEFAULT_MODEL, threads=1)
@@ -109,6 +113,9 @@ class Players:
         if policy == "onnx":
             self.first = self.rest = quick
             self.name = "onnx-survive"
+            if ponder and commit_frames is not None:
+                self.rest = PonderedNetwork(quick, commit_frames)
+                self.name = self.rest.name
         elif policy == "search":
             from policy.search import PonderedSearch, SearchPlayer
 
@@ -128,6 +135,31 @@ class Players:
             self.name = ("onnx-survive then " if realtime else "") + "beam"
         else:
             raise SameGameError(f"policy {policy!r}: only onnx, search and beam runs are replayed")
+
+
+class PonderedNetwork:
+    """The loop's network on a pondered pill (hil.loop.ponder.choose_ahead, the code the loop
+    runs): at the spawn state, its choice for each of the 9 next pills; where those press
+    alike for the first ``commit_frames`` frames (or all their frames), the one for the real
+    next pill, else the choice over all 9 made without it (choose_mean). ``net``: a
+    PlacementPolicy, wrapped as the loop's OnnxPolicy (the survival rule)."""
+
+    def __init__(self, net: Any, commit_frames: int) -> None:
+        from hil.loop.policies import OnnxPolicy
+
+        self.policy = OnnxPolicy(net)
+        self.commit_frames = int(commit_frames)
+        self.name = f"onnx-survive pondered (commit {self.commit_frames} frames)"
+
+    def act(self, game: engine.Game) -> Any:
+        from hil.loop.ponder import choose_ahead
+        from policy.play import Move
+
+        plan = _core.plan(game)
+        p = self.policy
+        choices, _, _ = choose_ahead(game, plan, p.choose, None, self.commit_frames, p.choose_mean)
+        idx, masks = choices[(int(game.next_colors[0]), int(game.next_colors[1]))]
+        return Move(int(idx), masks)
 
 
 def _frames(game: engine.Game) -> int | None:
@@ -225,6 +257,7 @@ def samegame(path: Path, play: bool = True) -> dict[str, Any]:
         str(summary.get("policy")),
         bool(emu.get("realtime")),
         bool(log["settings"].get("ponder", True)),
+        (summary.get("ponder") or {}).get("commit_frames"),
     )
     levels = []
     for s, e, placements, missing in zip(seen, ends, log["plans"], log["missing"], strict=True):

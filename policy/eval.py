@@ -4,8 +4,8 @@
 
 plays `episodes` games per (level, speed) for each policy (random, greedy, teacher, onnx,
 onnx-survive: the network that never picks a placement topping out at once while another
-lives, policy.onnx_policy.survival_mask, and search: the play-time 3-ply search with the
-network's prior, policy/search.py),
+lives, policy.onnx_policy.first_surviving, as hil run's onnx, and search: the play-time 3-ply
+search with the network's prior, policy/search.py),
 prints a table (clear rate, p10, median and p90 frames to clear, top-outs; the human record
 below the levels that have one: level 20 HI, 123.57 s), and writes
 eval.json and eval.png under --out. A game is fixed by (level, speed, seed, frameCounter);
@@ -340,8 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--policies",
         default=",".join(DEFAULT_POLICIES),
-        help="among random,greedy,teacher,onnx,search,search-late5,search-ponder,beam (default:"
-        " the first four; search-late5 and search-ponder: the search as the live loop decides, 5"
+        help="among random,greedy,teacher,onnx,onnx-survive,search,search-late5,search-ponder,beam"
+        " (default: the first four; onnx-survive: the network with hil run's survival rule;"
+        " search-late5 and search-ponder: the search as the live loop decides, 5"
         " frames after the spawn or pondered without the next pill; beam: a beam search over the"
         " pills the reserve will throw, docs/POLICY.md)",
     )

@@ -105,6 +105,51 @@ def test_samegame_replays_a_beam_run_with_policy_evals_beam(tmp_path, capsys):
     )
 
 
+def test_samegame_replays_a_pondered_network_run_with_the_loops_own_rule(tmp_path, capsys):
+    """A real-time network run ponders: where the 9 choices for the next pill press otherwise
+    within the run's commit frames, the loop chose without the next pill (choose_mean). With
+    the summary's ``ponder.commit_frames`` the tool's player makes that same choice (the
+    loop's choose_ahead), so it agrees on every pill and plays the loop's game; the network
+    at the spawn with the next pill known would not."""
+    from hil.loop.policies import OnnxPolicy
+    from hil.loop.ponder import choose_ahead
+    from hil.samegame import PonderedNetwork
+
+    net = PlacementPolicy(DEFAULT_MODEL, survive=True)
+    pondered = PonderedNetwork(net, 9)
+
+    class FirstQuick:  # the loop decides a level's first pill at its spawn
+        asked = 0
+
+        def act(self, g):
+            self.asked += 1
+            return (net if self.asked == 1 else pondered).act(g)
+
+    path, events = _log(tmp_path, [(10, 2, 0x8000)], realtime=True, player=FirstQuick())
+    events[-1]["ponder"] = {"commit_frames": 9}
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert main([str(path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (rec,) = report["levels"]
+    assert report["player"] == "onnx-survive pondered (commit 9 frames)"
+    assert rec["player_disagrees_at"] == [] and rec["player"]["frames"] == rec["engine_frames"]
+    # the rule mattered: some pills were chosen without the next pill, and the network with
+    # the next pill known chooses otherwise on some of them
+    g = engine.Game.from_state_bytes(bytes.fromhex(events[-1]["emu"]["levels_seen"][0]["state0"]))
+    to_spawn(g)
+    loop = OnnxPolicy(net)
+    blind = differ = 0
+    for e in [e for e in events if e["event"] == "plan"][:-1]:  # each pill's next spawn
+        g.run(_core.plan(g).masks(e["placement"]))
+        to_spawn(g)
+        if not at_spawn(g):
+            break
+        _, _, without_next = choose_ahead(g, _core.plan(g), loop.choose, None, 9, loop.choose_mean)
+        blind += without_next
+        differ += without_next and net.act(g).placement != pondered.act(g).placement
+    assert blind >= 10 and differ >= 1
+
+
 def test_samegame_counts_a_choice_its_player_would_not_make(tmp_path, capsys):
     path, events = _log(tmp_path, [(0, 2, 0x8000)])
     summary = events[-1]

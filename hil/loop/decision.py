@@ -361,6 +361,7 @@ class Decision:
         # capture's frame, the reaction); choices that differ before then are committed.
         period_ns = 1e9 / self.tracker.cfg.hz
         commit = math.ceil(self.tracker.cfg.latency_ns / period_ns) + COMMIT_MARGIN_FRAMES
+        self.ponder_stats.commit_frames = commit
         quick = None if self.lockstep else getattr(self.policy, "quick", None)
         for policy in ([quick] if quick is not None else []) + [self.policy]:
             worker = (

@@ -125,6 +125,48 @@ def next_spawn(game: engine.Game, masks: Sequence[int] | U8) -> tuple[engine.Gam
     return None
 
 
+def choose_ahead(
+    pred: engine.Game,
+    plan: Any,
+    choose: Callable[[engine.Game, Any], int],
+    choose_pairs: Callable[[engine.Game, Any, Sequence[tuple[int, int]]], dict] | None = None,
+    commit_frames: int = 0,
+    choose_mean: Callable[[engine.Game, Any, Sequence[tuple[int, int]]], int] | None = None,
+) -> tuple[dict[tuple[int, int], tuple[int, U8]], int, bool]:
+    """The pondered choices at a spawn state ``pred`` (``plan``: engine.plan of it), as
+    :func:`ponder` makes them: (per ordered next pill colour pair: (placement, masks uint8[n]
+    from the spawn to the lock), the frames from the spawn on that every choice presses
+    alike, whether the choice was made without the next pill: ``choose_mean``'s for every
+    pair, when the 9 choices differ within ``commit_frames`` of the spawn). ``pred`` is not
+    changed. hil.samegame replays a network run's choices with it."""
+    choices: dict[tuple[int, int], tuple[int, U8]] = {}
+    by_placement: dict[int, U8] = {}
+    picked = (
+        dict(choose_pairs(pred, plan.reachable, COLOUR_PAIRS_ORDERED))
+        if choose_pairs is not None
+        else {}
+    )
+    for pair in COLOUR_PAIRS_ORDERED:
+        if pair in picked:
+            idx = int(picked[pair])
+        else:
+            h = pred.clone()
+            h.next_colors[:] = pair
+            idx = int(choose(h, plan.reachable))
+        if idx not in by_placement:
+            by_placement[idx] = np.asarray(plan.masks(idx), np.uint8)
+        choices[pair] = (idx, by_placement[idx])
+    common = _common(choices)
+    without_next = False
+    if choose_mean is not None and common < min(commit_frames, _shortest(choices)):
+        without_next = True
+        idx = int(choose_mean(pred, plan.reachable, COLOUR_PAIRS_ORDERED))
+        one = (idx, by_placement.get(idx, np.asarray(plan.masks(idx), np.uint8)))
+        choices = dict.fromkeys(COLOUR_PAIRS_ORDERED, one)
+        common = len(one[1])
+    return choices, common, without_next
+
+
 def ponder(
     pill: int,
     g0: int,
@@ -163,31 +205,9 @@ def ponder(
     plan = planner(pred, np.zeros(0, np.uint8))
     if int(plan.status) != 0 or len(plan) == 0:
         return None
-    choices: dict[tuple[int, int], tuple[int, U8]] = {}
-    by_placement: dict[int, U8] = {}
-    picked = (
-        dict(choose_pairs(pred, plan.reachable, COLOUR_PAIRS_ORDERED))
-        if choose_pairs is not None
-        else {}
+    choices, common, without_next = choose_ahead(
+        pred, plan, choose, choose_pairs, commit_frames, choose_mean
     )
-    for pair in COLOUR_PAIRS_ORDERED:
-        if pair in picked:
-            idx = int(picked[pair])
-        else:
-            h = pred.clone()
-            h.next_colors[:] = pair
-            idx = int(choose(h, plan.reachable))
-        if idx not in by_placement:
-            by_placement[idx] = np.asarray(plan.masks(idx), np.uint8)
-        choices[pair] = (idx, by_placement[idx])
-    common = _common(choices)
-    without_next = False
-    if choose_mean is not None and common < min(commit_frames, _shortest(choices)):
-        without_next = True
-        idx = int(choose_mean(pred, plan.reachable, COLOUR_PAIRS_ORDERED))
-        one = (idx, by_placement.get(idx, np.asarray(plan.masks(idx), np.uint8)))
-        choices = dict.fromkeys(COLOUR_PAIRS_ORDERED, one)
-        common = len(one[1])
     masks = [m for _, m in choices.values()]
     return Ahead(
         pill=pill + 1,
@@ -240,6 +260,9 @@ class PonderStats:
     # (wall ms, CPU ms) of every pondering that finished, per policy: "quick" (the prior's
     # choice, in real time) and "full" (the policy's own), whether its result was used or not.
     work: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # the frames from a spawn within which the 9 choices must press alike, else the choice is
+    # made without the next pill (ponder's commit_frames; None until a pill is pondered)
+    commit_frames: int | None = None
 
     def add_work(self, kind: str, a: Ahead) -> None:
         self.work.setdefault(kind, []).append((a.ms, a.cpu_ms))
@@ -269,6 +292,7 @@ class PonderStats:
             "unfinished_at_spawn": self.unfinished,
             "refined": self.refined,
             "refined_too_late": self.refined_late,
+            "commit_frames": self.commit_frames,
             "margin_frames": margin(self.margins),
             "margin_at_spawn_frames": margin(self.at_spawn_margins),
             "ponder_ms": None
