@@ -132,8 +132,8 @@ def _add_play_args(run: argparse.ArgumentParser) -> None:
         help="auto, onnx (the network, never a placement that tops out at once while another "
         "lives: docs/POLICY.md 'Survival rule'), search (policy.search with the network as "
         "prior: slower, stronger; docs/RUN.md), heuristic, beam (policy.beam over the level's "
-        "pills, known from its board; one player), or with --versus search-attack (the search aiming for attacks; "
-        "docs/VERSUS.md)",
+        "pills, known from its board; one player), or with --versus search-attack (the search "
+        "aiming for attacks; docs/VERSUS.md)",
     )
     run.add_argument(
         "--planner",
