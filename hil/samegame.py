@@ -157,7 +157,9 @@ class PonderedNetwork:
 
         plan = _core.plan(game)
         p = self.policy
-        choices, _, _ = choose_ahead(game, plan, p.choose, None, self.commit_frames, p.choose_mean)
+        choices, _, _ = choose_ahead(
+            game, plan, p.choose, p.choose_pairs, self.commit_frames, p.choose_mean
+        )
         idx, masks = choices[(int(game.next_colors[0]), int(game.next_colors[1]))]
         return Move(int(idx), masks)
 

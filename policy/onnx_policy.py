@@ -23,7 +23,9 @@ from policy.play import MAX_SETTLE_FRAMES, TOP_OUT, Move
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"
 
 
-def first_surviving(game: engine.Game, plan: Any, order: npt.ArrayLike) -> int:
+def first_surviving(
+    game: engine.Game, plan: Any, order: npt.ArrayLike, alive: dict[int, bool] | None = None
+) -> int:
     """The first placement of `order` (placement indices 0..511, best first, each one of
     `plan`'s: engine.plan of `game`) whose pill, played on a copy of `game` with the plan's
     own inputs (plan.masks) and settled to the next spawn (engine._core.settle), does not top
@@ -111,6 +113,21 @@ class PlacementPolicy:
         reachable: bool[512] (engine Plan.reachable). Raises ValueError when no placement is
         reachable, no observation is given or one is out of range.
         """
+        logp, ok = self._log_probs(observations, reachable)
+        mean = logp.mean(axis=0)
+        return ok[np.argsort(-mean[ok], kind="stable")]
+
+    def rankings(
+        self, observations: Sequence[SpawnInput], reachable: npt.ArrayLike
+    ) -> list[npt.NDArray[np.int64]]:
+        """ranking() of each observation alone, in one batch (a pondered pill's 9 next
+        pills). Raises ValueError as :meth:`ranking`."""
+        logp, ok = self._log_probs(observations, reachable)
+        return [ok[np.argsort(-row[ok], kind="stable")] for row in logp]
+
+    def _log_probs(
+        self, observations: SpawnInput | Sequence[SpawnInput], reachable: npt.ArrayLike
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
         mask = np.asarray(reachable, dtype=bool).reshape(-1)
         if mask.shape != (NUM_PLACEMENTS,):
             raise ValueError(f"reachable must have 512 entries, got {mask.shape}")
@@ -126,9 +143,8 @@ class PlacementPolicy:
         # The graph already masks; this guards against a model file that does not.
         z = np.where(mask, logits.astype(np.float64), -np.inf)
         z -= z.max(axis=1, keepdims=True)
-        logp = (z - np.log(np.exp(z).sum(axis=1, keepdims=True))).mean(axis=0)
-        ok = np.flatnonzero(mask)
-        return ok[np.argsort(-logp[ok], kind="stable")]
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        return logp, np.flatnonzero(mask)
 
     def choose(self, obs: SpawnInput, reachable: npt.ArrayLike) -> int:
         """The highest-scoring reachable placement index 0..511 (ranking()[0]).

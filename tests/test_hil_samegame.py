@@ -144,7 +144,9 @@ def test_samegame_replays_a_pondered_network_run_with_the_loops_own_rule(tmp_pat
         to_spawn(g)
         if not at_spawn(g):
             break
-        _, _, without_next = choose_ahead(g, _core.plan(g), loop.choose, None, 9, loop.choose_mean)
+        _, _, without_next = choose_ahead(
+            g, _core.plan(g), loop.choose, loop.choose_pairs, 9, loop.choose_mean
+        )
         blind += without_next
         differ += without_next and net.act(g).placement != pondered.act(g).placement
     assert blind >= 10 and differ >= 1

@@ -260,3 +260,14 @@ def test_the_live_loops_onnx_policy_survives_from_the_falling_pill() -> None:
     assert phase_after(live.choose(game, plan.reachable)) != TOP_OUT
     pairs = [(0, 0), (1, 2), (2, 1)]
     assert phase_after(live.choose_mean(game, plan.reachable, pairs)) != TOP_OUT
+    # a pondered pill's choices at once (one batch, survival played once a placement) are
+    # choose()'s for each next pill
+    from policy.play import COLOUR_PAIRS_ORDERED
+
+    each = {}
+    for pair in COLOUR_PAIRS_ORDERED:
+        h = game.clone()
+        h.next_colors[:] = pair
+        each[pair] = live.choose(h, plan.reachable)
+    assert live.choose_pairs(game, plan.reachable, COLOUR_PAIRS_ORDERED) == each
+    assert all(phase_after(idx) != TOP_OUT for idx in each.values())

@@ -64,15 +64,38 @@ class OnnxPolicy:
         order = self.net.ranking(next_pill_observations(game, pairs), reachable)
         return self._pick(game, reachable, order)
 
-    def _pick(self, game: engine.Game, reachable: npt.ArrayLike, order: Any) -> int:
+    def choose_pairs(
+        self, game: engine.Game, reachable: npt.ArrayLike, pairs: Any
+    ) -> dict[tuple[int, int], int]:
+        """choose() for each next pill colour pair of ``pairs`` at once (a pondered pill): one
+        network batch, one engine.plan, and each placement's survival played once for all."""
+        orders = self.net.rankings(next_pill_observations(game, pairs), reachable)
+        keys = [(int(a), int(b)) for a, b in pairs]
+        if not self.survive:
+            return {k: int(o[0]) for k, o in zip(keys, orders, strict=True)}
+        plan = engine.plan(game)
+        alive: dict[int, bool] = {}
+        return {
+            k: self._pick(game, reachable, o, plan, alive)
+            for k, o in zip(keys, orders, strict=True)
+        }
+
+    def _pick(
+        self,
+        game: engine.Game,
+        reachable: npt.ArrayLike,
+        order: Any,
+        plan: Any = None,
+        alive: dict[int, bool] | None = None,
+    ) -> int:
         if not self.survive:
             return int(order[0])
         from policy.onnx_policy import first_surviving
 
-        plan = engine.plan(game)
+        plan = engine.plan(game) if plan is None else plan
         # the loop's planner and this one see the same pill; keep only what both reach
         both = order[np.asarray(plan.reachable, dtype=bool)[order]]
-        return first_surviving(game, plan, both) if len(both) else int(order[0])
+        return first_surviving(game, plan, both, alive) if len(both) else int(order[0])
 
 
 class SearchPolicy:
