@@ -104,7 +104,6 @@ class Players:
     ) -> None:
         from policy.onnx_policy import DEFAULT_MODEL, PlacementPolicy
 
-        net = PlacementPolicy(DEFAULT_MODEL, threads=1)
         # the loop's network never picks a placement that tops out at once while another
         # lives (hil.loop.policies.OnnxPolicy): policy.eval's onnx-survive
         quick = PlacementPolicy(DEFAULT_MODEL, threads=1, survive=True)
@@ -119,7 +118,7 @@ class Players:
         elif policy == "search":
             from policy.search import PonderedSearch, SearchPlayer
 
-            search = SearchPlayer(prior=net)
+            search = SearchPlayer(prior=PlacementPolicy(DEFAULT_MODEL, threads=1))
             # real time: a pill decided at its spawn takes the prior's quick choice
             self.first = quick if realtime else search
             self.rest = PonderedSearch(search) if ponder else search

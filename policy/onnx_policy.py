@@ -18,7 +18,7 @@ import engine
 from engine import _core
 from engine.placement import NUM_PLACEMENTS
 from policy.features import SpawnInput, encode
-from policy.play import MAX_SETTLE_FRAMES, TOP_OUT, Move
+from policy.play import TOP_OUT, Move, to_spawn
 
 DEFAULT_MODEL = Path(__file__).resolve().parent / "models" / "policy.onnx"
 
@@ -28,22 +28,27 @@ def first_surviving(
 ) -> int:
     """The first placement of `order` (placement indices 0..511, best first, each one of
     `plan`'s: engine.plan of `game`) whose pill, played on a copy of `game` with the plan's
-    own inputs (plan.masks) and settled to the next spawn (engine._core.settle), does not top
+    own inputs (plan.masks) and settled to the next spawn (policy.play.to_spawn), does not top
     out (the next pill cannot spawn: action_sendPill, pillMoveValidation $90E3); order[0]
     when every one of them tops out. `game`: a falling pill at any frame (a spawn state, or
     the live loop's state where its first new input takes effect). Exact (the planner's
     inputs played frame by frame); no values, no deeper ply: a rule like the planner's
     reachability, not a search. Cost: one copy, the pill's frames and the settle for the
-    first choice that lives (usually order[0]). Raises ValueError for an empty `order`."""
+    first choice that lives (usually order[0]). `alive`: a memo {placement: lives} shared by
+    calls on the same `game` and `plan` (a pondered pill's 9 choices: whether the next pill
+    can spawn does not depend on its colours). Raises ValueError for an empty `order`."""
     ranked = np.asarray(order, dtype=np.int64).reshape(-1)
     if ranked.size == 0:
         raise ValueError("no placement to choose")
-    for idx in ranked:
-        child = game.clone()
-        child.run(np.asarray(plan.masks(int(idx)), dtype=np.uint8))
-        _core.settle(child, MAX_SETTLE_FRAMES)
-        if int(child.phase) != TOP_OUT:
-            return int(idx)
+    memo: dict[int, bool] = {} if alive is None else alive
+    for idx in (int(i) for i in ranked):
+        if idx not in memo:
+            child = game.clone()
+            child.run(np.asarray(plan.masks(idx), dtype=np.uint8))
+            to_spawn(child)
+            memo[idx] = int(child.phase) != TOP_OUT
+        if memo[idx]:
+            return idx
     return int(ranked[0])
 
 
@@ -153,15 +158,6 @@ class PlacementPolicy:
         reachable or the observation is out of range.
         """
         return int(self.ranking(obs, reachable)[0])
-
-    def choose_mean(self, observations: Sequence[SpawnInput], reachable: npt.ArrayLike) -> int:
-        """The reachable placement best on average over ``observations`` (the mean of the
-        network's log-probabilities over the reachable placements; one batch): the choice
-        for a pill whose successor is not known yet, one observation per successor it may
-        have. Raises ValueError as :meth:`ranking`."""
-        if not observations:
-            raise ValueError("no observation to choose over")
-        return int(self.ranking(observations, reachable)[0])
 
     def act(self, game: engine.Game) -> Move:
         """Plans from `game` (a spawn state) and picks the best-ranked placement (ranking();
